@@ -1,0 +1,2 @@
+//! `hirt bench codec`.
+pub mod codec;

@@ -1,0 +1,2 @@
+//! (in progress)
+#![deny(unsafe_code)]

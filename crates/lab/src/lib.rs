@@ -1,0 +1,2 @@
+//! The lab (in progress).
+pub mod cli;

@@ -1,0 +1,3 @@
+//! Linux dataplane (in progress).
+pub mod bench;
+pub mod cli;

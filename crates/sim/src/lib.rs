@@ -1,0 +1,2 @@
+//! Deterministic discrete-event simulator (in progress).
+pub mod cli;

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The project's test command (README): unit, property, known-answer, simulation and namespace
+# end-to-end tests for the whole workspace, plus a short run of every fuzz target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Short fuzz smoke runs (needs nightly + cargo-fuzz; skipped with a note when absent).
+if [ "${HIRT_SKIP_FUZZ:-0}" != 1 ] && command -v cargo-fuzz >/dev/null 2>&1 && [ -d fuzz ] \
+    && rustup toolchain list | grep -q nightly; then
+    for target in $(cargo +nightly fuzz list 2>/dev/null); do
+        echo "fuzz: $target (${HIRT_FUZZ_SECONDS:-15}s)"
+        corpus="fuzz/corpus/$target"
+        mkdir -p "$corpus"
+        cargo +nightly fuzz run "$target" "$corpus" -- -max_total_time="${HIRT_FUZZ_SECONDS:-15}" \
+            -rss_limit_mb=4096 >"target/fuzz-$target.log" 2>&1 \
+            || { tail -n 40 "target/fuzz-$target.log"; exit 1; }
+    done
+else
+    echo "fuzz: skipped (cargo-fuzz or nightly not installed)"
+fi
+
+cargo test --workspace --release
