@@ -1,2 +1,9 @@
-//! `hirt bench codec`.
+//! `hirt bench codec`: GF(2^8) kernel and RLC codec throughput, side by side with Intel ISA-L.
+//!
+//! `unsafe` lives only in [`isal`] (calling ISA-L through `dlopen`).
+#![deny(unsafe_code)]
+
 pub mod codec;
+mod isal;
+mod rlc_bench;
+pub mod timing;

@@ -12,12 +12,17 @@
 //! All of this is sans-IO and deterministic: no clock, no sockets, no unseeded randomness.
 #![deny(unsafe_code)]
 
+pub mod block_xor;
 pub mod coefficients;
+pub mod layered;
 pub mod rlc;
+pub mod rs;
 pub mod scheme;
 pub mod symbol;
 pub mod tinymt;
 
+pub use coefficients::Field;
+pub use rlc::{RlcConfig, RlcDecoder, RlcEncoder};
 pub use scheme::{DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome};
 
 /// Largest source symbol (a jumbo frame).

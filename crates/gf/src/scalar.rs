@@ -41,6 +41,16 @@ pub fn mul(a: u8, b: u8) -> u8 {
     }
 }
 
+/// a * b, usable in `const` items (the compile-time tables in `tables.rs`); the runtime
+/// [`mul`] reads the same tables through statics.
+pub const fn mul_const(a: u8, b: u8) -> u8 {
+    if a == 0 || b == 0 {
+        0
+    } else {
+        TABLES.0[TABLES.1[a as usize] as usize + TABLES.1[b as usize] as usize]
+    }
+}
+
 /// Multiplicative inverse; `inv(0)` is 0 (callers never divide by zero on purpose).
 #[inline]
 pub fn inv(a: u8) -> u8 {

@@ -1,2 +1,16 @@
-//! Deterministic discrete-event simulator (in progress).
+//! Deterministic discrete-event simulator of the hirt tunnel and its baselines (`hirt sim`).
+//!
+//! A run ([`scenario::run`]) wires elements together: a traffic [`traffic::Source`], the
+//! hirt-core `Encoder`, a forward [`hirt_channel::Link`] (loss model, queue, rate, delay,
+//! reordering), the hirt-core `Decoder`, and a reverse link carrying feedback (lossy too). The
+//! core is driven only through its public sans-IO API, on a virtual clock. Experiments
+//! ([`experiments`]) sweep runs in parallel and draw the HIRT §VIII figures ([`plot`]).
+#![deny(unsafe_code)]
+
 pub mod cli;
+pub mod experiments;
+pub mod plot;
+pub mod scenario;
+pub mod traffic;
+
+pub use scenario::{run, Report, Scenario};

@@ -1,0 +1,549 @@
+//! Configuration of the encoder and decoder: which code ([`SchemeConfig`]), which repair-rate
+//! controller ([`ControllerConfig`]), and the two together as a [`FecMode`] parsed from the strings
+//! `hirt sim --scheme` and the dataplane take (`ours`, `hirt`, `rquic`, `fixed:w=4,step=2`,
+//! `maelstrom:r=20,i=1-20-40`, `rs:20:10`, `xor:w=16,step=4`, `none`, ...).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use crate::controller::hirt::HirtParams;
+pub use crate::controller::ours::OursParams;
+pub use crate::controller::rquic::RquicParams;
+use crate::PathId;
+
+/// Sliding window used when a mode string does not give one (HIRT §VI uses w = 200).
+pub const DEFAULT_WINDOW: u16 = 200;
+
+/// Largest sliding window / block: RFC 8681's NSS field limit.
+pub const MAX_WINDOW: u16 = 4095;
+
+/// Why a configuration string or value was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// The scheme / controller name is not known.
+    #[error("unknown scheme or controller `{0}`")]
+    UnknownName(String),
+    /// A `key=value` parameter is not known for this scheme / controller.
+    #[error("unknown parameter `{0}`")]
+    UnknownParameter(String),
+    /// A parameter value did not parse or is out of range.
+    #[error("invalid value for `{key}`: `{value}`")]
+    InvalidValue {
+        /// The parameter.
+        key: String,
+        /// What was given.
+        value: String,
+    },
+    /// A required parameter is missing.
+    #[error("missing parameter `{0}`")]
+    Missing(&'static str),
+}
+
+fn invalid(key: &str, value: &str) -> ConfigError {
+    ConfigError::InvalidValue { key: key.to_string(), value: value.to_string() }
+}
+
+/// Parses `value` as a number in `min..=max`.
+pub(crate) fn parse_num<T>(key: &str, value: &str, min: T, max: T) -> Result<T, ConfigError>
+where
+    T: FromStr + PartialOrd,
+{
+    match value.trim().parse::<T>() {
+        Ok(v) if v >= min && v <= max => Ok(v),
+        _ => Err(invalid(key, value)),
+    }
+}
+
+/// Splits `a=1,b=2` into pairs; an item without `=` is returned with an empty value.
+pub(crate) fn kv_pairs(s: &str) -> impl Iterator<Item = (&str, &str)> {
+    s.split(',').filter(|p| !p.trim().is_empty()).map(|p| match p.split_once('=') {
+        Some((k, v)) => (k.trim(), v.trim()),
+        None => (p.trim(), ""),
+    })
+}
+
+/// Which erasure code protects a stream. Both ends must be configured with the same scheme
+/// (the decoder refuses repairs of another scheme).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SchemeConfig {
+    /// RFC 8681 RLC over GF(2^8), sliding window of at most `window` sources, density `dt`.
+    Rlc {
+        /// Largest window (the controller may shrink it); <= 4095.
+        window: u16,
+        /// RFC 8681 density threshold, 0..=15 (15 = dense).
+        dt: u8,
+    },
+    /// RLC over GF(2) with DT = 15: XOR of the whole window (SRv6-FEC / HIRT XOR mode).
+    Xor {
+        /// Largest window.
+        window: u16,
+    },
+    /// rQUIC block XOR: one repair per block of `r` sources (the controller may change `r`).
+    BlockXor {
+        /// Initial block size; also the largest block the decoder accepts is `MAX_WINDOW`.
+        r: u16,
+    },
+    /// Maelstrom layered interleaving: per interleave `i`, XOR of `r` sources spaced `i` apart.
+    Layered {
+        /// Sources per repair.
+        r: u16,
+        /// Interleaves, e.g. `[1, 20, 40]`.
+        interleaves: Vec<u16>,
+    },
+    /// Systematic Reed-Solomon: `m` repairs per block of `k` sources.
+    Rs {
+        /// Sources per block.
+        k: u16,
+        /// Repairs per block.
+        m: u16,
+    },
+    /// No code: sources are only tagged and forwarded.
+    None,
+}
+
+impl SchemeConfig {
+    /// The sliding window / block span of this scheme, in sources: how far back a repair can
+    /// reach. Used to size the decoder's loss-detection history and HIRT's loss window.
+    pub fn span(&self) -> u32 {
+        match self {
+            SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => u32::from(*window),
+            SchemeConfig::BlockXor { r } => u32::from(*r),
+            SchemeConfig::Layered { r, interleaves } => {
+                u32::from(*r) * u32::from(interleaves.iter().copied().max().unwrap_or(1))
+            }
+            SchemeConfig::Rs { k, .. } => u32::from(*k),
+            SchemeConfig::None => 0,
+        }
+    }
+
+    /// Whether the code is a sliding window (repairs are made on demand by the controller),
+    /// as opposed to a block code that emits its repairs itself.
+    pub fn is_sliding(&self) -> bool {
+        matches!(self, SchemeConfig::Rlc { .. } | SchemeConfig::Xor { .. })
+    }
+
+    fn with_window(self, w: u16) -> Self {
+        match self {
+            SchemeConfig::Rlc { dt, .. } => SchemeConfig::Rlc { window: w, dt },
+            SchemeConfig::Xor { .. } => SchemeConfig::Xor { window: w },
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for SchemeConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SchemeConfig::Rlc { window, dt } => write!(f, "rlc:w={window},dt={dt}"),
+            SchemeConfig::Xor { window } => write!(f, "xor:w={window}"),
+            SchemeConfig::BlockXor { r } => write!(f, "blockxor:r={r}"),
+            SchemeConfig::Layered { r, interleaves } => {
+                write!(f, "maelstrom:r={r},i=")?;
+                for (n, i) in interleaves.iter().enumerate() {
+                    if n > 0 {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{i}")?;
+                }
+                Ok(())
+            }
+            SchemeConfig::Rs { k, m } => write!(f, "rs:{k}:{m}"),
+            SchemeConfig::None => f.write_str("none"),
+        }
+    }
+}
+
+/// Parses `rlc[:w=200,dt=15]`, `xor[:w=..]`, `blockxor[:r=..]`, `maelstrom:r=20,i=1-20-40`
+/// (alias `layered`), `rs:20:10` (or `rs:k=20,m=10`), `none`.
+impl FromStr for SchemeConfig {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (name, rest) = s.trim().split_once(':').unwrap_or((s.trim(), ""));
+        match name {
+            "rlc" => {
+                let (mut window, mut dt) = (DEFAULT_WINDOW, 15);
+                for (k, v) in kv_pairs(rest) {
+                    match k {
+                        "w" | "window" => window = parse_num(k, v, 1, MAX_WINDOW)?,
+                        "dt" => dt = parse_num(k, v, 0, 15)?,
+                        _ => return Err(ConfigError::UnknownParameter(k.into())),
+                    }
+                }
+                Ok(SchemeConfig::Rlc { window, dt })
+            }
+            "xor" => {
+                let mut window = DEFAULT_WINDOW;
+                for (k, v) in kv_pairs(rest) {
+                    match k {
+                        "w" | "window" => window = parse_num(k, v, 1, MAX_WINDOW)?,
+                        _ => return Err(ConfigError::UnknownParameter(k.into())),
+                    }
+                }
+                Ok(SchemeConfig::Xor { window })
+            }
+            "blockxor" | "block" => {
+                let mut r = 10;
+                for (k, v) in kv_pairs(rest) {
+                    match k {
+                        "r" => r = parse_num(k, v, 1, MAX_WINDOW)?,
+                        _ => return Err(ConfigError::UnknownParameter(k.into())),
+                    }
+                }
+                Ok(SchemeConfig::BlockXor { r })
+            }
+            "maelstrom" | "layered" => {
+                let mut r = None;
+                let mut interleaves = None;
+                for (k, v) in kv_pairs(rest) {
+                    match k {
+                        "r" => r = Some(parse_num(k, v, 1, MAX_WINDOW)?),
+                        "i" => {
+                            let list: Result<Vec<u16>, _> =
+                                v.split('-').map(|x| parse_num(k, x, 1, MAX_WINDOW)).collect();
+                            let list = list?;
+                            if list.is_empty() || list.len() > 16 {
+                                return Err(invalid(k, v));
+                            }
+                            interleaves = Some(list);
+                        }
+                        _ => return Err(ConfigError::UnknownParameter(k.into())),
+                    }
+                }
+                Ok(SchemeConfig::Layered {
+                    r: r.ok_or(ConfigError::Missing("r"))?,
+                    interleaves: interleaves.ok_or(ConfigError::Missing("i"))?,
+                })
+            }
+            "rs" => {
+                let (mut k_, mut m_) = (None, None);
+                if let Some((a, b)) = rest.split_once(':') {
+                    k_ = Some(parse_num("k", a, 1, 255)?);
+                    m_ = Some(parse_num("m", b, 1, 255)?);
+                } else {
+                    for (k, v) in kv_pairs(rest) {
+                        match k {
+                            "k" => k_ = Some(parse_num(k, v, 1, 255)?),
+                            "m" => m_ = Some(parse_num(k, v, 1, 255)?),
+                            _ => return Err(ConfigError::UnknownParameter(k.into())),
+                        }
+                    }
+                }
+                let (k, m) = (k_.ok_or(ConfigError::Missing("k"))?, m_.ok_or(ConfigError::Missing("m"))?);
+                if k + m > 255 {
+                    return Err(invalid("k+m", rest));
+                }
+                Ok(SchemeConfig::Rs { k, m })
+            }
+            "none" if rest.is_empty() => Ok(SchemeConfig::None),
+            _ => Err(ConfigError::UnknownName(s.to_string())),
+        }
+    }
+}
+
+/// Which repair-rate controller drives a stream's encoder (see `docs/core.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControllerConfig {
+    /// Our controller (`controller/ours.rs`).
+    Ours(OursParams),
+    /// HIRT as published (§IV-B): EWMA of losses per window, step = ceil(W / (mu + k*sigma)).
+    Hirt(HirtParams),
+    /// rQUIC Algorithm 1: block ratio steered by residual loss around a target.
+    Rquic(RquicParams),
+    /// One repair every `step` sources (SRv6-FEC's RLC_W_STEP).
+    Fixed {
+        /// Sources between two repairs.
+        step: u16,
+    },
+    /// No controller-driven repairs: block codes emit their own, sliding codes only time-driven.
+    None,
+}
+
+impl fmt::Display for ControllerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ControllerConfig::Ours(_) => f.write_str("ours"),
+            ControllerConfig::Hirt(_) => f.write_str("hirt"),
+            ControllerConfig::Rquic(_) => f.write_str("rquic"),
+            ControllerConfig::Fixed { step } => write!(f, "fixed:step={step}"),
+            ControllerConfig::None => f.write_str("none"),
+        }
+    }
+}
+
+/// Parses `ours[:..]`, `hirt[:alpha=..,beta=..,k=..]`, `rquic[:n=3,delta=0.33,gamma=0.01,r=10]`,
+/// `fixed:step=N`, `none`.
+impl FromStr for ControllerConfig {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (name, rest) = s.trim().split_once(':').unwrap_or((s.trim(), ""));
+        match name {
+            "ours" => Ok(ControllerConfig::Ours(rest.parse()?)),
+            "hirt" => Ok(ControllerConfig::Hirt(rest.parse()?)),
+            "rquic" => Ok(ControllerConfig::Rquic(rest.parse()?)),
+            "fixed" => {
+                let mut step = None;
+                for (k, v) in kv_pairs(rest) {
+                    match k {
+                        "step" | "s" => step = Some(parse_num(k, v, 1, u16::MAX)?),
+                        _ => return Err(ConfigError::UnknownParameter(k.into())),
+                    }
+                }
+                Ok(ControllerConfig::Fixed { step: step.ok_or(ConfigError::Missing("step"))? })
+            }
+            "none" if rest.is_empty() => Ok(ControllerConfig::None),
+            _ => Err(ConfigError::UnknownName(s.to_string())),
+        }
+    }
+}
+
+/// A code and its controller, as one user-facing string.
+///
+/// | string                       | scheme                      | controller        |
+/// |------------------------------|-----------------------------|-------------------|
+/// | `ours[:w=..,...]`            | RLC, window W               | ours              |
+/// | `hirt[:w=..,alpha=..,...]`   | RLC, window W               | HIRT              |
+/// | `rquic[:r=10,...]`           | block XOR, initial r        | rQUIC Algorithm 1 |
+/// | `fixed:w=4,step=2`           | RLC, window w               | one repair / step |
+/// | `xor:w=4,step=2`             | XOR (RLC m=1), window w     | one repair / step |
+/// | `blockxor:r=10`              | block XOR, r                | none (fixed)      |
+/// | `maelstrom:r=20,i=1-20-40`   | layered interleaving        | none (fixed)      |
+/// | `rs:20:10`                   | Reed-Solomon k=20, m=10     | none (fixed)      |
+/// | `none`                       | none                        | none              |
+///
+/// W defaults to the window given to [`FecMode::parse_with_window`] ([`DEFAULT_WINDOW`] for
+/// `FromStr`); a `w=` in the string wins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FecMode {
+    /// The code.
+    pub scheme: SchemeConfig,
+    /// The controller.
+    pub controller: ControllerConfig,
+}
+
+impl FecMode {
+    /// Parses a mode string; `window` is used for sliding codes whose string gives no `w=`.
+    pub fn parse_with_window(s: &str, window: u16) -> Result<Self, ConfigError> {
+        if window == 0 || window > MAX_WINDOW {
+            return Err(invalid("window", &window.to_string()));
+        }
+        let s = s.trim();
+        let (name, rest) = s.split_once(':').unwrap_or((s, ""));
+        // Pull the scheme keys (w, dt) out; the rest goes to the controller.
+        let split = |rest: &str| -> Result<(Option<u16>, Option<u8>, String), ConfigError> {
+            let (mut w, mut dt, mut ctl) = (None, None, Vec::new());
+            for (k, v) in kv_pairs(rest) {
+                match k {
+                    "w" | "window" => w = Some(parse_num(k, v, 1, MAX_WINDOW)?),
+                    "dt" => dt = Some(parse_num(k, v, 0, 15)?),
+                    _ if v.is_empty() => ctl.push(k.to_string()),
+                    _ => ctl.push(format!("{k}={v}")),
+                }
+            }
+            Ok((w, dt, ctl.join(",")))
+        };
+        match name {
+            "ours" | "hirt" | "fixed" => {
+                let (w, dt, ctl) = split(rest)?;
+                let scheme = SchemeConfig::Rlc { window: w.unwrap_or(window), dt: dt.unwrap_or(15) };
+                let controller = format!("{name}:{ctl}").parse()?;
+                Ok(FecMode { scheme, controller })
+            }
+            "xor" => {
+                let (w, dt, ctl) = split(rest)?;
+                if dt.is_some() {
+                    return Err(ConfigError::UnknownParameter("dt".into()));
+                }
+                let scheme = SchemeConfig::Xor { window: w.unwrap_or(window) };
+                let controller = if ctl.is_empty() {
+                    ControllerConfig::None
+                } else {
+                    format!("fixed:{ctl}").parse()?
+                };
+                Ok(FecMode { scheme, controller })
+            }
+            "rlc" => {
+                let (w, dt, ctl) = split(rest)?;
+                let scheme = SchemeConfig::Rlc { window: w.unwrap_or(window), dt: dt.unwrap_or(15) };
+                let controller = if ctl.is_empty() {
+                    ControllerConfig::None
+                } else {
+                    format!("fixed:{ctl}").parse()?
+                };
+                Ok(FecMode { scheme, controller })
+            }
+            "rquic" => {
+                let params: RquicParams = rest.parse()?;
+                let r = params.r_init.round().clamp(1.0, f64::from(MAX_WINDOW)) as u16;
+                Ok(FecMode {
+                    scheme: SchemeConfig::BlockXor { r },
+                    controller: ControllerConfig::Rquic(params),
+                })
+            }
+            "blockxor" | "block" | "maelstrom" | "layered" | "rs" | "none" => {
+                Ok(FecMode { scheme: s.parse()?, controller: ControllerConfig::None })
+            }
+            _ => Err(ConfigError::UnknownName(s.to_string())),
+        }
+    }
+
+    /// Sets the sliding window of an RLC/XOR scheme (no effect on block codes).
+    pub fn with_window(mut self, window: u16) -> Self {
+        self.scheme = self.scheme.with_window(window.clamp(1, MAX_WINDOW));
+        self
+    }
+}
+
+impl FromStr for FecMode {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FecMode::parse_with_window(s, DEFAULT_WINDOW)
+    }
+}
+
+impl fmt::Display for FecMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}+{}", self.scheme, self.controller)
+    }
+}
+
+/// Encoder configuration. Build with [`EncoderConfig::new`] and adjust the public fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncoderConfig {
+    /// Code and controller of every stream.
+    pub mode: FecMode,
+    /// Time-driven repair: when sources are unprotected for this long, one repair is sent so
+    /// recovery delay stays bounded with sparse traffic. `None` disables it.
+    pub repair_delay: Option<Duration>,
+    /// Overload control: symbol operations a stream may do per `budget_period` before repair
+    /// generation is randomly skipped. `None` (default) = unlimited.
+    pub work_budget: Option<u64>,
+    /// Length of the overload accounting period.
+    pub budget_period: Duration,
+}
+
+impl EncoderConfig {
+    /// Defaults: `repair_delay` 5 ms, no work budget (period 1 ms). Encoder streams are created
+    /// on first use: their ids come from the local caller, not from the network.
+    pub fn new(mode: FecMode) -> Self {
+        EncoderConfig {
+            mode,
+            repair_delay: Some(Duration::from_millis(5)),
+            work_budget: None,
+            budget_period: Duration::from_millis(1),
+        }
+    }
+}
+
+/// Decoder configuration. Build with [`DecoderConfig::new`] and adjust the public fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecoderConfig {
+    /// The code (must match the encoder's).
+    pub scheme: SchemeConfig,
+    /// HIRT's n_f: sources per loss window (losses per window, their squares). Default: the
+    /// scheme's span (W), at least 1.
+    pub loss_window: u32,
+    /// Sources between two feedbacks of a stream. Default: `loss_window` (HIRT: every n_f).
+    pub feedback_period: u32,
+    /// With sparse traffic, a feedback goes out at the latest this long after the first
+    /// observation it reports. `None`: only every `feedback_period` sources.
+    pub feedback_interval: Option<Duration>,
+    /// A missing ESI is declared lost once this many later ESIs were seen (or a repair sent after
+    /// it arrived); absorbs reordering (HIRT §V cites a mean out-of-order length of 8).
+    pub reorder_tolerance: u32,
+    /// ESIs whose delivery state is remembered per stream (duplicate suppression after the code
+    /// forgot them; residual-loss accounting). Rounded up to a power of two; at least
+    /// `2 * span + reorder_tolerance`.
+    pub history: u32,
+    /// Path id written into feedback.
+    pub path: PathId,
+    /// Overload control, as in [`EncoderConfig::work_budget`] (decoder work = row operations).
+    pub work_budget: Option<u64>,
+    /// Length of the overload accounting period.
+    pub budget_period: Duration,
+    /// Most streams tracked; sources of further streams are delivered unprotected.
+    pub max_streams: usize,
+}
+
+impl DecoderConfig {
+    /// Defaults derived from the scheme: loss window and feedback period = span, feedback at
+    /// least every 50 ms when something happened, reorder tolerance 3, history 8192 ESIs.
+    pub fn new(scheme: SchemeConfig) -> Self {
+        let span = scheme.span().max(1);
+        DecoderConfig {
+            scheme,
+            loss_window: span,
+            feedback_period: span,
+            feedback_interval: Some(Duration::from_millis(50)),
+            reorder_tolerance: 3,
+            history: 8192,
+            path: 0,
+            work_budget: None,
+            budget_period: Duration::from_millis(1),
+            max_streams: 64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sim_strings() {
+        let m: FecMode = "fixed:w=4,step=2".parse().unwrap();
+        assert_eq!(m.scheme, SchemeConfig::Rlc { window: 4, dt: 15 });
+        assert_eq!(m.controller, ControllerConfig::Fixed { step: 2 });
+
+        let m: FecMode = "maelstrom:r=20,i=1-20-40".parse().unwrap();
+        assert_eq!(m.scheme, SchemeConfig::Layered { r: 20, interleaves: vec![1, 20, 40] });
+        assert_eq!(m.controller, ControllerConfig::None);
+
+        let m: FecMode = "rs:20:10".parse().unwrap();
+        assert_eq!(m.scheme, SchemeConfig::Rs { k: 20, m: 10 });
+
+        let m = FecMode::parse_with_window("hirt", 100).unwrap();
+        assert_eq!(m.scheme, SchemeConfig::Rlc { window: 100, dt: 15 });
+        assert!(matches!(m.controller, ControllerConfig::Hirt(_)));
+
+        let m = FecMode::parse_with_window("ours", 300).unwrap();
+        assert_eq!(m.scheme.span(), 300);
+        assert!(matches!(m.controller, ControllerConfig::Ours(_)));
+
+        let m: FecMode = "rquic".parse().unwrap();
+        assert_eq!(m.scheme, SchemeConfig::BlockXor { r: 10 });
+
+        let m: FecMode = "xor:w=8,step=4".parse().unwrap();
+        assert_eq!(m.scheme, SchemeConfig::Xor { window: 8 });
+        assert_eq!(m.controller, ControllerConfig::Fixed { step: 4 });
+
+        let m: FecMode = "none".parse().unwrap();
+        assert_eq!((m.scheme, m.controller), (SchemeConfig::None, ControllerConfig::None));
+    }
+
+    #[test]
+    fn rejects_bad_strings() {
+        for s in ["", "foo", "fixed", "fixed:w=0,step=2", "fixed:w=4096,step=1", "rs:0:1",
+            "rs:200:100", "maelstrom:r=20", "maelstrom:i=1-2", "xor:w=4,dt=3", "none:x",
+            "hirt:zzz=1", "rlc:dt=16"]
+        {
+            assert!(s.parse::<FecMode>().is_err(), "{s} accepted");
+        }
+    }
+
+    #[test]
+    fn scheme_display_round_trips() {
+        for s in ["rlc:w=200,dt=15", "xor:w=8", "blockxor:r=7", "maelstrom:r=20,i=1-20-40",
+            "rs:20:10", "none"]
+        {
+            let c: SchemeConfig = s.parse().unwrap();
+            assert_eq!(c.to_string(), s);
+            assert_eq!(c.to_string().parse::<SchemeConfig>().unwrap(), c);
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Repair-rate controllers: when a stream's encoder emits repairs, and how large its window or
+//! block is, given the decoder's feedback.
+//!
+//! Each controller is a small sans-IO unit behind [`Controller`]: the encoder calls
+//! [`Controller::on_source`] once per source (the answer is how many repairs to emit now),
+//! [`Controller::on_repair`] for every repair that went out whatever triggered it, and
+//! [`Controller::on_feedback`] for each feedback of its stream. A lost feedback only means the
+//! controller keeps its last estimate.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::config::ControllerConfig;
+use crate::feedback::Feedback;
+
+pub mod fixed;
+pub mod hirt;
+pub mod none;
+pub mod ours;
+pub mod rquic;
+
+/// What made a repair go out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepairTrigger {
+    /// The controller asked for it in [`Controller::on_source`].
+    Controller,
+    /// Time-driven: sources were unprotected for `repair_delay`.
+    Timer,
+    /// A block code emitted it on its own (block complete).
+    Code,
+}
+
+/// What the encoder tells a controller with each feedback.
+#[derive(Clone, Copy, Debug)]
+pub struct FeedbackContext {
+    /// Time of arrival of the feedback.
+    pub now: Instant,
+    /// Smoothed RTT of the stream, once measured.
+    pub rtt: Option<Duration>,
+    /// Window (sliding codes) or block size (block XOR) in use.
+    pub window: u16,
+    /// Largest window / block the configured scheme allows.
+    pub max_window: u16,
+}
+
+/// A repair-rate controller. Deterministic: no clock, no unseeded randomness.
+pub trait Controller: fmt::Debug + Send {
+    /// Short name for stats and metrics.
+    fn name(&self) -> &'static str;
+
+    /// A source symbol entered the code; returns how many repairs to emit now (sliding codes).
+    fn on_source(&mut self) -> u32;
+
+    /// A repair went out (any trigger). Step-based controllers restart their count here, so a
+    /// time-driven repair stands in for the next scheduled one.
+    fn on_repair(&mut self, _trigger: RepairTrigger) {}
+
+    /// Feedback for this stream arrived.
+    fn on_feedback(&mut self, fb: &Feedback, ctx: &FeedbackContext);
+
+    /// Window (sliding codes) or block size (block XOR) the code should use now; `None` leaves
+    /// it unchanged. Clamped by the encoder to the scheme's maximum.
+    fn window(&self) -> Option<u16> {
+        None
+    }
+
+    /// Repairs per source currently aimed at (reported in stats and metrics).
+    fn rate(&self) -> f64;
+
+    /// Overrides the configured time-driven repair delay (`None` = use the configuration).
+    fn repair_delay(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Builds the controller a configuration names, for a scheme whose window/block is `window`.
+pub fn build(cfg: &ControllerConfig, window: u16) -> Box<dyn Controller> {
+    match cfg {
+        ControllerConfig::Ours(p) => Box::new(ours::Ours::new(p.clone(), window)),
+        ControllerConfig::Hirt(p) => Box::new(hirt::Hirt::new(*p, window)),
+        ControllerConfig::Rquic(p) => Box::new(rquic::Rquic::new(*p)),
+        ControllerConfig::Fixed { step } => Box::new(fixed::Fixed::new(*step)),
+        ControllerConfig::None => Box::new(none::NoController),
+    }
+}

@@ -1,0 +1,355 @@
+//! "Ours": a repair-rate controller that aims at a residual-loss target directly.
+//!
+//! HIRT (§IV-B) sends `mu + sigma` repairs per window, where mu and sigma are fast EWMAs of the
+//! losses per window: the estimate is noisy (each sample is one window of ~200 sources), the
+//! ceiling in `step = ceil(W / (mu + sigma))` rounds the rate down in steps, and nothing tells the
+//! encoder whether the redundancy actually sufficed. Ours differs in four ways:
+//!
+//! 1. **Long-memory, burst-aware loss model.** The link loss ratio `p` and the mean burst length
+//!    `b` are estimated from exponentially decayed counts (half-life `half_life` sources), not
+//!    from one window at a time. Losses in a window of `W` sources are then a compound process
+//!    with variance about `W p (2b - 1)` (geometric bursts), so the repairs needed per source to
+//!    cover the window's losses with `z` standard deviations of margin are
+//!    `p + z * sqrt(p (2b - 1) / W)`. Longer bursts automatically get more margin.
+//! 2. **Closed loop on the residual loss.** The decoder reports the sources that left the
+//!    recovery horizon unrecovered. `z` is an integrator: each unrecovered loss raises it by
+//!    `gain`, each lost source (recovered or not) lowers it by `gain * target`, so it settles
+//!    where the residual ratio (unrecovered / lost) equals `target`, within `[z_min, z_max]`.
+//! 3. **Evenly spread, exact rate.** A fractional credit accumulates `rate` per source and a
+//!    repair goes out each time it crosses 1: no rounding of the step, repairs evenly spaced.
+//!    Time-driven repairs consume credit too, so they do not add to the overhead.
+//! 4. **Comes down when losses stop**, at the pace of the half-life, to a floor of `floor`
+//!    repairs per source (default one per two windows), so a lone loss on a clean link is still
+//!    recovered.
+//!
+//! Dense traffic: when the next scheduled repair is at most `max_delay` away, the time-driven
+//! repair is told to wait for it (1.25 x the repair interval) instead of adding repairs; sparse
+//! traffic keeps the configured repair delay.
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use super::{Controller, FeedbackContext, RepairTrigger};
+use crate::config::{kv_pairs, parse_num, ConfigError};
+use crate::feedback::Feedback;
+
+/// Parameters of our controller.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OursParams {
+    /// Initial safety margin, in standard deviations of the losses per window.
+    pub z: f64,
+    /// Smallest margin the residual loop may reach.
+    pub z_min: f64,
+    /// Largest margin the residual loop may reach.
+    pub z_max: f64,
+    /// Target residual ratio: unrecovered / lost.
+    pub target: f64,
+    /// Integrator gain: margin added per unrecovered loss.
+    pub gain: f64,
+    /// Half-life of the loss statistics, in sources.
+    pub half_life: f64,
+    /// Smallest repair rate (repairs per source); 0 = one repair per two windows.
+    pub floor: f64,
+    /// Longest wait the time-driven repair is stretched to with dense traffic.
+    pub max_delay: Duration,
+}
+
+impl Default for OursParams {
+    fn default() -> Self {
+        OursParams {
+            z: 1.0,
+            z_min: 0.5,
+            z_max: 4.0,
+            target: 0.001,
+            gain: 0.02,
+            half_life: 20_000.0,
+            floor: 0.0,
+            max_delay: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Parses `z=..,zmin=..,zmax=..,target=..,gain=..,half=..,floor=..,maxdelay_ms=..` (each
+/// optional).
+impl FromStr for OursParams {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut p = OursParams::default();
+        for (k, v) in kv_pairs(s) {
+            match k {
+                "z" => p.z = parse_num(k, v, 0.0, 20.0)?,
+                "zmin" => p.z_min = parse_num(k, v, 0.0, 20.0)?,
+                "zmax" => p.z_max = parse_num(k, v, 0.0, 20.0)?,
+                "target" => p.target = parse_num(k, v, 0.0, 1.0)?,
+                "gain" => p.gain = parse_num(k, v, 0.0, 10.0)?,
+                "half" => p.half_life = parse_num(k, v, 1.0, 1e9)?,
+                "floor" => p.floor = parse_num(k, v, 0.0, 1.0)?,
+                "maxdelay_ms" => {
+                    p.max_delay = Duration::from_secs_f64(parse_num::<f64>(k, v, 0.0, 10_000.0)? / 1e3)
+                }
+                _ => return Err(ConfigError::UnknownParameter(k.into())),
+            }
+        }
+        if p.z_min > p.z_max {
+            return Err(ConfigError::InvalidValue { key: "zmin".into(), value: s.into() });
+        }
+        p.z = p.z.clamp(p.z_min, p.z_max);
+        Ok(p)
+    }
+}
+
+/// Our controller.
+#[derive(Clone, Debug)]
+pub struct Ours {
+    p: OursParams,
+    window: f64,
+    /// Decayed counts: sources seen, sources lost, bursts ended, sources in those bursts.
+    seen: f64,
+    lost: f64,
+    bursts: f64,
+    burst_sum: f64,
+    /// Current margin (integrator state).
+    z: f64,
+    rate: f64,
+    credit: f64,
+    /// Source rate estimate (sources per second) from feedback arrival times.
+    last_fb: Option<Instant>,
+    pps: f64,
+}
+
+impl Ours {
+    /// A controller for a window of `window` sources.
+    pub fn new(p: OursParams, window: u16) -> Self {
+        let window = f64::from(window.max(1));
+        let z = p.z;
+        let mut c = Ours {
+            p,
+            window,
+            seen: 0.0,
+            lost: 0.0,
+            bursts: 0.0,
+            burst_sum: 0.0,
+            z,
+            rate: 0.0,
+            credit: 0.0,
+            last_fb: None,
+            pps: 0.0,
+        };
+        c.rate = c.floor();
+        c
+    }
+
+    fn floor(&self) -> f64 {
+        if self.p.floor > 0.0 {
+            self.p.floor
+        } else {
+            0.5 / self.window
+        }
+    }
+
+    /// Current estimates: (loss ratio, mean burst length, margin z).
+    pub fn estimate(&self) -> (f64, f64, f64) {
+        (self.loss(), self.burst(), self.z)
+    }
+
+    fn loss(&self) -> f64 {
+        if self.seen > 0.0 {
+            self.lost / self.seen
+        } else {
+            0.0
+        }
+    }
+
+    fn burst(&self) -> f64 {
+        (self.burst_sum + 1.0) / (self.bursts + 1.0)
+    }
+
+    fn recompute(&mut self) {
+        let p = self.loss();
+        let dispersion = (2.0 * self.burst() - 1.0).max(1.0);
+        let need = p + self.z * (p * dispersion / self.window).sqrt();
+        self.rate = need.max(self.floor()).min(1.0);
+    }
+}
+
+impl Controller for Ours {
+    fn name(&self) -> &'static str {
+        "ours"
+    }
+
+    fn on_source(&mut self) -> u32 {
+        self.credit += self.rate;
+        if self.credit >= 1.0 {
+            let n = self.credit.floor();
+            // The repair(s) asked for here are accounted in on_repair.
+            n as u32
+        } else {
+            0
+        }
+    }
+
+    fn on_repair(&mut self, _trigger: RepairTrigger) {
+        // Every repair, whatever triggered it, uses one unit of credit; a time-driven repair may
+        // borrow up to one unit ahead.
+        self.credit = (self.credit - 1.0).max(-1.0);
+    }
+
+    fn on_feedback(&mut self, fb: &Feedback, ctx: &FeedbackContext) {
+        let n = f64::from(fb.received) + f64::from(fb.lost);
+        if n > 0.0 {
+            let decay = 0.5f64.powf(n / self.p.half_life);
+            self.seen = self.seen * decay + n;
+            self.lost = self.lost * decay + f64::from(fb.lost);
+            self.bursts = self.bursts * decay + f64::from(fb.bursts);
+            self.burst_sum = self.burst_sum * decay + f64::from(fb.burst_sum);
+            if let Some(last) = self.last_fb {
+                let dt = ctx.now.saturating_duration_since(last).as_secs_f64();
+                if dt > 0.0 {
+                    let inst = n / dt;
+                    self.pps = if self.pps == 0.0 { inst } else { 0.8 * self.pps + 0.2 * inst };
+                }
+            }
+            self.last_fb = Some(ctx.now);
+        }
+        // Integrator on the residual ratio.
+        let err = f64::from(fb.residual) - self.p.target * f64::from(fb.lost);
+        self.z = (self.z + self.p.gain * err).clamp(self.p.z_min, self.p.z_max);
+        self.recompute();
+    }
+
+    fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    fn repair_delay(&self) -> Option<Duration> {
+        if self.pps <= 0.0 || self.rate <= 0.0 {
+            return None;
+        }
+        let interval = 1.25 / (self.rate * self.pps);
+        (interval <= self.p.max_delay.as_secs_f64()).then(|| Duration::from_secs_f64(interval))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(ms: u64) -> FeedbackContext {
+        FeedbackContext {
+            now: crate::test_util::t0() + Duration::from_millis(ms),
+            rtt: None,
+            window: 200,
+            max_window: 200,
+        }
+    }
+
+    fn drive(c: &mut Ours, n: usize) -> u32 {
+        let mut sent = 0;
+        for _ in 0..n {
+            for _ in 0..c.on_source() {
+                c.on_repair(RepairTrigger::Controller);
+                sent += 1;
+            }
+        }
+        sent
+    }
+
+    #[test]
+    fn starts_at_the_floor_spread_evenly() {
+        let mut c = Ours::new(OursParams::default(), 200);
+        // 1 / (2 W) = 1 repair per 400 sources.
+        assert_eq!(drive(&mut c, 4000), 10);
+    }
+
+    #[test]
+    fn rate_follows_loss_with_margin_and_bursts() {
+        let fixed_z = OursParams { z: 0.5, gain: 0.0, ..OursParams::default() };
+        let mut c = Ours::new(fixed_z.clone(), 200);
+        for i in 0..200 {
+            c.on_feedback(&Feedback { received: 194, lost: 6, bursts: 6, burst_sum: 6, ..Feedback::default() }, &ctx(i * 20));
+        }
+        let (p, b, z) = c.estimate();
+        assert!((p - 0.03).abs() < 1e-9 && (b - 1.0).abs() < 0.01 && z == 0.5, "{p} {b} {z}");
+        // 0.03 + 0.5 * sqrt(0.03 * 1 / 200) = 0.03612
+        assert!((c.rate() - 0.03612).abs() < 1e-4, "{}", c.rate());
+        let uniform = c.rate();
+        // Same loss ratio in bursts of 3: more margin.
+        let mut c = Ours::new(fixed_z, 200);
+        for i in 0..200 {
+            c.on_feedback(&Feedback { received: 194, lost: 6, bursts: 2, burst_sum: 6, ..Feedback::default() }, &ctx(i * 20));
+        }
+        assert!(c.rate() > uniform * 1.1, "{} vs {uniform}", c.rate());
+        // Exactly rate * n repairs, evenly.
+        let r = c.rate();
+        assert_eq!(drive(&mut c, 100_000), (r * 100_000.0).floor() as u32);
+    }
+
+    #[test]
+    fn residual_loss_raises_the_margin_and_clean_periods_lower_it() {
+        let mut c = Ours::new(OursParams::default(), 200);
+        let fb = Feedback { received: 190, lost: 10, bursts: 10, burst_sum: 10, residual: 2, ..Feedback::default() };
+        c.on_feedback(&fb, &ctx(0));
+        let z0 = c.estimate().2;
+        assert!((z0 - (1.0 + 0.02 * (2.0 - 0.01))).abs() < 1e-9, "{z0}");
+        let before = c.rate();
+        for i in 1..100 {
+            c.on_feedback(&fb, &ctx(i * 20));
+        }
+        assert!(c.rate() > before && c.estimate().2 <= 4.0);
+        let clean = Feedback { residual: 0, ..fb };
+        for i in 100..20_000 {
+            c.on_feedback(&clean, &ctx(i * 20));
+        }
+        assert_eq!(c.estimate().2, 0.5);
+    }
+
+    #[test]
+    fn comes_down_when_losses_stop() {
+        let mut c = Ours::new(OursParams::default(), 200);
+        for i in 0..100 {
+            c.on_feedback(&Feedback { received: 190, lost: 10, bursts: 10, burst_sum: 10, ..Feedback::default() }, &ctx(i * 20));
+        }
+        let high = c.rate();
+        for i in 100..1100 {
+            c.on_feedback(&Feedback { received: 200, ..Feedback::default() }, &ctx(i * 20));
+        }
+        assert!(high > 0.05 && c.rate() < 0.003, "{high} -> {}", c.rate());
+    }
+
+    #[test]
+    fn timer_repairs_use_credit() {
+        let mut c = Ours::new(OursParams { floor: 0.125, ..OursParams::default() }, 200);
+        c.on_repair(RepairTrigger::Timer);
+        // Borrowed one repair: the next 15 sources send none, then one per 8.
+        assert_eq!(drive(&mut c, 15), 0);
+        assert_eq!(drive(&mut c, 1), 1);
+    }
+
+    #[test]
+    fn stretches_the_repair_timer_only_with_dense_traffic() {
+        let mut c = Ours::new(OursParams::default(), 200);
+        let fb = Feedback { received: 198, lost: 2, bursts: 2, burst_sum: 2, ..Feedback::default() };
+        // 200 sources every 20 ms: 10 kpps.
+        for i in 0..50 {
+            c.on_feedback(&fb, &ctx(i * 20));
+        }
+        let d = c.repair_delay().expect("dense");
+        assert!(d > Duration::from_millis(5) && d < Duration::from_millis(20), "{d:?}");
+        // 200 sources every 2 s: 100 pps -> configured delay.
+        let mut c = Ours::new(OursParams::default(), 200);
+        for i in 0..50 {
+            c.on_feedback(&fb, &ctx(i * 2000));
+        }
+        assert_eq!(c.repair_delay(), None);
+    }
+
+    #[test]
+    fn parses_params() {
+        let p: OursParams = "z=2,target=0.01,maxdelay_ms=10".parse().unwrap();
+        assert_eq!((p.z, p.target, p.max_delay), (2.0, 0.01, Duration::from_millis(10)));
+        assert!("zmin=3,zmax=2".parse::<OursParams>().is_err());
+        assert!("bogus=1".parse::<OursParams>().is_err());
+        assert_eq!("".parse::<OursParams>().unwrap(), OursParams::default());
+    }
+}

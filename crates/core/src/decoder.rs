@@ -1,0 +1,341 @@
+//! The tunnel decoder: delivers originals at once, recovers lost sources the moment the code can,
+//! never delivers a source twice, and reports what it saw in periodic feedback.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use hirt_fec::DecodeError;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::codec::DecCodec;
+use crate::config::{DecoderConfig, MAX_WINDOW};
+use crate::feedback::{Feedback, TimestampEcho};
+use crate::loss::{Arrival, LossTracker};
+use crate::overload::Budget;
+use crate::stats::DecoderStats;
+use crate::{Esi, RepairInfo, StreamId};
+
+/// What to do with a received source packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Deliver it now.
+    Deliver,
+    /// Drop it: already delivered (as an original or recovered), or too old to tell.
+    Duplicate,
+}
+
+/// A recovered source packet, exact bytes. Borrowed from the decoder until the next
+/// `poll_recovered`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovered<'a> {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its ESI.
+    pub esi: Esi,
+    /// The original packet bytes.
+    pub data: &'a [u8],
+}
+
+#[derive(Debug)]
+struct RecBuf {
+    stream: StreamId,
+    esi: Esi,
+    data: Vec<u8>,
+}
+
+/// Most recycled buffers kept.
+const POOL_MAX: usize = 64;
+
+#[derive(Debug)]
+struct Stream {
+    id: StreamId,
+    codec: DecCodec,
+    tracker: LossTracker,
+    budget: Budget,
+    stats: DecoderStats,
+    seq: u16,
+    period_start: Option<Instant>,
+    echo: Option<(u32, Instant)>,
+    due: bool,
+}
+
+/// Recovered-packet output, split from the streams for disjoint borrows.
+#[derive(Debug, Default)]
+struct Out {
+    queue: VecDeque<RecBuf>,
+    pool: Vec<Vec<u8>>,
+}
+
+impl Out {
+    fn push(&mut self, stream: StreamId, esi: Esi, data: &[u8]) {
+        let mut buf = self.pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(data);
+        self.queue.push_back(RecBuf { stream, esi, data: buf });
+    }
+}
+
+/// The decoder half of the tunnel. Sans-IO: see the crate docs for the call order.
+#[derive(Debug)]
+pub struct Decoder {
+    cfg: DecoderConfig,
+    streams: Vec<Stream>,
+    index: HashMap<StreamId, usize>,
+    rng: ChaCha8Rng,
+    out: Out,
+    current: Option<RecBuf>,
+    due: VecDeque<usize>,
+    untracked: u64,
+}
+
+impl Decoder {
+    /// A new decoder; `seed` drives overload-control skips.
+    pub fn new(cfg: DecoderConfig, seed: u64) -> Self {
+        Decoder {
+            cfg,
+            streams: Vec::new(),
+            index: HashMap::new(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            out: Out::default(),
+            current: None,
+            due: VecDeque::new(),
+            untracked: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DecoderConfig {
+        &self.cfg
+    }
+
+    /// The stream's index, creating it unless `max_streams` are tracked already.
+    fn stream_index(&mut self, id: StreamId) -> Option<usize> {
+        if let Some(&i) = self.index.get(&id) {
+            return Some(i);
+        }
+        if self.streams.len() >= self.cfg.max_streams {
+            return None;
+        }
+        let span = self.cfg.scheme.span();
+        self.streams.push(Stream {
+            id,
+            codec: DecCodec::new(&self.cfg.scheme),
+            tracker: LossTracker::new(
+                self.cfg.history,
+                span,
+                self.cfg.reorder_tolerance,
+                self.cfg.loss_window,
+            ),
+            budget: Budget::new(self.cfg.work_budget, self.cfg.budget_period),
+            stats: DecoderStats::default(),
+            seq: 0,
+            period_start: None,
+            echo: None,
+            due: false,
+        });
+        let i = self.streams.len() - 1;
+        self.index.insert(id, i);
+        Some(i)
+    }
+
+    /// Takes a source packet tagged (`stream`, `esi`). On [`Verdict::Deliver`] the caller
+    /// delivers `packet` at once; then drain [`Decoder::poll_recovered`] (it may have completed
+    /// a recovery) and [`Decoder::poll_feedback`].
+    pub fn handle_source(&mut self, stream: StreamId, esi: Esi, packet: &[u8], now: Instant) -> Verdict {
+        let Some(i) = self.stream_index(stream) else {
+            self.untracked += 1;
+            return Verdict::Deliver;
+        };
+        let s = &mut self.streams[i];
+        s.period_start.get_or_insert(now);
+        let verdict = match s.tracker.on_source(esi) {
+            Arrival::New => {
+                s.stats.delivered += 1;
+                let Stream { codec, tracker, stats, .. } = &mut *s;
+                let out = &mut self.out;
+                // The code's own verdict does not matter: the tracker is the delivered-set.
+                let _ = codec.on_source(esi, packet, &mut |e, data| {
+                    if tracker.on_recovered(e) {
+                        stats.recovered += 1;
+                        out.push(stream, e, data);
+                    }
+                });
+                Verdict::Deliver
+            }
+            Arrival::Duplicate => {
+                s.stats.duplicates += 1;
+                Verdict::Duplicate
+            }
+            Arrival::Late => {
+                s.stats.duplicates += 1;
+                s.stats.late += 1;
+                Verdict::Duplicate
+            }
+            Arrival::Stale => {
+                s.stats.duplicates += 1;
+                s.stats.stale += 1;
+                Verdict::Duplicate
+            }
+        };
+        self.after_input(i, now);
+        verdict
+    }
+
+    /// Takes a repair packet of `stream` with its code parameters, the encoder's send
+    /// `timestamp` (echoed in feedback) and payload. Then drain [`Decoder::poll_recovered`] and
+    /// [`Decoder::poll_feedback`]. A refused repair leaves the state unchanged but is counted.
+    /// A repair skipped by overload control returns `Ok`.
+    pub fn handle_repair(
+        &mut self,
+        stream: StreamId,
+        info: &RepairInfo,
+        timestamp: u32,
+        payload: &[u8],
+        now: Instant,
+    ) -> Result<(), DecodeError> {
+        let Some(i) = self.stream_index(stream) else {
+            self.untracked += 1;
+            return Ok(());
+        };
+        let s = &mut self.streams[i];
+        s.stats.repairs += 1;
+        if info.nss == 0 || info.nss > MAX_WINDOW {
+            s.stats.repairs_invalid += 1;
+            return Err(DecodeError::InvalidNss);
+        }
+        if info.stride == 0 {
+            s.stats.repairs_invalid += 1;
+            return Err(DecodeError::InvalidParameters);
+        }
+        let span = u32::from(info.nss - 1) * u32::from(info.stride);
+        let last = info.first_esi.wrapping_add(span);
+        if s.budget.admit(now, &mut self.rng) {
+            let Stream { codec, tracker, stats, .. } = &mut *s;
+            let out = &mut self.out;
+            let before = codec.symbol_ops();
+            // Recovered ESIs past the highest source seen move the tracker forward themselves;
+            // the coverage is recorded only once the code accepted the repair.
+            let res = codec.on_repair(info, payload, &mut |e, data| {
+                if tracker.on_recovered(e) {
+                    stats.recovered += 1;
+                    out.push(stream, e, data);
+                }
+            });
+            let ops = codec.symbol_ops().saturating_sub(before);
+            s.budget.spend(ops);
+            s.stats.symbol_ops += ops;
+            if let Err(e) = res {
+                s.stats.repairs_invalid += 1;
+                return Err(e);
+            }
+        } else {
+            s.stats.overload_skips += 1;
+        }
+        s.period_start.get_or_insert(now);
+        s.tracker.on_repair(info.first_esi, last);
+        s.echo = Some((timestamp, now));
+        self.after_input(i, now);
+        Ok(())
+    }
+
+    /// Updates cumulative stats and the feedback schedule of stream `i` after an input.
+    fn after_input(&mut self, i: usize, now: Instant) {
+        let s = &mut self.streams[i];
+        s.stats.lost = s.tracker.total_lost;
+        s.stats.residual = s.tracker.total_residual;
+        if !s.due && Self::feedback_due(&self.cfg, s, now) {
+            s.due = true;
+            self.due.push_back(i);
+        }
+    }
+
+    fn feedback_due(cfg: &DecoderConfig, s: &Stream, now: Instant) -> bool {
+        if s.tracker.period.classified >= cfg.feedback_period.max(1) {
+            return true;
+        }
+        match (s.period_start, cfg.feedback_interval) {
+            (Some(t), Some(iv)) => now.saturating_duration_since(t) >= iv,
+            _ => false,
+        }
+    }
+
+    /// The next recovered source packet, until `None`. Deliver it at once.
+    pub fn poll_recovered(&mut self) -> Option<Recovered<'_>> {
+        if let Some(done) = self.current.take() {
+            if self.out.pool.len() < POOL_MAX {
+                self.out.pool.push(done.data);
+            }
+        }
+        self.current = self.out.queue.pop_front();
+        self.current.as_ref().map(|r| Recovered { stream: r.stream, esi: r.esi, data: &r.data })
+    }
+
+    /// The next feedback to send to the encoder, until `None`.
+    pub fn poll_feedback(&mut self, now: Instant) -> Option<Feedback> {
+        let i = self.due.pop_front()?;
+        let s = &mut self.streams[i];
+        s.due = false;
+        s.period_start = None;
+        let p = s.tracker.take_period();
+        let echo = s.echo.take().map(|(ts, at)| TimestampEcho {
+            ts,
+            hold_us: now.saturating_duration_since(at).as_micros().min(u128::from(u32::MAX)) as u32,
+        });
+        let fb = Feedback {
+            stream: s.id,
+            path: self.cfg.path,
+            seq: s.seq,
+            highest_esi: s.tracker.highest(),
+            received: p.received,
+            lost: p.lost,
+            recovered: p.recovered,
+            residual: p.residual,
+            repairs: p.repairs,
+            windows: p.windows,
+            window_loss_max: p.window_loss_max,
+            loss_sum: p.loss_sum,
+            loss_sq_sum: p.loss_sq_sum,
+            bursts: p.bursts,
+            burst_sum: p.burst_sum,
+            burst_max: p.burst_max,
+            loss_window: self.cfg.loss_window.min(u32::from(u16::MAX)) as u16,
+            echo,
+        };
+        s.seq = s.seq.wrapping_add(1);
+        s.stats.feedback += 1;
+        Some(fb)
+    }
+
+    /// When [`Decoder::handle_timeout`] must be called next (a time-driven feedback), if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let iv: Duration = self.cfg.feedback_interval?;
+        self.streams.iter().filter_map(|s| Some(s.period_start? + iv)).min()
+    }
+
+    /// Schedules the feedback due at `now`; then drain [`Decoder::poll_feedback`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.streams.len() {
+            let s = &mut self.streams[i];
+            if !s.due && Self::feedback_due(&self.cfg, s, now) {
+                s.due = true;
+                self.due.push_back(i);
+            }
+        }
+    }
+
+    /// Counters of one stream, if it exists.
+    pub fn stats(&self, stream: StreamId) -> Option<DecoderStats> {
+        self.index.get(&stream).map(|&i| self.streams[i].stats)
+    }
+
+    /// Ids of the streams tracked, in creation order.
+    pub fn streams(&self) -> impl Iterator<Item = StreamId> + '_ {
+        self.streams.iter().map(|s| s.id)
+    }
+
+    /// Packets of streams beyond `max_streams` (delivered unprotected, repairs ignored).
+    pub fn untracked(&self) -> u64 {
+        self.untracked
+    }
+}

@@ -1,0 +1,337 @@
+//! The tunnel encoder: numbers source packets per stream, feeds them to the stream's code, and
+//! emits repairs when the controller, the code or the repair timer says so.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::codec::EncCodec;
+use crate::config::EncoderConfig;
+use crate::controller::{self, Controller, FeedbackContext, RepairTrigger};
+use crate::feedback::Feedback;
+use crate::overload::Budget;
+use crate::stats::EncoderStats;
+use crate::timestamp::Clock;
+use crate::{Esi, RepairInfo, StreamId};
+
+/// How a source packet must be tagged on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SourceTag {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its Encoding Symbol ID within the stream.
+    pub esi: Esi,
+}
+
+/// A repair packet to send. Borrowed from the encoder until the next `poll_repair`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repair<'a> {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Code parameters the decoder needs.
+    pub info: RepairInfo,
+    /// Send timestamp (encoder clock, microseconds, wraps) for the decoder to echo (RTT).
+    pub timestamp: u32,
+    /// The repair symbol.
+    pub payload: &'a [u8],
+}
+
+#[derive(Debug)]
+struct PendingRepair {
+    stream: StreamId,
+    info: RepairInfo,
+    timestamp: u32,
+    payload: Vec<u8>,
+}
+
+/// Most recycled repair buffers kept.
+const POOL_MAX: usize = 64;
+
+/// Feedback sequence numbers at most this far behind the last used one are stale; further
+/// behind means the decoder restarted.
+const STALE_SEQ: u16 = 64;
+
+#[derive(Debug)]
+struct Stream {
+    id: StreamId,
+    next_esi: Esi,
+    codec: EncCodec,
+    controller: Box<dyn Controller>,
+    max_window: u16,
+    unprotected_since: Option<Instant>,
+    budget: Budget,
+    last_seq: Option<u16>,
+    srtt: Option<Duration>,
+    stats: EncoderStats,
+}
+
+/// Shared output state, split from the streams so a stream and the queue borrow separately.
+#[derive(Debug)]
+struct Out {
+    queue: VecDeque<PendingRepair>,
+    pool: Vec<Vec<u8>>,
+    clock: Clock,
+}
+
+impl Out {
+    fn push(&mut self, stream: StreamId, info: RepairInfo, payload: &[u8], now: Instant) {
+        let mut buf = self.pool.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(payload);
+        let timestamp = self.clock.stamp(now);
+        self.queue.push_back(PendingRepair { stream, info, timestamp, payload: buf });
+    }
+}
+
+/// The encoder half of the tunnel. Sans-IO: see the crate docs for the call order.
+#[derive(Debug)]
+pub struct Encoder {
+    cfg: EncoderConfig,
+    streams: Vec<Stream>,
+    index: HashMap<StreamId, usize>,
+    rng: ChaCha8Rng,
+    out: Out,
+    current: Option<PendingRepair>,
+    feedback_unknown_stream: u64,
+}
+
+impl Encoder {
+    /// A new encoder; `seed` drives overload-control skips.
+    pub fn new(cfg: EncoderConfig, seed: u64) -> Self {
+        Encoder {
+            cfg,
+            streams: Vec::new(),
+            index: HashMap::new(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            out: Out { queue: VecDeque::new(), pool: Vec::new(), clock: Clock::default() },
+            current: None,
+            feedback_unknown_stream: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EncoderConfig {
+        &self.cfg
+    }
+
+    fn stream_index(&mut self, id: StreamId) -> usize {
+        if let Some(&i) = self.index.get(&id) {
+            return i;
+        }
+        let scheme = &self.cfg.mode.scheme;
+        let codec = EncCodec::new(scheme);
+        let max_window = scheme.span().min(u32::from(u16::MAX)) as u16;
+        let controller = controller::build(&self.cfg.mode.controller, max_window);
+        let mut stats = EncoderStats::default();
+        stats.window = codec.window();
+        stats.rate = controller.rate();
+        self.streams.push(Stream {
+            id,
+            next_esi: 0,
+            codec,
+            controller,
+            max_window,
+            unprotected_since: None,
+            budget: Budget::new(self.cfg.work_budget, self.cfg.budget_period),
+            last_seq: None,
+            srtt: None,
+            stats,
+        });
+        let i = self.streams.len() - 1;
+        self.index.insert(id, i);
+        i
+    }
+
+    /// Takes a source packet of `stream` at `now`. The caller forwards the original bytes tagged
+    /// with the returned [`SourceTag`]; the encoder only copies them into the code's window.
+    /// Then drain [`Encoder::poll_repair`].
+    pub fn handle_source(&mut self, stream: StreamId, packet: &[u8], now: Instant) -> SourceTag {
+        let i = self.stream_index(stream);
+        let s = &mut self.streams[i];
+        let out = &mut self.out;
+        let esi = s.next_esi;
+        s.next_esi = esi.wrapping_add(1);
+        s.stats.sources += 1;
+        s.stats.source_bytes += packet.len() as u64;
+
+        // Block codes emit their repairs from push_source; their work is already done, overload
+        // control can only withhold them (counted as skips).
+        let cost = s.codec.repair_cost();
+        let rng = &mut self.rng;
+        let Stream { codec, budget, stats, controller, .. } = &mut *s;
+        let mut emitted = 0u32;
+        codec.push_source(esi, packet, &mut |info, payload| {
+            emitted += 1;
+            if budget.admit(now, rng) {
+                budget.spend(cost);
+                out.push(stream, info, payload, now);
+                stats.repairs += 1;
+                stats.repairs_code += 1;
+                stats.repair_bytes += payload.len() as u64;
+            } else {
+                stats.overload_skips += 1;
+            }
+        });
+        for _ in 0..emitted {
+            controller.on_repair(RepairTrigger::Code);
+        }
+
+        let wanted = s.controller.on_source();
+        for _ in 0..wanted {
+            Self::repair(s, out, &mut self.rng, RepairTrigger::Controller, now);
+        }
+        if s.codec.unprotected() == 0 {
+            s.unprotected_since = None;
+        } else if s.unprotected_since.is_none() {
+            s.unprotected_since = Some(now);
+        }
+        SourceTag { stream, esi }
+    }
+
+    /// Makes one repair on `s` (unless overload control skips it) and tells the controller.
+    fn repair(s: &mut Stream, out: &mut Out, rng: &mut ChaCha8Rng, trigger: RepairTrigger, now: Instant) {
+        if !s.budget.admit(now, rng) {
+            s.stats.overload_skips += 1;
+            s.controller.on_repair(trigger);
+            return;
+        }
+        let cost = s.codec.repair_cost();
+        let stream = s.id;
+        let mut made = 0u64;
+        let mut bytes = 0u64;
+        s.codec.repair_now(&mut |info, payload| {
+            out.push(stream, info, payload, now);
+            made += 1;
+            bytes += payload.len() as u64;
+        });
+        s.budget.spend(cost * made);
+        s.stats.symbol_ops += cost * made;
+        s.stats.repairs += made;
+        s.stats.repair_bytes += bytes;
+        match trigger {
+            RepairTrigger::Controller => s.stats.repairs_controller += made,
+            RepairTrigger::Timer => s.stats.repairs_timer += made,
+            RepairTrigger::Code => s.stats.repairs_code += made,
+        }
+        s.controller.on_repair(trigger);
+        if s.codec.unprotected() == 0 {
+            s.unprotected_since = None;
+        }
+    }
+
+    /// The next repair to send, until `None`. The payload is valid until the next call.
+    pub fn poll_repair(&mut self) -> Option<Repair<'_>> {
+        if let Some(done) = self.current.take() {
+            if self.out.pool.len() < POOL_MAX {
+                self.out.pool.push(done.payload);
+            }
+        }
+        self.current = self.out.queue.pop_front();
+        self.current.as_ref().map(|r| Repair {
+            stream: r.stream,
+            info: r.info,
+            timestamp: r.timestamp,
+            payload: &r.payload,
+        })
+    }
+
+    /// Takes a feedback from the decoder. Old (reordered or duplicated) feedback is ignored; a
+    /// missing one changes nothing.
+    pub fn handle_feedback(&mut self, fb: &Feedback, now: Instant) {
+        let Some(&i) = self.index.get(&fb.stream) else {
+            self.feedback_unknown_stream += 1;
+            return;
+        };
+        let s = &mut self.streams[i];
+        if let Some(last) = s.last_seq {
+            let behind = last.wrapping_sub(fb.seq);
+            if behind < STALE_SEQ {
+                s.stats.feedback_stale += 1;
+                return;
+            }
+        }
+        s.last_seq = Some(fb.seq);
+        s.stats.feedback += 1;
+        if let Some(echo) = fb.echo {
+            if let Some(sample) = self.out.clock.rtt(now, echo.ts, echo.hold_us) {
+                // RFC 6298 smoothing (1/8).
+                s.srtt = Some(match s.srtt {
+                    None => sample,
+                    Some(srtt) => (srtt * 7 + sample) / 8,
+                });
+                s.stats.rtt = s.srtt;
+            }
+        }
+        let ctx = FeedbackContext { now, rtt: s.srtt, window: s.codec.window(), max_window: s.max_window };
+        s.controller.on_feedback(fb, &ctx);
+        if let Some(w) = s.controller.window() {
+            let w = w.clamp(1, s.max_window.max(1));
+            if w != s.codec.window() {
+                s.codec.set_window(w);
+            }
+        }
+        s.stats.window = s.codec.window();
+        s.stats.rate = s.controller.rate();
+    }
+
+    fn repair_delay(&self, s: &Stream) -> Option<Duration> {
+        s.controller.repair_delay().or(self.cfg.repair_delay)
+    }
+
+    /// When [`Encoder::handle_timeout`] must be called next (a time-driven repair is due), or
+    /// `None` if no source is waiting for protection.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.streams
+            .iter()
+            .filter_map(|s| Some(s.unprotected_since? + self.repair_delay(s)?))
+            .min()
+    }
+
+    /// Sends the time-driven repairs that are due at `now`; then drain [`Encoder::poll_repair`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for i in 0..self.streams.len() {
+            let delay = self.repair_delay(&self.streams[i]);
+            let s = &mut self.streams[i];
+            let (Some(since), Some(delay)) = (s.unprotected_since, delay) else { continue };
+            if since + delay > now {
+                continue;
+            }
+            Self::repair(s, &mut self.out, &mut self.rng, RepairTrigger::Timer, now);
+            // Even if skipped or empty: wait for new sources before trying again.
+            s.unprotected_since = None;
+        }
+    }
+
+    /// Counters of one stream, if it exists.
+    pub fn stats(&self, stream: StreamId) -> Option<EncoderStats> {
+        self.index.get(&stream).map(|&i| self.streams[i].stats)
+    }
+
+    /// Ids of the streams created so far, in creation order.
+    pub fn streams(&self) -> impl Iterator<Item = StreamId> + '_ {
+        self.streams.iter().map(|s| s.id)
+    }
+
+    /// Name of the controller of `stream` (for metrics).
+    pub fn controller_name(&self, stream: StreamId) -> Option<&'static str> {
+        self.index.get(&stream).map(|&i| self.streams[i].controller.name())
+    }
+
+    /// Feedback messages dropped because their stream does not exist here.
+    pub fn feedback_unknown_stream(&self) -> u64 {
+        self.feedback_unknown_stream
+    }
+
+    /// Replaces the repair-rate controller of every stream (and of streams created later), e.g.
+    /// a live change from the dataplane's control socket. The code and the ESI numbering are
+    /// untouched, so the decoder needs no change. (Added by the dataplane.)
+    pub fn set_controller(&mut self, controller: &crate::ControllerConfig) {
+        self.cfg.mode.controller = controller.clone();
+        for s in &mut self.streams {
+            s.controller = controller::build(controller, s.max_window);
+            s.stats.rate = s.controller.rate();
+        }
+    }
+}

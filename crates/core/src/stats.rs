@@ -1,0 +1,66 @@
+//! Per-stream counters, cumulative since the stream was created. Cheap to copy; read them with
+//! `Encoder::stats` / `Decoder::stats` for metrics and the simulator's report.
+
+use std::time::Duration;
+
+/// Encoder counters of one stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EncoderStats {
+    /// Source packets tagged.
+    pub sources: u64,
+    /// Bytes of those sources.
+    pub source_bytes: u64,
+    /// Repairs emitted (all triggers).
+    pub repairs: u64,
+    /// Payload bytes of those repairs.
+    pub repair_bytes: u64,
+    /// Repairs the controller asked for.
+    pub repairs_controller: u64,
+    /// Time-driven repairs (sparse traffic).
+    pub repairs_timer: u64,
+    /// Repairs a block code emitted on its own.
+    pub repairs_code: u64,
+    /// Repairs skipped by overload control.
+    pub overload_skips: u64,
+    /// Symbol operations spent making repairs (window length per repair).
+    pub symbol_ops: u64,
+    /// Feedback messages used.
+    pub feedback: u64,
+    /// Feedback messages ignored (older than one already used).
+    pub feedback_stale: u64,
+    /// Smoothed RTT from the timestamp echo, once measured.
+    pub rtt: Option<Duration>,
+    /// Repairs per source the controller currently aims at.
+    pub rate: f64,
+    /// Window / block size currently used by the code.
+    pub window: u16,
+}
+
+/// Decoder counters of one stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecoderStats {
+    /// Original source packets delivered.
+    pub delivered: u64,
+    /// Sources dropped as duplicates (including `late`).
+    pub duplicates: u64,
+    /// Originals that arrived after their recovery (dropped; part of `duplicates`).
+    pub late: u64,
+    /// Sources older than the history (delivery state unknown: dropped; part of `duplicates`).
+    pub stale: u64,
+    /// Repairs received.
+    pub repairs: u64,
+    /// Repairs refused by the code (malformed, wrong scheme, out of range).
+    pub repairs_invalid: u64,
+    /// Repairs not decoded because of overload control.
+    pub overload_skips: u64,
+    /// Sources recovered and delivered.
+    pub recovered: u64,
+    /// ESIs declared lost on the link.
+    pub lost: u64,
+    /// Lost ESIs that left the recovery horizon unrecovered.
+    pub residual: u64,
+    /// Feedback messages emitted.
+    pub feedback: u64,
+    /// Row operations done by the code.
+    pub symbol_ops: u64,
+}

@@ -1,0 +1,593 @@
+//! The sliding-window decoder: incremental Gauss-Jordan elimination over the unknown source
+//! symbols of a bounded ESI span.
+//!
+//! # State
+//! - *Columns*: one per ESI of the tracked span `[head - S, head)` (S = a power of two >= 2W), in
+//!   a ring indexed by `esi & (S - 1)`. A column is *known* (received or recovered: its protected
+//!   bytes are stored) or *unknown*.
+//! - *Rows*: the stored equations, each a payload plus a coefficient vector over unknown columns
+//!   (same ring indexing). They are kept in **reduced row-echelon form** with leading pivots:
+//!   every row's pivot is its lowest non-zero column, its coefficient there is 1, and no other row
+//!   has a non-zero in a pivot column. Hence there are at most S rows.
+//!
+//! # Why rank-optimal
+//! For a matrix in reduced row-echelon form, a unit vector `e_x` lies in the row space iff some
+//! row *equals* `e_x`. So an unknown symbol is determined by everything received iff its pivot
+//! row has no other non-zero; the decoder checks exactly the rows it touched after each arrival
+//! and delivers such symbols immediately. Recovering a pivot column touches no other row (no other
+//! row has it), so there is no cascade to chase.
+//!
+//! # Cost per arrival
+//! - Source: one row operation per stored row that involves it (plus, if it was a pivot, one
+//!   re-pivot: one row operation per row involving the new pivot).
+//! - Repair: one multiply-add per known source in its window, one row operation per pivot it
+//!   involves, one per row involving its new pivot. A repair whose window holds no unknown is
+//!   dropped before any of this.
+//!
+//! # Forgetting
+//! Columns leave from the low end as `head` advances. The only row that can involve the lowest
+//! column is the one pivoted on it (pivots are leading), and that row is useless once the column
+//! can never be known, so it is dropped with the column.
+
+use super::RlcConfig;
+use crate::coefficients::generate_coding_coefficients;
+use crate::symbol::{decode_len, encode_into, LEN_FIELD, MAX_PROTECTED_LEN};
+use crate::{DecodeError, Esi, FecDecoder, RepairInfo, SourceOutcome, MAX_SYMBOL_LEN};
+
+const NONE: u32 = u32::MAX;
+
+/// Counters, for tests, the simulator's cost report and debugging.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecoderStats {
+    /// Source symbols recovered and delivered.
+    pub recovered: u64,
+    /// Repairs dropped without work because their window held no unknown symbol.
+    pub repairs_skipped: u64,
+    /// Repairs that reduced to nothing (linearly dependent on what was already held).
+    pub repairs_redundant: u64,
+    /// Equations dropped because their pivot left the tracked span.
+    pub rows_evicted: u64,
+    /// Solved equations whose protected length was inconsistent (corrupted input): dropped.
+    pub bad_recoveries: u64,
+}
+
+#[derive(Debug, Default)]
+struct Column {
+    known: bool,
+    /// Row pivoted on this column, or NONE.
+    pivot: u32,
+    /// Protected form `[len][data]` while known; capacity kept when it leaves.
+    data: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Row {
+    payload: Vec<u8>,
+    /// Ring-indexed coefficients; all zero outside `[lo, hi]`.
+    coef: Vec<u8>,
+    /// Pivot (lowest non-zero column) once installed.
+    lo: Esi,
+    /// Upper bound of the non-zero columns (inclusive).
+    hi: Esi,
+}
+
+/// RFC 8681 sliding-window decoder (see the module docs for the algorithm).
+#[derive(Debug)]
+pub struct RlcDecoder {
+    cfg: RlcConfig,
+    /// Tracked span S (power of two) and S - 1.
+    span: u32,
+    mask: u32,
+    started: bool,
+    /// One past the highest tracked ESI.
+    head: Esi,
+    cols: Vec<Column>,
+    rows: Vec<Row>,
+    free_rows: Vec<u32>,
+    active: Vec<u32>,
+    coefs: Vec<u8>,
+    scratch: Vec<u32>,
+    ops: u64,
+    stats: DecoderStats,
+}
+
+impl RlcDecoder {
+    /// A decoder for `cfg` (window clamped to 1..=4095). It tracks S = the power of two >= 2W
+    /// (at least 64) ESIs behind the newest one, so repairs may arrive up to ~W symbols late.
+    pub fn new(cfg: RlcConfig) -> Self {
+        let cfg = cfg.sanitized();
+        let span = (2 * cfg.window as u32).next_power_of_two().max(64);
+        RlcDecoder {
+            cfg,
+            span,
+            mask: span - 1,
+            started: false,
+            head: 0,
+            cols: (0..span).map(|_| Column { pivot: NONE, ..Default::default() }).collect(),
+            rows: Vec::new(),
+            free_rows: Vec::new(),
+            active: Vec::new(),
+            coefs: vec![0; cfg.window as usize],
+            scratch: Vec::new(),
+            ops: 0,
+            stats: DecoderStats::default(),
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RlcConfig {
+        &self.cfg
+    }
+
+    /// Number of ESIs tracked behind the newest (S).
+    pub fn span(&self) -> u32 {
+        self.span
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DecoderStats {
+        self.stats
+    }
+
+    /// Equations currently stored (each pivoted on a distinct unknown symbol).
+    pub fn pending_equations(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Unknown source symbols in the tracked span (lost, or not arrived yet).
+    pub fn unknown_symbols(&self) -> usize {
+        if !self.started {
+            return 0;
+        }
+        self.cols.iter().filter(|c| !c.known).count()
+    }
+
+    /// Forgets everything (e.g. when the peer restarts its ESI numbering).
+    pub fn reset(&mut self) {
+        self.started = false;
+        self.clear_all();
+    }
+
+    #[inline]
+    fn idx(&self, esi: Esi) -> usize {
+        (esi & self.mask) as usize
+    }
+
+    #[inline]
+    fn base(&self) -> Esi {
+        self.head.wrapping_sub(self.span)
+    }
+
+    /// Offset of `esi` above the base of the span (only meaningful inside it).
+    #[inline]
+    fn off(&self, esi: Esi) -> u32 {
+        esi.wrapping_sub(self.base())
+    }
+
+    #[inline]
+    fn in_span(&self, esi: Esi) -> bool {
+        self.off(esi) < self.span
+    }
+
+    /// True when `esi` is at or past `head` (within half the ESI space).
+    #[inline]
+    fn is_future(&self, esi: Esi) -> bool {
+        (esi.wrapping_sub(self.head) as i32) >= 0
+    }
+
+    fn clear_all(&mut self) {
+        for c in &mut self.cols {
+            c.known = false;
+            c.pivot = NONE;
+        }
+        while let Some(&r) = self.active.last() {
+            self.free_row(r);
+        }
+    }
+
+    /// Moves the head to `new_head` (a future ESI), forgetting what falls off the span.
+    fn advance_to(&mut self, new_head: Esi) {
+        let d = new_head.wrapping_sub(self.head);
+        if d >= self.span {
+            self.stats.rows_evicted += self.active.len() as u64;
+            self.clear_all();
+        } else {
+            let base = self.base();
+            for k in 0..d {
+                let i = self.idx(base.wrapping_add(k));
+                let p = self.cols[i].pivot;
+                if p != NONE {
+                    self.stats.rows_evicted += 1;
+                    self.free_row(p);
+                }
+                self.cols[i].known = false;
+            }
+        }
+        self.head = new_head;
+    }
+
+    fn alloc_row(&mut self) -> u32 {
+        let r = match self.free_rows.pop() {
+            Some(r) => r,
+            None => {
+                self.rows.push(Row {
+                    payload: Vec::new(),
+                    coef: vec![0; self.span as usize],
+                    lo: 0,
+                    hi: 0,
+                });
+                (self.rows.len() - 1) as u32
+            }
+        };
+        debug_assert!(self.rows.len() <= self.span as usize + 1);
+        self.active.push(r);
+        r
+    }
+
+    /// Returns a row to the pool: zeroes its coefficients, unlinks its pivot.
+    fn free_row(&mut self, r: u32) {
+        let (lo, hi) = (self.rows[r as usize].lo, self.rows[r as usize].hi);
+        let n = hi.wrapping_sub(lo) as usize + 1;
+        let mask = self.mask;
+        let row = &mut self.rows[r as usize];
+        for k in 0..n.min(self.span as usize) {
+            row.coef[(lo as usize + k) & mask as usize] = 0;
+        }
+        row.payload.clear();
+        let li = self.idx(lo);
+        if self.cols[li].pivot == r {
+            self.cols[li].pivot = NONE;
+        }
+        if let Some(pos) = self.active.iter().position(|&a| a == r) {
+            self.active.swap_remove(pos);
+        }
+        self.free_rows.push(r);
+    }
+
+    /// `rows[dst] += a * rows[src]` (payload and coefficients).
+    fn row_op(&mut self, dst: u32, src: u32, a: u8) {
+        debug_assert_ne!(dst, src);
+        let (d, s) = pair(&mut self.rows, dst as usize, src as usize);
+        if d.payload.len() < s.payload.len() {
+            d.payload.resize(s.payload.len(), 0);
+        }
+        mul_add_any(&mut d.payload, &s.payload, a);
+        let n = s.hi.wrapping_sub(s.lo) + 1;
+        for (i0, len) in ring_pieces(s.lo & self.mask, n, self.span) {
+            mul_add_any(&mut d.coef[i0..i0 + len], &s.coef[i0..i0 + len], a);
+        }
+        let base = self.head.wrapping_sub(self.span);
+        if s.hi.wrapping_sub(base) > d.hi.wrapping_sub(base) {
+            d.hi = s.hi;
+        }
+        self.ops += 1;
+    }
+
+    /// Lowers `hi` past trailing zero coefficients; true if the row is now a singleton.
+    fn trim(&mut self, r: u32) -> bool {
+        let mask = self.mask;
+        let row = &mut self.rows[r as usize];
+        while row.hi != row.lo && row.coef[(row.hi & mask) as usize] == 0 {
+            row.hi = row.hi.wrapping_sub(1);
+        }
+        row.hi == row.lo
+    }
+
+    /// First non-zero coefficient of row `r` in `[from, hi]`.
+    fn leading(&self, r: u32, from: Esi) -> Option<Esi> {
+        let row = &self.rows[r as usize];
+        let n = row.hi.wrapping_sub(from).wrapping_add(1);
+        if n > self.span {
+            return None; // from > hi
+        }
+        (0..n).map(|k| from.wrapping_add(k)).find(|&e| row.coef[self.idx(e)] != 0)
+    }
+
+    /// Makes `q` (row `r`'s lowest non-zero column, unknown and unpivoted) the pivot of `r`:
+    /// scales `r` so its coefficient there is 1 and eliminates `q` from every other row. Rows
+    /// that may have become singletons are appended to `touched`.
+    fn install_pivot(&mut self, r: u32, q: Esi, touched: &mut Vec<u32>) {
+        let qi = self.idx(q);
+        let c = self.rows[r as usize].coef[qi];
+        debug_assert!(c != 0);
+        {
+            let row = &mut self.rows[r as usize];
+            row.lo = q;
+            if c != 1 {
+                let ic = hirt_gf::inv(c);
+                hirt_gf::scale(&mut row.payload, ic);
+                let n = row.hi.wrapping_sub(q) + 1;
+                for (i0, len) in ring_pieces(q & self.mask, n, self.span) {
+                    hirt_gf::scale(&mut row.coef[i0..i0 + len], ic);
+                }
+                self.ops += 1;
+            }
+        }
+        self.cols[qi].pivot = r;
+        touched.push(r);
+        for k in 0..self.active.len() {
+            let o = self.active[k];
+            if o == r {
+                continue;
+            }
+            let a = self.rows[o as usize].coef[qi];
+            if a != 0 {
+                self.row_op(o, r, a);
+                touched.push(o);
+            }
+        }
+    }
+
+    /// Delivers every row of `touched` that has become a singleton.
+    fn solve_touched(&mut self, touched: &mut Vec<u32>, recovered: &mut dyn FnMut(Esi, &[u8])) {
+        for &r in touched.iter() {
+            // A row may be listed twice, or freed meanwhile (only by recovery, which unlinks it).
+            if !self.active.contains(&r) || !self.trim(r) {
+                continue;
+            }
+            let esi = self.rows[r as usize].lo;
+            let ci = self.idx(esi);
+            debug_assert_eq!(self.cols[ci].pivot, r);
+            let payload = &self.rows[r as usize].payload;
+            match decode_len(payload) {
+                Some(len) if payload[LEN_FIELD + len..].iter().all(|&b| b == 0) => {
+                    let row = &mut self.rows[r as usize];
+                    std::mem::swap(&mut row.payload, &mut self.cols[ci].data);
+                    let col = &mut self.cols[ci];
+                    col.data.truncate(LEN_FIELD + len);
+                    col.known = true;
+                    self.stats.recovered += 1;
+                    self.free_row(r);
+                    recovered(esi, &self.cols[ci].data[LEN_FIELD..]);
+                }
+                _ => {
+                    self.stats.bad_recoveries += 1;
+                    self.free_row(r);
+                }
+            }
+        }
+        touched.clear();
+    }
+
+    /// Checks and, if needed, moves the span for a repair covering `[first, first + nss)`.
+    /// Returns without touching any state on error.
+    fn check_repair(&self, info: &RepairInfo, payload_len: usize) -> Result<(), DecodeError> {
+        if info.scheme != self.cfg.scheme() {
+            return Err(DecodeError::WrongScheme);
+        }
+        if info.dt > 15 || info.stride != 1 {
+            return Err(DecodeError::InvalidParameters);
+        }
+        if info.nss == 0 || info.nss > self.cfg.window {
+            return Err(DecodeError::InvalidNss);
+        }
+        if payload_len > MAX_PROTECTED_LEN {
+            return Err(DecodeError::SymbolTooLong);
+        }
+        if payload_len < LEN_FIELD {
+            return Err(DecodeError::BadLength);
+        }
+        if !self.started {
+            return Ok(());
+        }
+        let last = info.first_esi.wrapping_add(info.nss as u32 - 1);
+        if self.is_future(last) {
+            // May move the head forward by at most S: farther is not a lost burst we could use
+            // anyway, and would let one bogus header wipe the state.
+            if last.wrapping_sub(self.head) >= self.span {
+                return Err(DecodeError::OutOfRange);
+            }
+            // After moving, `first` must still be inside the span.
+            let new_base = last.wrapping_add(1).wrapping_sub(self.span);
+            if info.first_esi.wrapping_sub(new_base) >= self.span {
+                return Err(DecodeError::OutOfRange);
+            }
+        } else if !self.in_span(info.first_esi) {
+            return Err(DecodeError::OutOfRange);
+        }
+        // Known sources must fit in the repair (a correct encoder pads to the longest).
+        for j in 0..info.nss as u32 {
+            let e = info.first_esi.wrapping_add(j);
+            if self.in_span(e) && !self.is_future(e) {
+                let c = &self.cols[self.idx(e)];
+                if c.known && c.data.len() > payload_len {
+                    return Err(DecodeError::BadLength);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FecDecoder for RlcDecoder {
+    fn on_source(
+        &mut self,
+        esi: Esi,
+        data: &[u8],
+        recovered: &mut dyn FnMut(Esi, &[u8]),
+    ) -> Result<SourceOutcome, DecodeError> {
+        if data.len() > MAX_SYMBOL_LEN {
+            return Err(DecodeError::SymbolTooLong);
+        }
+        if !self.started {
+            self.started = true;
+            self.head = esi.wrapping_add(1);
+        } else if self.is_future(esi) {
+            self.advance_to(esi.wrapping_add(1));
+        } else if !self.in_span(esi) {
+            return Ok(SourceOutcome::Stale);
+        }
+        let ci = self.idx(esi);
+        if self.cols[ci].known {
+            return Ok(SourceOutcome::Duplicate);
+        }
+        encode_into(&mut self.cols[ci].data, data);
+        self.cols[ci].known = true;
+        if self.active.is_empty() {
+            return Ok(SourceOutcome::New);
+        }
+
+        let mut touched = std::mem::take(&mut self.scratch);
+        let p = self.cols[ci].pivot;
+        // Remove the now-known column from every row that involves it.
+        for k in 0..self.active.len() {
+            let r = self.active[k];
+            let a = self.rows[r as usize].coef[ci];
+            if a == 0 {
+                continue;
+            }
+            let row = &mut self.rows[r as usize];
+            let src = &self.cols[ci].data;
+            if row.payload.len() < src.len() {
+                row.payload.resize(src.len(), 0); // only with inconsistent input
+            }
+            mul_add_any(&mut row.payload, src, a);
+            row.coef[ci] = 0;
+            self.ops += 1;
+            if r != p {
+                touched.push(r);
+            }
+        }
+        if p != NONE {
+            // Its pivot row lost its pivot: re-pivot on its next non-zero column, if any.
+            self.cols[ci].pivot = NONE;
+            match self.leading(p, esi.wrapping_add(1)) {
+                Some(q) => self.install_pivot(p, q, &mut touched),
+                None => {
+                    self.rows[p as usize].lo = esi;
+                    self.free_row(p);
+                }
+            }
+        }
+        self.solve_touched(&mut touched, recovered);
+        self.scratch = touched;
+        Ok(SourceOutcome::New)
+    }
+
+    fn on_repair(
+        &mut self,
+        info: &RepairInfo,
+        payload: &[u8],
+        recovered: &mut dyn FnMut(Esi, &[u8]),
+    ) -> Result<(), DecodeError> {
+        self.check_repair(info, payload.len())?;
+        let nss = info.nss as u32;
+        let first = info.first_esi;
+        let last = first.wrapping_add(nss - 1);
+        if !self.started {
+            self.started = true;
+            self.head = last.wrapping_add(1);
+        } else if self.is_future(last) {
+            self.advance_to(last.wrapping_add(1));
+        }
+        // Skip repairs that cannot teach us anything.
+        if (0..nss).all(|j| self.cols[self.idx(first.wrapping_add(j))].known) {
+            self.stats.repairs_skipped += 1;
+            return Ok(());
+        }
+        let coefs = &mut self.coefs[..nss as usize];
+        if generate_coding_coefficients(info.repair_key, coefs, info.dt, self.cfg.field.m())
+            .is_err()
+        {
+            return Err(DecodeError::InvalidParameters); // unreachable: checked above
+        }
+
+        let r = self.alloc_row();
+        {
+            let row = &mut self.rows[r as usize];
+            row.payload.clear();
+            row.payload.extend_from_slice(payload);
+        }
+        // Subtract the known sources; keep the unknown ones as coefficients.
+        let mut lo = None;
+        let mut hi = first;
+        for j in 0..nss {
+            let c = self.coefs[j as usize];
+            if c == 0 {
+                continue;
+            }
+            let e = first.wrapping_add(j);
+            let ci = self.idx(e);
+            let col = &self.cols[ci];
+            let row = &mut self.rows[r as usize];
+            if col.known {
+                mul_add_any(&mut row.payload, &col.data, c);
+                self.ops += 1;
+            } else {
+                row.coef[ci] = c;
+                lo.get_or_insert(e);
+                hi = e;
+            }
+        }
+        let Some(lo) = lo else {
+            // Only zero coefficients on the unknowns (sparse code).
+            self.rows[r as usize].lo = first;
+            self.rows[r as usize].hi = first;
+            self.stats.repairs_redundant += 1;
+            self.free_row(r);
+            return Ok(());
+        };
+        self.rows[r as usize].lo = lo;
+        self.rows[r as usize].hi = hi;
+
+        // Reduce against the pivots it involves. Pivot rows are zero on every other pivot column,
+        // so the order does not matter and one pass over the original span suffices.
+        let n = hi.wrapping_sub(lo) + 1;
+        for k in 0..n {
+            let e = lo.wrapping_add(k);
+            let ci = self.idx(e);
+            let a = self.rows[r as usize].coef[ci];
+            let p = self.cols[ci].pivot;
+            if a != 0 && p != NONE {
+                self.row_op(r, p, a);
+            }
+        }
+        let mut touched = std::mem::take(&mut self.scratch);
+        match self.leading(r, lo) {
+            Some(q) => {
+                self.install_pivot(r, q, &mut touched);
+                self.solve_touched(&mut touched, recovered);
+            }
+            None => {
+                self.stats.repairs_redundant += 1;
+                self.free_row(r);
+            }
+        }
+        self.scratch = touched;
+        Ok(())
+    }
+
+    fn symbol_ops(&self) -> u64 {
+        self.ops
+    }
+}
+
+/// `dst ^= a * src` for any `a` (XOR when 1, nothing when 0).
+#[inline]
+fn mul_add_any(dst: &mut [u8], src: &[u8], a: u8) {
+    match a {
+        0 => {}
+        1 => hirt_gf::xor(dst, src),
+        a => hirt_gf::mul_add(dst, src, a),
+    }
+}
+
+/// The (start, len) pieces of `n` ring slots starting at index `i0` in a ring of `span`.
+#[inline]
+fn ring_pieces(i0: u32, n: u32, span: u32) -> impl Iterator<Item = (usize, usize)> {
+    let n = n.min(span);
+    let first = n.min(span - i0);
+    [(i0 as usize, first as usize), (0, (n - first) as usize)].into_iter().filter(|p| p.1 > 0)
+}
+
+/// Mutable `a` and shared `b` from one slice (`a != b`).
+#[inline]
+fn pair<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &T) {
+    if a < b {
+        let (x, y) = v.split_at_mut(b);
+        (&mut x[a], &y[0])
+    } else {
+        let (x, y) = v.split_at_mut(a);
+        (&mut y[0], &x[b])
+    }
+}

@@ -1,0 +1,241 @@
+//! The sliding-window encoder.
+
+use super::RlcConfig;
+use crate::coefficients::generate_coding_coefficients;
+use crate::symbol::{encode_into, MAX_PROTECTED_LEN};
+use crate::{Esi, FecEncoder, RepairInfo, MAX_SYMBOL_LEN};
+
+/// RFC 8681 sliding-window encoder: keeps the last W source symbols and makes repair symbols over
+/// them on demand.
+///
+/// The tunnel core pushes source symbols with consecutive ESIs; a gap (or a symbol longer than
+/// [`MAX_SYMBOL_LEN`], which cannot be protected) restarts the window, because a repair must
+/// cover consecutive ESIs. Memory: `cfg.window` slots, each grown once to the longest symbol it
+/// has held, plus one repair buffer; nothing is allocated per packet after warm-up.
+#[derive(Debug)]
+pub struct RlcEncoder {
+    cfg: RlcConfig,
+    /// Current window W (1..=cfg.window).
+    window: usize,
+    /// Ring of protected symbols `[len][data]`; slot of the next symbol is `next_slot`.
+    slots: Vec<Vec<u8>>,
+    next_slot: usize,
+    /// Number of valid symbols in the ring (<= slots.len()).
+    count: usize,
+    /// ESI the next pushed symbol should have.
+    next_esi: Esi,
+    /// Symbols pushed since the last repair.
+    unprotected: usize,
+    repair_key: u16,
+    coefs: Vec<u8>,
+    repair: Vec<u8>,
+}
+
+impl RlcEncoder {
+    /// An encoder for `cfg` (window clamped to 1..=4095, DT to 0..=15), current window = max.
+    pub fn new(cfg: RlcConfig) -> Self {
+        let cfg = cfg.sanitized();
+        let cap = cfg.window as usize;
+        RlcEncoder {
+            cfg,
+            window: cap,
+            slots: (0..cap).map(|_| Vec::new()).collect(),
+            next_slot: 0,
+            count: 0,
+            next_esi: 0,
+            unprotected: 0,
+            repair_key: 0,
+            coefs: vec![0; cap],
+            repair: Vec::with_capacity(MAX_PROTECTED_LEN),
+        }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RlcConfig {
+        &self.cfg
+    }
+
+    /// Changes the coding window W used by the next repairs (clamped to 1..=configured max).
+    /// The last `cfg.window` symbols are always kept, so growing it again takes effect at once.
+    pub fn set_window(&mut self, w: u16) {
+        self.window = (w as usize).clamp(1, self.slots.len());
+    }
+
+    /// The current window W.
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Number of source symbols a repair made now would cover (min(W, symbols pushed)).
+    pub fn window_len(&self) -> usize {
+        self.count.min(self.window)
+    }
+
+    /// The Repair_Key the next repair will carry.
+    pub fn next_repair_key(&self) -> u16 {
+        self.repair_key
+    }
+
+    fn restart(&mut self) {
+        self.count = 0;
+        self.unprotected = 0;
+    }
+
+    /// Builds the repair over the current window into `self.repair`; returns its header.
+    fn build_repair(&mut self) -> Option<RepairInfo> {
+        let n = self.window_len();
+        if n == 0 {
+            return None;
+        }
+        let cap = self.slots.len();
+        let first_slot = (self.next_slot + cap - n) % cap;
+        let coefs = &mut self.coefs[..n];
+        // Cannot fail: DT and m were sanitized in `new`.
+        generate_coding_coefficients(self.repair_key, coefs, self.cfg.dt, self.cfg.field.m())
+            .ok()?;
+        let mut len = 0;
+        for j in 0..n {
+            len = len.max(self.slots[(first_slot + j) % cap].len());
+        }
+        self.repair.clear();
+        self.repair.resize(len, 0);
+        for (j, &c) in coefs.iter().enumerate() {
+            let src = &self.slots[(first_slot + j) % cap];
+            match c {
+                0 => {}
+                1 => hirt_gf::xor(&mut self.repair, src),
+                c => hirt_gf::mul_add(&mut self.repair, src, c),
+            }
+        }
+        let info = RepairInfo {
+            scheme: self.cfg.scheme(),
+            first_esi: self.next_esi.wrapping_sub(n as u32),
+            nss: n as u16,
+            stride: 1,
+            repair_key: self.repair_key,
+            dt: self.cfg.dt,
+        };
+        self.repair_key = self.repair_key.wrapping_add(1);
+        self.unprotected = 0;
+        Some(info)
+    }
+}
+
+impl FecEncoder for RlcEncoder {
+    /// Adds a source symbol to the window (sliding out the oldest). Never emits repairs itself:
+    /// the controller decides when ([`FecEncoder::repair_now`]).
+    fn push_source(&mut self, esi: Esi, data: &[u8], _repairs: &mut dyn FnMut(RepairInfo, &[u8])) {
+        if data.len() > MAX_SYMBOL_LEN {
+            // Cannot be protected: restart after it so no repair claims to cover it.
+            self.restart();
+            self.next_esi = esi.wrapping_add(1);
+            return;
+        }
+        if self.count > 0 && esi != self.next_esi {
+            self.restart();
+        }
+        encode_into(&mut self.slots[self.next_slot], data);
+        self.next_slot = (self.next_slot + 1) % self.slots.len();
+        self.count = (self.count + 1).min(self.slots.len());
+        self.unprotected += 1;
+        self.next_esi = esi.wrapping_add(1);
+    }
+
+    fn repair_now(&mut self, repairs: &mut dyn FnMut(RepairInfo, &[u8])) -> bool {
+        match self.build_repair() {
+            Some(info) => {
+                repairs(info, &self.repair);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn unprotected(&self) -> usize {
+        self.unprotected.min(self.window_len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rlc::Field;
+    use crate::SchemeId;
+
+    fn repair(enc: &mut RlcEncoder) -> Option<(RepairInfo, Vec<u8>)> {
+        let mut out = None;
+        enc.repair_now(&mut |i, p| out = Some((i, p.to_vec())));
+        out
+    }
+
+    #[test]
+    fn xor_repair_is_xor_of_padded_window() {
+        let mut enc = RlcEncoder::new(RlcConfig::xor(3));
+        let mut none = |_: RepairInfo, _: &[u8]| panic!("no repair from push");
+        enc.push_source(10, &[1, 2, 3], &mut none);
+        enc.push_source(11, &[4], &mut none);
+        enc.push_source(12, &[], &mut none);
+        enc.push_source(13, &[8, 8], &mut none);
+        let (info, p) = repair(&mut enc).unwrap();
+        assert_eq!(info.scheme, SchemeId::Xor);
+        assert_eq!((info.first_esi, info.nss, info.repair_key, info.dt), (11, 3, 0, 15));
+        // [0,1,4] ^ [0,0] ^ [0,2,8,8]
+        assert_eq!(p, vec![0, 1 ^ 2, 4 ^ 8, 8]);
+        assert_eq!(repair(&mut enc).unwrap().0.repair_key, 1);
+    }
+
+    #[test]
+    fn rlc_repair_matches_coefficients() {
+        let cfg = RlcConfig { window: 4, dt: 15, field: Field::Gf256 };
+        let mut enc = RlcEncoder::new(cfg);
+        let mut none = |_: RepairInfo, _: &[u8]| {};
+        let syms: [&[u8]; 3] = [&[5, 6], &[7], &[9, 9, 9]];
+        for (i, s) in syms.iter().enumerate() {
+            enc.push_source((u32::MAX - 1).wrapping_add(i as u32), s, &mut none); // wraps
+        }
+        let (info, p) = repair(&mut enc).unwrap();
+        assert_eq!((info.first_esi, info.nss), (u32::MAX - 1, 3));
+        let mut cc = [0u8; 3];
+        generate_coding_coefficients(0, &mut cc, 15, 8).unwrap();
+        let mut want = vec![0u8; 5];
+        for (s, c) in syms.iter().zip(cc) {
+            let mut prot = Vec::new();
+            encode_into(&mut prot, s);
+            for (w, b) in want.iter_mut().zip(&prot) {
+                *w ^= hirt_gf::mul(c, *b);
+            }
+        }
+        assert_eq!(p, want);
+    }
+
+    #[test]
+    fn window_slides_and_can_shrink() {
+        let mut enc = RlcEncoder::new(RlcConfig::rlc(5));
+        let mut none = |_: RepairInfo, _: &[u8]| {};
+        assert!(!enc.repair_now(&mut none));
+        for esi in 0..8 {
+            enc.push_source(esi, &[esi as u8], &mut none);
+        }
+        assert_eq!(enc.window_len(), 5);
+        assert_eq!(enc.unprotected(), 5);
+        enc.set_window(2);
+        let (info, _) = repair(&mut enc).unwrap();
+        assert_eq!((info.first_esi, info.nss), (6, 2));
+        assert_eq!(enc.unprotected(), 0);
+        enc.set_window(100);
+        assert_eq!(enc.window_len(), 5);
+    }
+
+    #[test]
+    fn gap_restarts_window() {
+        let mut enc = RlcEncoder::new(RlcConfig::rlc(5));
+        let mut none = |_: RepairInfo, _: &[u8]| {};
+        enc.push_source(0, &[1], &mut none);
+        enc.push_source(1, &[1], &mut none);
+        enc.push_source(7, &[1], &mut none);
+        let (info, _) = repair(&mut enc).unwrap();
+        assert_eq!((info.first_esi, info.nss), (7, 1));
+        enc.push_source(8, &vec![0u8; MAX_SYMBOL_LEN + 1], &mut none);
+        assert!(!enc.repair_now(&mut none));
+    }
+}

@@ -1,0 +1,350 @@
+//! Results: percentiles, the "without vs with FEC" table, JSON and SVG CDF plots (a small writer
+//! of our own: two panels, the CDF and the tail as a log-scale CCDF, like HIRT Figs. 7-9).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::workload::Samples;
+
+/// Summary of one run of one workload.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    /// Requests completed and verified.
+    pub requests: u64,
+    /// Requests that failed.
+    pub errors: u64,
+    /// Responses with a wrong byte.
+    pub corrupt: u64,
+    /// Median completion time, ms.
+    pub p50_ms: f64,
+    /// 90th percentile, ms.
+    pub p90_ms: f64,
+    /// 99th percentile, ms.
+    pub p99_ms: f64,
+    /// 99.9th percentile, ms.
+    pub p999_ms: f64,
+    /// Mean, ms.
+    pub mean_ms: f64,
+    /// Maximum, ms.
+    pub max_ms: f64,
+    /// Verified application bytes per second, Mbit/s.
+    pub goodput_mbps: f64,
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+impl Summary {
+    /// Summarizes samples (sorts their latencies in place).
+    pub fn of(s: &mut Samples) -> Summary {
+        s.latencies_us.sort_unstable();
+        let l = &s.latencies_us;
+        let ms = |v: u64| v as f64 / 1000.0;
+        Summary {
+            requests: l.len() as u64,
+            errors: s.errors,
+            corrupt: s.corrupt,
+            p50_ms: ms(percentile(l, 0.50)),
+            p90_ms: ms(percentile(l, 0.90)),
+            p99_ms: ms(percentile(l, 0.99)),
+            p999_ms: ms(percentile(l, 0.999)),
+            mean_ms: if l.is_empty() { 0.0 } else { ms(l.iter().sum::<u64>()) / l.len() as f64 },
+            max_ms: ms(l.last().copied().unwrap_or(0)),
+            goodput_mbps: if s.elapsed.is_zero() {
+                0.0
+            } else {
+                s.bytes as f64 * 8.0 / s.elapsed.as_secs_f64() / 1e6
+            },
+        }
+    }
+}
+
+/// FEC counters of the tunnel during the FEC run (summed over both ends and directions).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FecStats {
+    /// Source packets protected.
+    pub sources: u64,
+    /// Repair packets sent.
+    pub repairs: u64,
+    /// Lost source packets recovered by the decoders.
+    pub recovered: u64,
+    /// Losses the decoders could not recover.
+    pub unrecoverable: u64,
+    /// Originals dropped because they arrived after their recovery.
+    pub duplicates: u64,
+    /// Repair packets / source packets.
+    pub overhead: f64,
+    /// Where the figures came from.
+    pub source: String,
+}
+
+/// Emulator counters of one run (both directions summed).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LinkStats {
+    /// Packets offered to the link.
+    pub packets: u64,
+    /// Bytes offered.
+    pub bytes: u64,
+    /// Dropped by the loss model.
+    pub lost: u64,
+    /// Dropped by the queue.
+    pub queue_drops: u64,
+    /// The emulator's own losses (should be 0).
+    pub own_losses: u64,
+}
+
+/// One workload: baseline vs FEC (and optionally lossless).
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// Workload name (e.g. `http-tcp-10kB`).
+    pub workload: String,
+    /// Run over the same link without loss (reference), when asked.
+    pub lossless: Option<Summary>,
+    /// Without FEC.
+    pub baseline: Summary,
+    /// With FEC.
+    pub fec: Option<Summary>,
+    /// Tunnel counters of the FEC run.
+    pub fec_stats: Option<FecStats>,
+    /// Emulator counters, baseline run.
+    pub baseline_link: LinkStats,
+    /// Emulator counters, FEC run.
+    pub fec_link: Option<LinkStats>,
+    /// Notes (tool used, what was skipped).
+    pub notes: Vec<String>,
+}
+
+impl Comparison {
+    /// The JSON summary object (flat keys first, details after).
+    pub fn json(&self) -> serde_json::Value {
+        let f = self.fec.clone().unwrap_or_default();
+        let fs = self.fec_stats.clone().unwrap_or_default();
+        serde_json::json!({
+            "workload": self.workload,
+            "baseline_p50_ms": self.baseline.p50_ms,
+            "baseline_p99_ms": self.baseline.p99_ms,
+            "baseline_p999_ms": self.baseline.p999_ms,
+            "baseline_mean_ms": self.baseline.mean_ms,
+            "baseline_goodput_mbps": self.baseline.goodput_mbps,
+            "fec_p50_ms": f.p50_ms,
+            "fec_p99_ms": f.p99_ms,
+            "fec_p999_ms": f.p999_ms,
+            "fec_mean_ms": f.mean_ms,
+            "fec_goodput_mbps": f.goodput_mbps,
+            "lossless_goodput_mbps": self.lossless.as_ref().map(|l| l.goodput_mbps),
+            "lossless_mean_ms": self.lossless.as_ref().map(|l| l.mean_ms),
+            "recovered": fs.recovered,
+            "unrecoverable": fs.unrecoverable,
+            "duplicates": fs.duplicates,
+            "overhead": fs.overhead,
+            "p99_ratio": if f.p99_ms > 0.0 { self.baseline.p99_ms / f.p99_ms } else { 0.0 },
+            "p50_reduction": if self.baseline.p50_ms > 0.0 { 1.0 - f.p50_ms / self.baseline.p50_ms } else { 0.0 },
+            "details": self,
+        })
+    }
+
+    /// The human-readable table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "== {} ==", self.workload);
+        let _ = writeln!(
+            out,
+            "{:<10} {:>8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+            "run", "requests", "errors", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "mean ms", "Mbit/s"
+        );
+        let row = |out: &mut String, name: &str, s: &Summary| {
+            let _ = writeln!(
+                out,
+                "{:<10} {:>8} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.2}",
+                name, s.requests, s.errors, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms, s.mean_ms, s.goodput_mbps
+            );
+        };
+        if let Some(l) = &self.lossless {
+            row(&mut out, "lossless", l);
+        }
+        row(&mut out, "no FEC", &self.baseline);
+        if let Some(f) = &self.fec {
+            row(&mut out, "FEC", f);
+        }
+        let bl = &self.baseline_link;
+        let _ = writeln!(
+            out,
+            "link, no FEC: {} pkts, {} lost by the model, {} queue drops, {} emulator losses",
+            bl.packets, bl.lost, bl.queue_drops, bl.own_losses
+        );
+        if let Some(fl) = &self.fec_link {
+            let _ = writeln!(
+                out,
+                "link, FEC:    {} pkts, {} lost by the model, {} queue drops, {} emulator losses",
+                fl.packets, fl.lost, fl.queue_drops, fl.own_losses
+            );
+        }
+        if let Some(fs) = &self.fec_stats {
+            let _ = writeln!(
+                out,
+                "FEC: overhead {:.2}% ({} repairs / {} sources), recovered {}, unrecoverable {}, duplicates {} [{}]",
+                fs.overhead * 100.0,
+                fs.repairs,
+                fs.sources,
+                fs.recovered,
+                fs.unrecoverable,
+                fs.duplicates,
+                fs.source
+            );
+        }
+        if let (Some(f), b) = (&self.fec, &self.baseline) {
+            if f.p99_ms > 0.0 && b.p50_ms > 0.0 {
+                let _ = writeln!(
+                    out,
+                    "p99: {:.2}x lower with FEC; p50: {:+.1}%; mean: {:+.1}%",
+                    b.p99_ms / f.p99_ms,
+                    (f.p50_ms / b.p50_ms - 1.0) * 100.0,
+                    (f.mean_ms / b.mean_ms - 1.0) * 100.0
+                );
+            }
+        }
+        for n in &self.notes {
+            let _ = writeln!(out, "note: {n}");
+        }
+        out
+    }
+}
+
+/// Writes `<dir>/<name>.svg`: CDF (left) and CCDF on a log scale (right) of each labelled series
+/// (latencies in microseconds, sorted).
+pub fn write_cdf_svg(dir: &Path, name: &str, title: &str, series: &[(&str, &[u64])]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let (w, h, m) = (460.0, 320.0, 50.0);
+    let colors = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
+    let max_us = series.iter().filter_map(|(_, s)| s.last().copied()).max().unwrap_or(1).max(1) as f64;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">"#,
+        2.0 * w,
+        h + 30.0
+    );
+    let _ = writeln!(svg, r#"<text x="{}" y="16" text-anchor="middle" font-size="14">{}</text>"#, w, xml(title));
+    for panel in 0..2 {
+        let ox = panel as f64 * w;
+        let (x0, x1, y0, y1) = (ox + m, ox + w - 15.0, h - 10.0, 35.0);
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{x0}" y="{y1}" width="{}" height="{}" fill="none" stroke="black"/>"#,
+            x1 - x0,
+            y0 - y1
+        );
+        let ymin_log = -4.0f64; // CCDF down to 1e-4
+        let ylabel = if panel == 0 { "CDF" } else { "1 - CDF (log)" };
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" transform="rotate(-90 {} {})" text-anchor="middle">{ylabel}</text>"#,
+            ox + 14.0,
+            (y0 + y1) / 2.0,
+            ox + 14.0,
+            (y0 + y1) / 2.0
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">completion time (ms)</text>"#,
+            (x0 + x1) / 2.0,
+            h + 22.0
+        );
+        // Axis ticks.
+        for i in 0..=4 {
+            let f = i as f64 / 4.0;
+            let x = x0 + f * (x1 - x0);
+            let _ = writeln!(svg, r#"<text x="{x:.1}" y="{}" text-anchor="middle">{:.0}</text>"#, y0 + 14.0, f * max_us / 1000.0);
+            let y = y0 - f * (y0 - y1);
+            let label = if panel == 0 { format!("{f:.2}") } else { format!("1e{:.0}", ymin_log * (1.0 - f)) };
+            let _ = writeln!(svg, r#"<text x="{}" y="{y:.1}" text-anchor="end">{label}</text>"#, x0 - 3.0);
+        }
+        for (k, (label, data)) in series.iter().enumerate() {
+            if data.is_empty() {
+                continue;
+            }
+            let n = data.len() as f64;
+            let mut pts = String::new();
+            let step = (data.len() / 2000).max(1);
+            let mut i = 0;
+            while i < data.len() {
+                let x = x0 + data[i] as f64 / max_us * (x1 - x0);
+                let cdf = (i + 1) as f64 / n;
+                let yv = if panel == 0 {
+                    cdf
+                } else {
+                    let ccdf = (1.0 - cdf).max(10f64.powf(ymin_log));
+                    (ccdf.log10() - ymin_log) / -ymin_log
+                };
+                let y = y0 - yv * (y0 - y1);
+                let _ = write!(pts, "{x:.1},{y:.1} ");
+                // Keep every point of the tail, thin the body.
+                i += if panel == 1 && i as f64 > 0.99 * n { 1 } else { step };
+            }
+            let c = colors[k % colors.len()];
+            let _ = writeln!(svg, r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{pts}"/>"#);
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{}" fill="{c}">{}</text>"#,
+                x1 - 120.0,
+                y1 + 18.0 + 16.0 * k as f64,
+                xml(label)
+            );
+        }
+    }
+    svg.push_str("</svg>\n");
+    std::fs::write(dir.join(format!("{name}.svg")), svg)
+}
+
+fn xml(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=1000).collect();
+        assert_eq!(percentile(&v, 0.5), 500);
+        assert_eq!(percentile(&v, 0.99), 990);
+        assert_eq!(percentile(&v, 0.999), 999);
+        assert_eq!(percentile(&v, 1.0), 1000);
+        assert_eq!(percentile(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn json_has_the_summary_keys() {
+        let mut s = Samples { latencies_us: vec![1000, 2000, 3000], bytes: 30, ..Default::default() };
+        let b = Summary::of(&mut s);
+        let c = Comparison {
+            workload: "x".into(),
+            lossless: None,
+            baseline: b.clone(),
+            fec: Some(b),
+            fec_stats: Some(FecStats::default()),
+            baseline_link: LinkStats::default(),
+            fec_link: None,
+            notes: vec![],
+        };
+        let j = c.json();
+        for k in ["baseline_p99_ms", "fec_p99_ms", "baseline_p50_ms", "fec_p50_ms", "recovered", "unrecoverable", "overhead"] {
+            assert!(j.get(k).is_some(), "{k}");
+        }
+        assert_eq!(j["baseline_p50_ms"], 2.0);
+        let dir = std::env::temp_dir().join(format!("hirt-lab-svg-{}", std::process::id()));
+        write_cdf_svg(&dir, "t", "t", &[("a", &s.latencies_us)]).unwrap();
+        let svg = std::fs::read_to_string(dir.join("t.svg")).unwrap();
+        assert!(svg.contains("<polyline"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,313 @@
+//! The few system calls the lab needs that std does not offer: entering a network namespace,
+//! AF_PACKET raw sockets with batched I/O, switching off veth offloads, timer slack.
+//!
+//! Every `unsafe` block of the crate lives here, each with its `// SAFETY:` line.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// Moves the *calling thread* into the network namespace `name` (`/run/netns/<name>`).
+///
+/// Sockets created afterwards by this thread, and threads it spawns, belong to that namespace.
+/// This is what lets one lab process run the client, the server and the emulator side by side.
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let file = File::open(format!("/run/netns/{name}"))?;
+    // SAFETY: `file` is an open namespace file descriptor for the duration of the call; setns
+    // only changes the calling thread's namespace.
+    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Lowers the calling thread's timer slack to 1 ns so that the emulator's sleeps end on time
+/// (the default 50 us slack would add jitter to every delayed packet).
+pub fn set_timer_slack_min() {
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and only affects this thread.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// Interface index of `ifname` in the calling thread's namespace.
+pub fn if_index(ifname: &str) -> io::Result<i32> {
+    let c = CString::new(ifname).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(idx as i32)
+}
+
+const ETHTOOL_STXCSUM: u32 = 0x17;
+const ETHTOOL_SSG: u32 = 0x19;
+const ETHTOOL_STSO: u32 = 0x1f;
+const ETHTOOL_SGSO: u32 = 0x24;
+const ETHTOOL_SGRO: u32 = 0x2c;
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// Switches off checksum offload, TSO, GSO and GRO on `ifname` (legacy ethtool ioctls; the
+/// `ethtool` tool may not be installed). The emulator must see every packet as it will be on the
+/// wire: one loss decision per MTU-sized packet, with a complete checksum.
+pub fn disable_offloads(ifname: &str) -> io::Result<()> {
+    // SAFETY: plain socket creation; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    for cmd in [ETHTOOL_SGRO, ETHTOOL_SGSO, ETHTOOL_STSO, ETHTOOL_SSG, ETHTOOL_STXCSUM] {
+        let mut val = EthtoolValue { cmd, data: 0 };
+        // SAFETY: ifreq is plain old data; zeroed is a valid value.
+        let mut ifr: libc::ifreq = unsafe { mem::zeroed() };
+        let name = ifname.as_bytes();
+        if name.len() >= ifr.ifr_name.len() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        for (d, s) in ifr.ifr_name.iter_mut().zip(name) {
+            *d = *s as libc::c_char;
+        }
+        ifr.ifr_ifru.ifru_data = (&mut val as *mut EthtoolValue).cast();
+        // SAFETY: `ifr` points at `val`, which outlives the call; SIOCETHTOOL reads/writes only
+        // the ethtool_value struct.
+        let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            // Some features cannot be changed on some devices: that is fine as long as the
+            // checksum one (the last, and the one that matters) succeeds.
+            if cmd == ETHTOOL_STXCSUM {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An AF_PACKET raw socket bound to one interface, non-blocking.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+}
+
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+
+impl PacketSocket {
+    /// Opens a socket on `ifname`. With `rx`, it receives every frame arriving on the interface
+    /// (promiscuous, outgoing frames ignored); without, it receives nothing and only transmits
+    /// (bypassing the qdisc: the emulator is the queue).
+    pub fn open(ifname: &str, rx: bool) -> io::Result<Self> {
+        let ifindex = if_index(ifname)?;
+        let proto = if rx { (libc::ETH_P_ALL as u16).to_be() as i32 } else { 0 };
+        // SAFETY: plain socket creation; the result is checked.
+        let fd = unsafe {
+            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto)
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+        let sock = PacketSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) } };
+        if rx {
+            sock.setsockopt(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+            sock.setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 64 << 20)?;
+            // SAFETY: packet_mreq is plain old data; zeroed is valid.
+            let mut mreq: libc::packet_mreq = unsafe { mem::zeroed() };
+            mreq.mr_ifindex = ifindex;
+            mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+            // SAFETY: `mreq` is a valid packet_mreq and its size is passed.
+            let rc = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_PACKET,
+                    libc::PACKET_ADD_MEMBERSHIP,
+                    (&mreq as *const libc::packet_mreq).cast(),
+                    mem::size_of::<libc::packet_mreq>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        } else {
+            sock.setsockopt(libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)?;
+            sock.setsockopt(libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 16 << 20)?;
+        }
+        // SAFETY: sockaddr_ll is plain old data; zeroed is valid.
+        let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto as u16;
+        sll.sll_ifindex = ifindex;
+        // SAFETY: `sll` is a valid sockaddr_ll and its size is passed.
+        let rc = unsafe {
+            libc::bind(
+                fd,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if rx {
+            // Drop what arrived between socket() and bind() on other interfaces.
+            let mut buf = [0u8; 64];
+            // SAFETY: `buf` is valid for 64 bytes.
+            while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) } >= 0 {}
+        }
+        Ok(sock)
+    }
+
+    fn setsockopt(&self, level: i32, opt: i32, val: i32) -> io::Result<()> {
+        // SAFETY: `val` is a valid c_int and its size is passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                level,
+                opt,
+                (&val as *const i32).cast(),
+                mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Raw descriptor (for polling).
+    pub fn raw(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Preallocated batch of message headers for `recvmmsg`/`sendmmsg`: no allocation per packet.
+pub struct Batch {
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+}
+
+// SAFETY: the raw pointers inside point to buffers owned by the thread using the batch; a batch
+// is moved into its thread once and never shared.
+unsafe impl Send for Batch {}
+
+/// Outcome of one frame of a receive batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Received {
+    /// Bytes of the frame.
+    pub len: usize,
+    /// The frame was larger than the buffer and was cut.
+    pub truncated: bool,
+}
+
+impl Batch {
+    /// A batch of up to `n` messages.
+    pub fn new(n: usize) -> Self {
+        // SAFETY: mmsghdr and iovec are plain old data; zeroed is valid.
+        let hdrs = vec![unsafe { mem::zeroed::<libc::mmsghdr>() }; n];
+        let iovs = vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; n];
+        Batch { hdrs, iovs }
+    }
+
+    /// Capacity in messages.
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Points message `i` at `buf` (receive buffer or frame to send).
+    pub fn set(&mut self, i: usize, buf: &mut [u8]) {
+        self.iovs[i] = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        let h = &mut self.hdrs[i];
+        h.msg_hdr.msg_iov = &mut self.iovs[i];
+        h.msg_hdr.msg_iovlen = 1;
+        h.msg_hdr.msg_name = std::ptr::null_mut();
+        h.msg_hdr.msg_namelen = 0;
+        h.msg_hdr.msg_flags = 0;
+        h.msg_len = 0;
+    }
+
+    /// Receives up to `n` frames (the first `n` messages must have been `set` with buffers that
+    /// are still alive). Returns how many arrived; 0 when none is pending.
+    pub fn recv(&mut self, sock: &PacketSocket, n: usize, out: &mut [Received]) -> io::Result<usize> {
+        let n = n.min(self.hdrs.len());
+        // SAFETY: the first `n` headers point at live iovecs/buffers set by `set`.
+        let rc = unsafe {
+            libc::recvmmsg(sock.raw(), self.hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
+        };
+        if rc < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::WouldBlock {
+                return Ok(0);
+            }
+            return Err(err);
+        }
+        let rc = rc as usize;
+        for i in 0..rc {
+            let h = &self.hdrs[i];
+            out[i] = Received {
+                len: h.msg_len as usize,
+                truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+            };
+        }
+        Ok(rc)
+    }
+
+    /// Sends messages `from..n` (set beforehand). Returns how many were sent.
+    pub fn send(&mut self, sock: &PacketSocket, from: usize, n: usize) -> io::Result<usize> {
+        if from >= n {
+            return Ok(0);
+        }
+        // SAFETY: headers `from..n` point at live iovecs/buffers set by `set`.
+        let rc = unsafe {
+            libc::sendmmsg(sock.raw(), self.hdrs[from..].as_mut_ptr(), (n - from) as u32, 0)
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(rc as usize)
+    }
+}
+
+/// Waits until `fd` is readable or `timeout` passes (nanosecond resolution, unlike `poll`).
+pub fn wait_readable(fd: RawFd, timeout: Duration) {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `pfd` and `ts` are valid for the call; a null sigmask keeps the current one.
+    unsafe {
+        libc::ppoll(&mut pfd, 1, &ts, std::ptr::null());
+    }
+}
+
+/// Whether a process with this pid exists.
+pub fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+/// Sends `sig` to `pid` (a child this process started).
+pub fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// Whether the calling process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -1,0 +1,159 @@
+//! The control socket of a running instance (a unix stream socket, one line per request, one
+//! JSON line per answer):
+//!
+//! - `status` -> the counters ([`crate::metrics::Snapshot`]) plus the current controller;
+//! - `set controller <CTRL>` -> switch the encoders' repair-rate controller live (`ours`, `hirt`,
+//!   `rquic`, `fixed:step=10` for a fixed ratio of 1 repair per 10 sources, `none`); workers
+//!   pick the change up within one loop iteration;
+//! - anything else -> `{"error": ...}`.
+//!
+//! `hirt status --control PATH` is the client.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::metrics::Metrics;
+
+/// State shared between the control thread and the workers.
+#[derive(Debug)]
+pub struct Control {
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    generation: AtomicU64,
+    controller: Mutex<String>,
+}
+
+impl Control {
+    /// Shared control state with the initial controller string.
+    pub fn new(metrics: Arc<Metrics>, controller: &str) -> Arc<Control> {
+        Arc::new(Control { metrics, generation: AtomicU64::new(0), controller: Mutex::new(controller.into()) })
+    }
+
+    /// Bumped on every accepted change; workers compare it with the last one they applied.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The current controller string.
+    pub fn controller(&self) -> String {
+        self.controller.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    /// Sets a new controller after validating it with `validate`.
+    pub fn set_controller(
+        &self,
+        mode: &str,
+        validate: impl Fn(&str) -> Result<(), String>,
+    ) -> Result<(), String> {
+        validate(mode)?;
+        if let Ok(mut g) = self.controller.lock() {
+            *g = mode.to_string();
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+}
+
+/// Removes the socket file when dropped.
+#[derive(Debug)]
+pub struct ControlServer {
+    path: PathBuf,
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Answers one request line.
+pub fn answer(
+    ctl: &Control,
+    line: &str,
+    validate: &(dyn Fn(&str) -> Result<(), String> + Send + Sync),
+) -> String {
+    let line = line.trim();
+    if line == "status" {
+        let snap = ctl.metrics.snapshot();
+        serde_json::json!({"status": snap, "controller": ctl.controller()}).to_string()
+    } else if let Some(mode) = line.strip_prefix("set controller ") {
+        match ctl.set_controller(mode.trim(), validate) {
+            Ok(()) => serde_json::json!({"ok": true, "controller": ctl.controller()}).to_string(),
+            Err(e) => serde_json::json!({"error": e}).to_string(),
+        }
+    } else {
+        serde_json::json!({"error": format!("unknown request `{line}`")}).to_string()
+    }
+}
+
+/// Listens on `path` (replacing a stale socket file) from a background thread.
+pub fn serve(
+    path: &Path,
+    ctl: Arc<Control>,
+    validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>,
+) -> std::io::Result<ControlServer> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    std::thread::Builder::new().name("hirt-control".into()).spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut w = match conn.try_clone() {
+                Ok(w) => w,
+                Err(_) => continue,
+            };
+            for line in BufReader::new(conn).lines() {
+                let Ok(line) = line else { break };
+                let reply = answer(&ctl, &line, &*validate);
+                if writeln!(w, "{reply}").is_err() {
+                    break;
+                }
+            }
+        }
+    })?;
+    Ok(ControlServer { path: path.to_path_buf() })
+}
+
+/// Sends one request and returns the answer line.
+pub fn request(path: &Path, line: &str) -> std::io::Result<String> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    writeln!(s, "{line}")?;
+    let mut r = BufReader::new(s);
+    let mut out = String::new();
+    r.read_line(&mut out)?;
+    Ok(out.trim_end().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_and_live_change_over_the_socket() {
+        let m = Metrics::new(1, "test");
+        crate::metrics::add(&m.stream(0).recovered, 5);
+        let ctl = Control::new(m, "hirt");
+        let dir = std::env::temp_dir().join(format!("hirt-ctl-{}.sock", std::process::id()));
+        let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> =
+            Arc::new(|s: &str| if s == "bad" { Err("nope".into()) } else { Ok(()) });
+        let _srv = serve(&dir, ctl.clone(), validate).unwrap();
+        let st = request(&dir, "status").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&st).unwrap();
+        assert_eq!(v["status"]["streams"][0]["recovered"], 5);
+        assert_eq!(v["controller"], "hirt");
+        let g0 = ctl.generation();
+        let r = request(&dir, "set controller fixed:w=8,step=2").unwrap();
+        assert!(r.contains("\"ok\":true"), "{r}");
+        assert_eq!(ctl.generation(), g0 + 1);
+        assert_eq!(ctl.controller(), "fixed:w=8,step=2");
+        let r = request(&dir, "set controller bad").unwrap();
+        assert!(r.contains("nope"));
+        assert_eq!(ctl.generation(), g0 + 1);
+        assert!(request(&dir, "frobnicate").unwrap().contains("error"));
+    }
+}

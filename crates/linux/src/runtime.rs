@@ -1,0 +1,72 @@
+//! Process-level plumbing shared by both modes: shutdown on SIGINT/SIGTERM, worker loop timing.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    SHUTDOWN.store(true, Ordering::SeqCst);
+}
+
+/// Installs SIGINT/SIGTERM handlers that request a clean shutdown (routes removed, sockets
+/// closed). Idempotent.
+pub fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// Whether a shutdown was requested (signal or [`request_shutdown`]).
+#[inline]
+pub fn shutdown_requested() -> bool {
+    SHUTDOWN.load(Ordering::Relaxed)
+}
+
+/// Requests a shutdown of every worker in the process.
+pub fn request_shutdown() {
+    SHUTDOWN.store(true, Ordering::SeqCst);
+}
+
+/// A per-instance stop flag (tests run several instances in one process).
+#[derive(Debug, Default)]
+pub struct StopFlag(AtomicBool);
+
+impl StopFlag {
+    /// Asks the instance's workers to stop.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether this instance or the process should stop.
+    #[inline]
+    pub fn stopped(&self) -> bool {
+        self.0.load(Ordering::Relaxed) || shutdown_requested()
+    }
+}
+
+/// Milliseconds to wait in `poll` until `deadline` (at most `cap`, at least 0; rounded up so a
+/// timer is never polled early in a busy loop).
+pub fn poll_ms(now: Instant, deadline: Option<Instant>, cap: Duration) -> i32 {
+    let d = deadline.map(|t| t.saturating_duration_since(now)).unwrap_or(cap).min(cap);
+    let ms = d.as_micros().div_ceil(1000);
+    ms as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_ms_rounds_up_and_caps() {
+        let now = Instant::now();
+        let cap = Duration::from_millis(100);
+        assert_eq!(poll_ms(now, None, cap), 100);
+        assert_eq!(poll_ms(now, Some(now + Duration::from_micros(1)), cap), 1);
+        assert_eq!(poll_ms(now, Some(now), cap), 0);
+        assert_eq!(poll_ms(now + Duration::from_secs(1), Some(now), cap), 0);
+        assert_eq!(poll_ms(now, Some(now + Duration::from_secs(5)), cap), 100);
+    }
+}

@@ -1,0 +1,663 @@
+//! The SRv6 network function: what happens to each packet that reaches one of our SIDs.
+//!
+//! This module holds no sockets: [`Srv6Node::handle_packet`] takes a packet the kernel routed to
+//! the TUN device and hands every packet to emit to a callback with an [`Egress`] telling which
+//! device to write it to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
+//! [`crate::srv6_run`] does the I/O; the unit tests below run an encoder and a decoder back to
+//! back with losses, in memory.
+//!
+//! # Packets and symbols
+//!
+//! The kernel (H.Encaps at the ingress) sends `IPv6(DA=ENC_SID) + SRH[DEC_SID, .., ENC_SID] +
+//! inner packet`. The encoder does the End behaviour (SL -= 1, DA = next segment), inserts the
+//! source TLV (stream, ESI) and writes the packet back to the kernel, which routes it on.
+//!
+//! A source *symbol* is the packet exactly as it will arrive at the decoder, minus what routers
+//! may change in the tunnel: IPv6 header with Hop Limit and Traffic Class zeroed, Segments Left
+//! and DA set to the decoder SID's position (so intermediate End SIDs do not matter), the SRH
+//! without the source TLV, and the payload. The decoder rebuilds the same bytes from a received
+//! source (remove TLV, zero HL/TC), so both sides code identical symbols. A recovered packet gets
+//! the Hop Limit and Traffic Class of the latest source received on its stream (the ingress sets
+//! them identically for all packets of a tunnel: Linux H.Encaps uses the route's hop limit and
+//! copies nothing per packet... see docs/dataplane.md), and optionally ECN-CE.
+//!
+//! After decoding, the decoder SID acts as End.DT6 (decapsulate, route in a table), End.DX6
+//! (decapsulate, send to a fixed next hop: a policy rule on the decapsulation device) or End
+//! (next segment; with SL = 0 it decapsulates like End.DT6, since the kernel would drop it).
+//! Repair packets (`SRH[DEC_SID] + repair TLV + payload`, Next Header 59) go from the encoder SID
+//! to the decoder SID, feedback (`SRH[ENC_SID] + feedback TLV`) the other way: both end at our
+//! SIDs and never leave the tunnel.
+
+use std::net::Ipv6Addr;
+use std::time::Instant;
+
+use hirt_core::{
+    ControllerConfig, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId,
+    Verdict,
+};
+use hirt_wire::replay::ReplayWindow;
+use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
+use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes};
+
+use crate::metrics::{add, Metrics};
+
+/// Buffer size for one packet (jumbo frame plus our headers).
+pub const BUF_LEN: usize = 9216 + 512;
+
+const NH_IPV6: u8 = 41;
+const NH_IPV4: u8 = 4;
+const NH_NONE: u8 = 59;
+
+/// What the decoder SID does with a decoded packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behavior {
+    /// Decapsulate and route the inner packet (in the table given to the runtime).
+    Dt6,
+    /// Decapsulate and send the inner packet to a fixed next hop.
+    Dx6(Ipv6Addr),
+    /// Go to the next segment (SL = 0: decapsulate and route, see module docs).
+    End,
+}
+
+impl std::str::FromStr for Behavior {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dt6" | "End.DT6" => Ok(Behavior::Dt6),
+            "end" | "End" => Ok(Behavior::End),
+            _ => match s.strip_prefix("dx6:").or_else(|| s.strip_prefix("End.DX6:")) {
+                Some(nh) => nh.parse().map(Behavior::Dx6).map_err(|e| format!("next hop: {e}")),
+                None => Err(format!("unknown behavior `{s}` (dt6, dx6:NEXTHOP, end)")),
+            },
+        }
+    }
+}
+
+/// Where to write a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    /// Back to the kernel on the SID device: routed by its destination in the main table.
+    Kernel,
+    /// A decapsulated packet: written to the decapsulation device (policy-routed for DX6 / a
+    /// DT6 table), or the SID device when none is configured.
+    Decap,
+}
+
+/// Key for the auth TLV on repair and feedback packets.
+#[derive(Clone, Debug)]
+pub struct AuthKey {
+    /// Key id carried in the TLV.
+    pub key_id: u32,
+    /// The secret.
+    pub key: Vec<u8>,
+    /// Also add a real RFC 8754 HMAC TLV (H flag).
+    pub rfc8754: bool,
+}
+
+/// Configuration of one worker's node.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// Our encoder SID, if we run the encoder.
+    pub enc_sid: Option<Ipv6Addr>,
+    /// Our decoder SID, if we run the decoder.
+    pub dec_sid: Option<Ipv6Addr>,
+    /// The peer's decoder SID (where repairs go) when we only encode.
+    pub peer_dec_sid: Ipv6Addr,
+    /// The peer's encoder SID (where feedback goes) when we only decode.
+    pub peer_enc_sid: Ipv6Addr,
+    /// Decoder behaviour.
+    pub behavior: Behavior,
+    /// The encoder stream this worker owns.
+    pub stream: StreamId,
+    /// FEC mode (code + controller).
+    pub fec: FecMode,
+    /// TLV type values.
+    pub tlv: TlvTypes,
+    /// Authentication of repair/feedback, if configured.
+    pub auth: Option<AuthKey>,
+    /// Mark recovered packets ECN-CE (when ECN-capable).
+    pub ecn_ce: bool,
+    /// Traffic class of repair packets (DSCP << 2).
+    pub repair_tclass: u8,
+    /// Seed for the core's randomness.
+    pub seed: u64,
+}
+
+/// One worker's encoder and decoder state.
+pub struct Srv6Node {
+    cfg: NodeConfig,
+    enc: Option<Encoder>,
+    dec: Option<Decoder>,
+    metrics: std::sync::Arc<Metrics>,
+    /// Scratch for building repair / feedback / recovered packets.
+    out: Vec<u8>,
+    /// Latest (hop limit, traffic class) seen per decoder stream.
+    last_hl_tc: Vec<(u8, u8)>,
+    /// Replay windows of the auth TLV sequence, per stream (each sender thread owns one stream).
+    replay: Vec<ReplayWindow>,
+    /// Sequence number for our auth TLVs.
+    auth_seq: u64,
+}
+
+impl std::fmt::Debug for Srv6Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Srv6Node").field("cfg", &self.cfg).finish_non_exhaustive()
+    }
+}
+
+/// Why a packet was dropped (counted, never fatal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drop {
+    /// Not a well-formed IPv6+SRH packet for us.
+    Malformed,
+    /// Failed authentication or replayed.
+    Auth,
+    /// A duplicate source.
+    Duplicate,
+    /// Not for one of our SIDs.
+    NotOurs,
+}
+
+impl Srv6Node {
+    /// A node; `metrics` must have a slot for every stream id in use.
+    pub fn new(cfg: NodeConfig, metrics: std::sync::Arc<Metrics>) -> anyhow::Result<Srv6Node> {
+        let enc = match cfg.enc_sid {
+            Some(_) => Some(Encoder::new(EncoderConfig::new(cfg.fec.clone()), cfg.seed)),
+            None => None,
+        };
+        let dec = match cfg.dec_sid {
+            Some(_) => Some(Decoder::new(DecoderConfig::new(cfg.fec.scheme.clone()), cfg.seed ^ 0x5eed)),
+            None => None,
+        };
+        let n = metrics.streams.len();
+        Ok(Srv6Node {
+            cfg,
+            enc,
+            dec,
+            metrics,
+            out: vec![0u8; BUF_LEN],
+            last_hl_tc: vec![(64, 0); n],
+            replay: (0..n).map(|_| ReplayWindow::new()).collect(),
+            auth_seq: crate::crypto::initial_counter(),
+        })
+    }
+
+    /// The node's configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    /// Switches the encoder's repair-rate controller (live change from the control socket).
+    pub fn set_controller(&mut self, c: &ControllerConfig) {
+        if let Some(e) = self.enc.as_mut() {
+            e.set_controller(c);
+        }
+        self.cfg.fec.controller = c.clone();
+    }
+
+    /// When [`Self::handle_timeout`] should be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let a = self.enc.as_ref().and_then(|e| e.poll_timeout());
+        let b = self.dec.as_ref().and_then(|d| d.poll_timeout());
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Time-driven work (sparse-traffic repairs, feedback); emits what it produces.
+    pub fn handle_timeout(&mut self, now: Instant, emit: &mut dyn FnMut(Egress, &[u8])) {
+        if let Some(e) = self.enc.as_mut() {
+            e.handle_timeout(now);
+        }
+        if let Some(d) = self.dec.as_mut() {
+            d.handle_timeout(now);
+        }
+        self.drain_repairs(emit);
+        self.drain_decoder(now, emit);
+    }
+
+    /// Processes one packet from the SID device. `buf[..len]` holds it; `buf` must be
+    /// [`BUF_LEN`] long (the source TLV is inserted in place).
+    pub fn handle_packet(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        now: Instant,
+        emit: &mut dyn FnMut(Egress, &[u8]),
+    ) -> Result<(), Drop> {
+        if len < 40 || buf[0] >> 4 != 6 {
+            return self.count_drop(Drop::Malformed);
+        }
+        let mut da = [0u8; 16];
+        da.copy_from_slice(&buf[24..40]);
+        let da = Ipv6Addr::from(da);
+        if Some(da) == self.cfg.enc_sid {
+            self.encoder_packet(buf, len, now, emit)
+        } else if Some(da) == self.cfg.dec_sid {
+            self.decoder_packet(buf, len, now, emit)
+        } else {
+            self.count_drop(Drop::NotOurs)
+        }
+    }
+
+    fn count_drop(&self, d: Drop) -> Result<(), Drop> {
+        match d {
+            Drop::Malformed | Drop::NotOurs => add(&self.metrics.global.malformed, 1),
+            Drop::Auth => add(&self.metrics.global.auth_failures, 1),
+            Drop::Duplicate => {}
+        }
+        Err(d)
+    }
+
+    fn verify(&mut self, pkt: &[u8], stream: StreamId) -> Result<(), Drop> {
+        let Some(a) = self.cfg.auth.as_ref() else { return Ok(()) };
+        let key = a.key.as_slice();
+        let key_id = a.key_id;
+        match wsrv6::verify_auth(pkt, &self.cfg.tlv, |id| (id == key_id).then_some(key)) {
+            Ok(r) => {
+                let i = (stream as usize).min(self.replay.len() - 1);
+                if self.replay[i].update(r.seq) {
+                    Ok(())
+                } else {
+                    add(&self.metrics.stream(stream).auth_failures, 1);
+                    Err(Drop::Auth)
+                }
+            }
+            Err(_) => {
+                add(&self.metrics.stream(stream).auth_failures, 1);
+                Err(Drop::Auth)
+            }
+        }
+    }
+
+    fn encoder_packet(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        now: Instant,
+        emit: &mut dyn FnMut(Egress, &[u8]),
+    ) -> Result<(), Drop> {
+        let Ok(l) = Srv6Layout::parse(&buf[..len]) else { return self.count_drop(Drop::Malformed) };
+        let Ok(tlvs) = HirtTlvs::parse(&buf[l.tlv_range()], &self.cfg.tlv) else {
+            return self.count_drop(Drop::Malformed);
+        };
+        if let Some((_, fb)) = tlvs.feedback {
+            let stream = fb.stream;
+            let body = fb.body;
+            let decoded = Feedback::decode(body);
+            let len_ok = l.next_header == NH_NONE;
+            if !len_ok {
+                return self.count_drop(Drop::Malformed);
+            }
+            let Ok(fb) = decoded else { return self.count_drop(Drop::Malformed) };
+            self.verify(&buf[..len], stream)?;
+            add(&self.metrics.stream(stream).feedback_in, 1);
+            if let Some(e) = self.enc.as_mut() {
+                e.handle_feedback(&fb, now);
+            }
+            self.drain_repairs(emit);
+            return Ok(());
+        }
+        if tlvs.repair.is_some() || tlvs.source.is_some() || l.segments_left == 0 {
+            return self.count_drop(Drop::Malformed);
+        }
+        // End behaviour: next segment.
+        let sl = l.segments_left - 1;
+        if wsrv6::advance_segment(buf, len).is_err() {
+            return self.count_drop(Drop::Malformed);
+        }
+        let Some(enc_stream) = self.enc.as_ref().map(|_| self.cfg.stream) else {
+            return self.count_drop(Drop::NotOurs);
+        };
+        // Where is the decoder in the segment list (at or after the next segment)?
+        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
+        let srh = l.srh(&buf[..len]);
+        let dec_idx = (0..=sl).rev().find(|&i| srh.segment(i as usize) == Some(dec_sid));
+        let Some(dec_idx) = dec_idx else {
+            // Not a tunnel we protect: forward as a plain End.
+            add(&self.metrics.global.unprotected, 1);
+            emit(Egress::Kernel, &buf[..len]);
+            return Ok(());
+        };
+        let c = self.metrics.stream(enc_stream);
+        add(&c.enc_packets_in, 1);
+        // Normalise into the symbol, hand it to the core, restore.
+        let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
+        let tag = self
+            .enc
+            .as_mut()
+            .map(|e| e.handle_source(enc_stream, &buf[..len], now))
+            .expect("encoder present");
+        restore(buf, l.srh_offset, &saved);
+        let src = SourceRepr { stream: tag.stream, esi: tag.esi };
+        match wsrv6::insert_source_tlv(buf, len, self.cfg.tlv.source, &src) {
+            Ok(n) => {
+                add(&c.enc_packets_out, 1);
+                add(&c.source_bytes_sent, n as u64);
+                emit(Egress::Kernel, &buf[..n]);
+            }
+            Err(_) => {
+                // Too big for a TLV: forward unprotected (the symbol is already counted; the
+                // decoder will recover it if it can).
+                add(&self.metrics.global.unprotected, 1);
+                emit(Egress::Kernel, &buf[..len]);
+            }
+        }
+        self.drain_repairs(emit);
+        Ok(())
+    }
+
+    fn drain_repairs(&mut self, emit: &mut dyn FnMut(Egress, &[u8])) {
+        let Some(enc) = self.enc.as_mut() else { return };
+        let src = self.cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+        let dst = [self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid)];
+        while let Some(r) = enc.poll_repair() {
+            let h = Srv6Header {
+                src,
+                segments: &dst,
+                segments_left: 0,
+                hop_limit: 64,
+                traffic_class: self.cfg.repair_tclass,
+                flow_label: 0,
+                next_header: NH_NONE,
+                tag: 0,
+            };
+            let repr = RepairRepr {
+                stream: r.stream,
+                info: r.info,
+                timestamp: r.timestamp,
+                payload_len: r.payload.len() as u16,
+            };
+            let auth = self.cfg.auth.as_ref().map(|a| {
+                self.auth_seq += 1;
+                Auth {
+                    tlv_type: self.cfg.tlv.auth,
+                    key_id: a.key_id,
+                    key: &a.key,
+                    seq: self.auth_seq,
+                    rfc8754_hmac: a.rfc8754,
+                }
+            });
+            let built = Srv6Builder::new(&mut self.out, &h).and_then(|mut b| {
+                b.push_repair(self.cfg.tlv.repair, &repr)?;
+                b.finish(r.payload, auth.as_ref())
+            });
+            let c = self.metrics.stream(r.stream);
+            match built {
+                Ok(n) => {
+                    add(&c.repairs_sent, 1);
+                    add(&c.repair_bytes_sent, r.payload.len() as u64);
+                    emit(Egress::Kernel, &self.out[..n]);
+                }
+                Err(_) => add(&self.metrics.global.send_errors, 1),
+            }
+        }
+    }
+
+    fn decoder_packet(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        now: Instant,
+        emit: &mut dyn FnMut(Egress, &[u8]),
+    ) -> Result<(), Drop> {
+        let Ok(l) = Srv6Layout::parse(&buf[..len]) else { return self.count_drop(Drop::Malformed) };
+        let Ok(tlvs) = HirtTlvs::parse(&buf[l.tlv_range()], &self.cfg.tlv) else {
+            return self.count_drop(Drop::Malformed);
+        };
+        if let Some((_, rep)) = tlvs.repair {
+            let payload = l.payload_range();
+            if l.next_header != NH_NONE || payload.len() != rep.payload_len as usize {
+                return self.count_drop(Drop::Malformed);
+            }
+            self.verify(&buf[..len], rep.stream)?;
+            let c = self.metrics.stream(rep.stream);
+            add(&c.repairs_received, 1);
+            let before = self.dec_recovered(rep.stream);
+            if let Some(d) = self.dec.as_mut() {
+                // A refused repair (wrong scheme, out of range) is counted by the core.
+                let _ = d.handle_repair(rep.stream, &rep.info, rep.timestamp, &buf[payload], now);
+            }
+            if self.dec_recovered(rep.stream) > before {
+                add(&c.repairs_used, 1);
+            }
+            self.drain_decoder(now, emit);
+            return Ok(());
+        }
+        if tlvs.feedback.is_some() {
+            return self.count_drop(Drop::Malformed);
+        }
+        let Some((_, src)) = tlvs.source else {
+            // Unprotected traffic to our decoder SID: apply the behaviour directly.
+            add(&self.metrics.global.unprotected, 1);
+            behave(&self.cfg, &self.metrics, 0, buf, len, false, emit);
+            return Ok(());
+        };
+        let Ok(Some(len)) = wsrv6::remove_tlv(buf, len, self.cfg.tlv.source) else {
+            return self.count_drop(Drop::Malformed);
+        };
+        let c = self.metrics.stream(src.stream);
+        add(&c.dec_packets_in, 1);
+        let hl = buf[7];
+        let tc = traffic_class(buf);
+        let slot = (src.stream as usize).min(self.last_hl_tc.len() - 1);
+        self.last_hl_tc[slot] = (hl, tc);
+        buf[7] = 0;
+        set_traffic_class(buf, 0);
+        let verdict = self
+            .dec
+            .as_mut()
+            .map(|d| d.handle_source(src.stream, src.esi, &buf[..len], now))
+            .unwrap_or(Verdict::Duplicate);
+        buf[7] = hl;
+        set_traffic_class(buf, tc);
+        let res = match verdict {
+            Verdict::Deliver => {
+                behave(&self.cfg, &self.metrics, src.stream, buf, len, false, emit);
+                Ok(())
+            }
+            Verdict::Duplicate => {
+                add(&c.duplicates, 1);
+                Err(Drop::Duplicate)
+            }
+        };
+        self.drain_decoder(now, emit);
+        res
+    }
+
+    fn dec_recovered(&self, stream: StreamId) -> u64 {
+        self.dec.as_ref().and_then(|d| d.stats(stream)).map(|s| s.recovered).unwrap_or(0)
+    }
+
+    /// Copies the core's view (losses, residual, controller rate, overload skips) into the
+    /// metrics. Called periodically by the runtime, not per packet.
+    pub fn publish_stats(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(e) = self.enc.as_ref() {
+            for s in e.streams() {
+                if let Some(st) = e.stats(s) {
+                    let c = self.metrics.stream(s);
+                    c.controller_ratio_ppm.store((st.rate * 1e6) as u64, Relaxed);
+                    c.overload_skips.store(st.overload_skips, Relaxed);
+                }
+            }
+        }
+        if let Some(d) = self.dec.as_ref() {
+            for s in d.streams() {
+                if let Some(st) = d.stats(s) {
+                    let c = self.metrics.stream(s);
+                    c.losses.store(st.lost, Relaxed);
+                    c.unrecoverable.store(st.residual, Relaxed);
+                    if self.enc.is_none() {
+                        c.overload_skips.store(st.overload_skips, Relaxed);
+                    }
+                }
+            }
+        }
+    }
+
+    fn drain_decoder(&mut self, now: Instant, emit: &mut dyn FnMut(Egress, &[u8])) {
+        let Some(dec) = self.dec.as_mut() else { return };
+        while let Some(r) = dec.poll_recovered() {
+            let n = r.data.len();
+            if n < 40 || n > self.out.len() {
+                continue;
+            }
+            self.out[..n].copy_from_slice(r.data);
+            let slot = (r.stream as usize).min(self.last_hl_tc.len() - 1);
+            let (hl, tc) = self.last_hl_tc[slot];
+            self.out[7] = hl;
+            set_traffic_class(&mut self.out, tc);
+            add(&self.metrics.stream(r.stream).recovered, 1);
+            behave(&self.cfg, &self.metrics, r.stream, &mut self.out, n, true, emit);
+        }
+        let src = self.cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+        let dst = [self.cfg.enc_sid.unwrap_or(self.cfg.peer_enc_sid)];
+        while let Some(fb) = dec.poll_feedback(now) {
+            let mut body = [0u8; Feedback::MAX_LEN];
+            let Some(blen) = fb.encode(&mut body) else { continue };
+            let h = Srv6Header {
+                src,
+                segments: &dst,
+                segments_left: 0,
+                hop_limit: 64,
+                traffic_class: self.cfg.repair_tclass,
+                flow_label: 0,
+                next_header: NH_NONE,
+                tag: 0,
+            };
+            let repr = FeedbackRepr {
+                stream: fb.stream,
+                path_id: fb.path,
+                timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
+                body: &body[..blen],
+            };
+            let auth = self.cfg.auth.as_ref().map(|a| {
+                self.auth_seq += 1;
+                Auth {
+                    tlv_type: self.cfg.tlv.auth,
+                    key_id: a.key_id,
+                    key: &a.key,
+                    seq: self.auth_seq,
+                    rfc8754_hmac: a.rfc8754,
+                }
+            });
+            let built = Srv6Builder::new(&mut self.out, &h).and_then(|mut b| {
+                b.push_feedback(self.cfg.tlv.feedback, &repr)?;
+                b.finish(&[], auth.as_ref())
+            });
+            if let Ok(n) = built {
+                add(&self.metrics.stream(fb.stream).feedback_sent, 1);
+                emit(Egress::Kernel, &self.out[..n]);
+            }
+        }
+    }
+}
+
+/// Applies the decoder behaviour to a decoded packet in `buf[..len]` and emits the result.
+fn behave(
+    cfg: &NodeConfig,
+    m: &Metrics,
+    stream: StreamId,
+    buf: &mut [u8],
+    len: usize,
+    recovered: bool,
+    emit: &mut dyn FnMut(Egress, &[u8]),
+) {
+    let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
+        add(&m.global.malformed, 1);
+        return;
+    };
+    let stream_out = |m: &Metrics| add(&m.stream(stream).dec_packets_out, 1);
+    if cfg.behavior == Behavior::End && l.segments_left > 0 {
+        if wsrv6::advance_segment(buf, len).is_ok() {
+            if recovered && cfg.ecn_ce {
+                mark_ce(buf);
+            }
+            stream_out(m);
+            emit(Egress::Kernel, &buf[..len]);
+        }
+        return;
+    }
+    let inner = l.payload_range();
+    match l.next_header {
+        NH_IPV6 | NH_IPV4 if inner.len() >= 20 => {
+            if recovered && cfg.ecn_ce {
+                mark_ce(&mut buf[inner.clone()]);
+            }
+            stream_out(m);
+            emit(Egress::Decap, &buf[inner]);
+        }
+        _ => add(&m.global.malformed, 1),
+    }
+}
+
+/// Sets ECN-CE on an IPv4/IPv6 packet whose ECN field says ECT(0)/ECT(1). IPv4 gets its header
+/// checksum patched (RFC 1624).
+pub fn mark_ce(pkt: &mut [u8]) {
+    match pkt.first().map(|b| b >> 4) {
+        Some(6) if pkt.len() >= 40 => {
+            let tc = traffic_class(pkt);
+            if tc & 3 != 0 {
+                set_traffic_class(pkt, tc | 3);
+            }
+        }
+        Some(4) if pkt.len() >= 20 => {
+            let tos = pkt[1];
+            if tos & 3 != 0 && tos & 3 != 3 {
+                let old = u16::from_be_bytes([pkt[0], pkt[1]]);
+                pkt[1] = tos | 3;
+                let new = u16::from_be_bytes([pkt[0], pkt[1]]);
+                let ck = u16::from_be_bytes([pkt[10], pkt[11]]);
+                let mut sum = u32::from(!ck) + u32::from(!old) + u32::from(new);
+                while sum > 0xffff {
+                    sum = (sum & 0xffff) + (sum >> 16);
+                }
+                pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            }
+        }
+        _ => {}
+    }
+}
+
+fn traffic_class(pkt: &[u8]) -> u8 {
+    (pkt[0] << 4) | (pkt[1] >> 4)
+}
+
+fn set_traffic_class(pkt: &mut [u8], tc: u8) {
+    pkt[0] = 0x60 | (tc >> 4);
+    pkt[1] = (pkt[1] & 0x0f) | (tc << 4);
+}
+
+/// Fields [`normalize`] changed: hop limit, traffic class, segments left, DA.
+struct Saved {
+    hl: u8,
+    tc: u8,
+    sl: u8,
+    da: [u8; 16],
+}
+
+/// Turns the packet (after the End step, SL = `sl`) into the symbol: HL = TC = 0, SL and DA at
+/// the decoder's position.
+fn normalize(buf: &mut [u8], srh_off: usize, sl: u8, dec_idx: u8, dec_sid: Ipv6Addr) -> Saved {
+    let mut da = [0u8; 16];
+    da.copy_from_slice(&buf[24..40]);
+    let saved = Saved { hl: buf[7], tc: traffic_class(buf), sl, da };
+    buf[7] = 0;
+    set_traffic_class(buf, 0);
+    buf[srh_off + 3] = dec_idx;
+    buf[24..40].copy_from_slice(&dec_sid.octets());
+    saved
+}
+
+fn restore(buf: &mut [u8], srh_off: usize, s: &Saved) {
+    buf[7] = s.hl;
+    set_traffic_class(buf, s.tc);
+    buf[srh_off + 3] = s.sl;
+    buf[24..40].copy_from_slice(&s.da);
+}
+
+#[cfg(test)]
+mod tests;

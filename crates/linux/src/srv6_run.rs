@@ -1,0 +1,278 @@
+//! The I/O around [`crate::srv6::Srv6Node`]: TUN queues, routes, workers, control, shutdown.
+//!
+//! Start-up: open the SID device (`--dev`, multi-queue with one queue per worker), bring it up,
+//! route our SIDs (/128) to it; for End.DX6 or End.DT6 with a table, also open a decapsulation
+//! device `<dev>x` with a policy rule `iif <dev>x lookup <table>` (and, for DX6, a default route
+//! via the next hop in that table), so decapsulated packets leave by the configured next hop
+//! while everything else hirt writes is routed normally. Shutdown (SIGINT/SIGTERM or
+//! [`Srv6Handle::stop`]) removes the routes and rules.
+
+use std::net::{IpAddr, Ipv6Addr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hirt_core::{ControllerConfig, FecMode};
+use hirt_wire::tlv::TlvTypes;
+
+use crate::cli::Srv6Args;
+use crate::control::{self, Control};
+use crate::metrics::{self, add, Metrics};
+use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
+use crate::runtime::{self, StopFlag};
+use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Srv6Node, BUF_LEN};
+use crate::tun::{poll_readable, Tun};
+
+/// Default table hirt fills for End.DX6.
+pub const DX6_TABLE: u32 = 4869;
+const MAIN_TABLE: u32 = 254;
+
+/// A running SRv6 instance (in-process; the CLI waits on it).
+#[derive(Debug)]
+pub struct Srv6Handle {
+    stop: Arc<StopFlag>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    installed: Installed,
+    _control: Option<control::ControlServer>,
+}
+
+impl Srv6Handle {
+    /// Stops the workers, removes routes and rules.
+    pub fn stop(mut self) {
+        self.stop.stop();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        self.installed.remove_all();
+    }
+
+    /// Waits until a signal asks to stop, then stops.
+    pub fn wait(self) {
+        while !self.stop.stopped() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.stop();
+    }
+}
+
+impl Drop for Srv6Handle {
+    fn drop(&mut self) {
+        self.stop.stop();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Runs `hirt srv6` until SIGINT/SIGTERM.
+pub fn run(args: Srv6Args) -> anyhow::Result<()> {
+    runtime::install_signal_handlers();
+    let h = start(args)?;
+    tracing::info!("hirt srv6 running");
+    h.wait();
+    Ok(())
+}
+
+/// Starts an instance in the calling thread's network namespace (workers inherit it).
+pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
+    let role = args.role.as_deref().unwrap_or("both");
+    let (enc, dec) = match role {
+        "encoder" => (true, false),
+        "decoder" => (false, true),
+        "both" => (true, true),
+        r => bail!("--role must be encoder, decoder or both, not `{r}`"),
+    };
+    let enc_sid = args.enc_sid.context("--enc-sid is required")?;
+    let dec_sid = args.dec_sid.context("--dec-sid is required")?;
+    let behavior: Behavior =
+        args.behavior.as_deref().unwrap_or("dt6").parse().map_err(anyhow::Error::msg)?;
+    let fec_s = crate::cli::fec_string(args.fec.as_deref(), args.rs.as_deref());
+    let fec = FecMode::parse_with_window(&fec_s, args.window.unwrap_or(hirt_core::DEFAULT_WINDOW))
+        .map_err(|e| anyhow::anyhow!("--fec {fec_s}: {e}"))?;
+    let threads = args.threads.unwrap_or(1).clamp(1, 64);
+    let dev = args.dev.clone().unwrap_or_else(|| "hirt0".into());
+    let mut tlv = TlvTypes::default();
+    if let Some(t) = &args.tlv_types {
+        let v: Vec<u8> = t.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
+        anyhow::ensure!(v.len() == 4, "--tlv-types wants source,repair,feedback,auth");
+        tlv = TlvTypes { source: v[0], repair: v[1], feedback: v[2], auth: v[3] };
+    }
+    let auth = match &args.hmac_key {
+        Some(k) => Some(AuthKey {
+            key_id: args.key_id.unwrap_or(1),
+            key: crate::cli::parse_key(k)?,
+            rfc8754: args.rfc8754_hmac,
+        }),
+        None => None,
+    };
+    let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
+    let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
+    let metrics = Metrics::new(threads, &format!("srv6 {role}"));
+
+    // Devices.
+    let mut queues = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        queues.push(Tun::open(&dev, threads > 1).with_context(|| format!("opening TUN {dev}"))?);
+    }
+    let table = args.table;
+    let decap_needed = matches!(behavior, Behavior::Dx6(_))
+        || (behavior != Behavior::End && table.is_some_and(|t| t != MAIN_TABLE));
+    let decap_name = format!("{}x", &dev[..dev.len().min(14)]);
+    let mut decap_queues = Vec::new();
+    if dec && decap_needed {
+        for _ in 0..threads {
+            decap_queues.push(Tun::open(&decap_name, threads > 1)?);
+        }
+    }
+    let mut nl = Netlink::open()?;
+    let idx = if_index(&dev)?;
+    nl.link_up(idx, Some(args.mtu.unwrap_or(9000)))?;
+    let mut installed = Installed::default();
+    if !args.no_routes {
+        let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, s)| *s)
+            .collect();
+        for sid in own {
+            installed.route(
+                &mut nl,
+                Route { dst: IpAddr::V6(sid), prefix_len: 128, gateway: None, oif: idx, table: MAIN_TABLE },
+            )?;
+        }
+    }
+    if !decap_queues.is_empty() {
+        let didx = if_index(&decap_name)?;
+        nl.link_up(didx, Some(args.mtu.unwrap_or(9000)))?;
+        let t = match behavior {
+            Behavior::Dx6(_) => table.unwrap_or(DX6_TABLE),
+            _ => table.unwrap_or(MAIN_TABLE),
+        };
+        if let Behavior::Dx6(nh) = behavior {
+            installed.route(
+                &mut nl,
+                Route {
+                    dst: IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+                    prefix_len: 0,
+                    gateway: Some(IpAddr::V6(nh)),
+                    oif: 0,
+                    table: t,
+                },
+            )?;
+        }
+        installed.rule(
+            &mut nl,
+            Rule { family: libc::AF_INET6 as u8, iif: decap_name.clone(), table: t, priority: 1000 },
+        )?;
+    }
+
+    let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
+    let control_path = args
+        .control
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(format!("/run/hirt-{dev}.sock")));
+    let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> =
+        Arc::new(|s: &str| s.parse::<ControllerConfig>().map(|_| ()).map_err(|e| e.to_string()));
+    let control_srv = match control::serve(&control_path, ctl.clone(), validate) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!("control socket {control_path:?}: {e}");
+            None
+        }
+    };
+    if let Some(addr) = args.metrics {
+        metrics::serve_prometheus(addr, metrics.clone())?;
+    }
+
+    let stop = Arc::new(StopFlag::default());
+    let mut workers = Vec::new();
+    let mut decap_iter = decap_queues.into_iter();
+    for (i, q) in queues.into_iter().enumerate() {
+        let cfg = NodeConfig {
+            enc_sid: enc.then_some(enc_sid),
+            dec_sid: dec.then_some(dec_sid),
+            peer_dec_sid: dec_sid,
+            peer_enc_sid: enc_sid,
+            behavior,
+            stream: i as u16,
+            fec: fec.clone(),
+            tlv,
+            auth: auth.clone(),
+            ecn_ce: args.ecn_ce,
+            repair_tclass,
+            seed: seed.wrapping_add(i as u64),
+        };
+        let node = Srv6Node::new(cfg, metrics.clone())?;
+        let decap = decap_iter.next();
+        let stop = stop.clone();
+        let ctl = ctl.clone();
+        workers.push(
+            std::thread::Builder::new()
+                .name(format!("hirt-srv6-{i}"))
+                .spawn(move || worker(node, q, decap, stop, ctl))?,
+        );
+    }
+    Ok(Srv6Handle { stop, workers, metrics, installed, _control: control_srv })
+}
+
+/// Packets read per wake-up before timers and control are looked at.
+const BATCH: usize = 64;
+
+fn worker(mut node: Srv6Node, tun: Tun, decap: Option<Tun>, stop: Arc<StopFlag>, ctl: Arc<Control>) {
+    if let Err(e) = tun.set_nonblocking(true) {
+        tracing::error!("nonblocking TUN: {e}");
+        return;
+    }
+    let mut buf = vec![0u8; BUF_LEN];
+    let fds = [tun.as_raw_fd()];
+    let mut gen = ctl.generation();
+    let mut last_publish = Instant::now();
+    let m = ctl.metrics.clone();
+    let mut emit = |e: Egress, pkt: &[u8]| {
+        let dev = match (e, &decap) {
+            (Egress::Decap, Some(d)) => d,
+            _ => &tun,
+        };
+        if dev.send(pkt).is_err() {
+            add(&m.global.send_errors, 1);
+        }
+    };
+    while !stop.stopped() {
+        let now = Instant::now();
+        let wait = runtime::poll_ms(now, node.poll_timeout(), Duration::from_millis(100));
+        if wait > 0 {
+            let _ = poll_readable(&fds, wait);
+        }
+        for _ in 0..BATCH {
+            match tun.recv(&mut buf) {
+                Ok(n) => {
+                    let _ = node.handle_packet(&mut buf, n, Instant::now(), &mut emit);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    tracing::warn!("TUN read: {e}");
+                    break;
+                }
+            }
+        }
+        let now = Instant::now();
+        if node.poll_timeout().is_some_and(|t| t <= now) {
+            node.handle_timeout(now, &mut emit);
+        }
+        let g = ctl.generation();
+        if g != gen {
+            gen = g;
+            if let Ok(c) = ctl.controller().parse::<ControllerConfig>() {
+                node.set_controller(&c);
+            }
+        }
+        if now.duration_since(last_publish) > Duration::from_millis(200) {
+            node.publish_stats();
+            last_publish = now;
+        }
+    }
+    node.publish_stats();
+}

@@ -1,0 +1,447 @@
+//! One simulated run: source -> encoder -> forward link -> decoder, feedback over a reverse link.
+//!
+//! The run is a discrete-event simulation on a virtual clock (nanoseconds since the start). The
+//! event heap is keyed on `(time, seq)` so that simultaneous events fire in the order they were
+//! scheduled (smoltcp `netsim`): with the same seed every run is bit-for-bit identical. The
+//! hirt-core [`Encoder`] and [`Decoder`] are driven exactly through their public sans-IO API;
+//! time is handed to them as `base + virtual time` where `base` is one `Instant` taken per run
+//! (only differences are ever reported, so the report does not depend on it).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use hirt_channel::{Link, LinkConfig, LossSpec, QueueLimit};
+use hirt_core::{
+    Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, RepairInfo, StreamId,
+    Verdict,
+};
+use serde::Serialize;
+
+use crate::traffic::{Pattern, SizeMix, Source};
+
+/// Everything that defines a run. Two runs with equal `Scenario`s produce equal [`Report`]s.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// FEC mode string (`ours`, `hirt`, `maelstrom:r=20,i=1-20`, ...), see `hirt_core::FecMode`.
+    pub scheme: String,
+    /// Sliding window for RLC modes that do not set `w=`.
+    pub window: u16,
+    /// Forward-link loss model.
+    pub loss: LossSpec,
+    /// Reverse-link (feedback) loss model.
+    pub feedback_loss: LossSpec,
+    /// Source packets to send.
+    pub packets: u64,
+    /// Source packet rate (mean), packets per second.
+    pub rate_pps: f64,
+    /// Arrival process.
+    pub pattern: Pattern,
+    /// Packet sizes (bytes given to the encoder).
+    pub sizes: SizeMix,
+    /// One-way delay of both links.
+    pub delay: Duration,
+    /// Jitter of both links (FIFO kept).
+    pub jitter: Duration,
+    /// Forward bottleneck in bit/s (`None`: unlimited) and its queue.
+    pub link_rate_bps: Option<u64>,
+    /// Drop-tail queue in front of the bottleneck.
+    pub queue: QueueLimit,
+    /// Fraction of forward packets reordered, and by how much they are held back.
+    pub reorder: (f64, Duration),
+    /// Time-driven repair delay (`None`: off).
+    pub repair_delay: Option<Duration>,
+    /// Master seed: the links, the source and the core derive theirs from it.
+    pub seed: u64,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            scheme: "ours".into(),
+            window: hirt_core::DEFAULT_WINDOW,
+            loss: LossSpec::None,
+            feedback_loss: LossSpec::None,
+            packets: 100_000,
+            rate_pps: 10_000.0,
+            pattern: Pattern::Cbr,
+            sizes: SizeMix { entries: vec![(32, 1)] },
+            delay: Duration::from_millis(25),
+            jitter: Duration::ZERO,
+            link_rate_bps: None,
+            queue: QueueLimit::Packets(10_000),
+            reorder: (0.0, Duration::ZERO),
+            repair_delay: Some(Duration::from_millis(5)),
+            seed: 1,
+        }
+    }
+}
+
+/// Counters and distributions of one run (the JSON `hirt sim --json` prints).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Report {
+    /// The FEC mode as given.
+    pub scheme: String,
+    /// The forward loss model (canonical form).
+    pub loss: String,
+    /// Master seed (replays this run).
+    pub seed: u64,
+    /// Source packets sent by the source.
+    pub sources: u64,
+    /// Source bytes.
+    pub source_bytes: u64,
+    /// Source packets lost on the forward link (loss model + queue drops).
+    pub lost: u64,
+    /// Lost sources the decoder recovered (delivered through `poll_recovered`).
+    pub recovered: u64,
+    /// Lost sources never delivered.
+    pub unrecovered: u64,
+    /// `recovered / lost` (1 when nothing was lost).
+    pub recovered_ratio: f64,
+    /// `unrecovered / sources`: the loss the end hosts see.
+    pub residual_loss: f64,
+    /// `lost / sources` on the forward link.
+    pub link_loss: f64,
+    /// Repair packets sent.
+    pub repairs: u64,
+    /// Repair payload bytes sent.
+    pub repair_bytes: u64,
+    /// Repair packets lost on the forward link.
+    pub repairs_lost: u64,
+    /// `repairs / sources`.
+    pub overhead: f64,
+    /// `repair_bytes / source_bytes`.
+    pub overhead_bytes: f64,
+    /// Recovery delay in source packets: sources the encoder emitted after the lost one until it
+    /// was recovered.
+    pub recovery_delay_p50_pkts: f64,
+    /// 99th percentile of the above.
+    pub recovery_delay_p99_pkts: f64,
+    /// Maximum of the above.
+    pub recovery_delay_max_pkts: f64,
+    /// Recovery delay in ms: recovery time minus the time the original would have arrived
+    /// (send time + one-way delay).
+    pub recovery_delay_p50_ms: f64,
+    /// 99th percentile of the above.
+    pub recovery_delay_p99_ms: f64,
+    /// Maximum of the above.
+    pub recovery_delay_max_ms: f64,
+    /// 99th percentile of the recovery latency: recovery time minus the source's send time (the
+    /// quantity bounded by `2 x repair_delay + one-way delay` with sparse traffic).
+    pub recovery_latency_p99_ms: f64,
+    /// Maximum of the above.
+    pub recovery_latency_max_ms: f64,
+    /// Decoder symbol operations (row operations, the decoding work).
+    pub decoder_symbol_ops: u64,
+    /// Feedback messages sent by the decoder.
+    pub feedback_sent: u64,
+    /// Feedback messages lost on the reverse link.
+    pub feedback_lost: u64,
+    /// Originals that arrived after their recovery (dropped as duplicates by the decoder).
+    pub late_originals: u64,
+    /// Packets delivered twice (must be 0).
+    pub double_deliveries: u64,
+    /// Recovered packets whose bytes differ from the original (must be 0).
+    pub corrupt_recoveries: u64,
+    /// Virtual duration of the run, seconds.
+    pub sim_seconds: f64,
+}
+
+/// What travels on the links.
+enum Ev {
+    /// The source emits its next packet.
+    Emit,
+    /// A source packet reaches the decoder.
+    Source { esi: u32, size: u32 },
+    /// A repair packet reaches the decoder (payload buffer comes back to the pool afterwards).
+    Repair { stream: StreamId, info: RepairInfo, ts: u32, payload: Vec<u8> },
+    /// A feedback reaches the encoder.
+    Feedback(Feedback),
+    /// Encoder timer armed for this time.
+    EncTimer,
+    /// Decoder timer armed for this time.
+    DecTimer,
+}
+
+struct Queued {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        (self.t, self.seq) == (o.t, o.seq)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.t, self.seq).cmp(&(o.t, o.seq))
+    }
+}
+
+/// Per-source state while the run goes on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    InFlight,
+    Lost,
+    Delivered,
+    Recovered,
+}
+
+/// Deterministic content of source `n` (so recovered bytes can be checked without storing them).
+fn fill_payload(buf: &mut Vec<u8>, n: u64, size: usize) {
+    buf.clear();
+    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    buf.extend((0..size).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x as u8
+    }));
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs one scenario to completion.
+pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
+    let mode = FecMode::parse_with_window(&sc.scheme, sc.window)
+        .map_err(|e| anyhow::anyhow!("--scheme {}: {e}", sc.scheme))?;
+    let mut enc_cfg = EncoderConfig::new(mode.clone());
+    enc_cfg.repair_delay = sc.repair_delay;
+    let dec_cfg = DecoderConfig::new(mode.scheme.clone());
+    let mut enc = Encoder::new(enc_cfg, sc.seed);
+    let mut dec = Decoder::new(dec_cfg, sc.seed ^ 0xDEC0DE);
+
+    let fwd_cfg = LinkConfig {
+        loss: sc.loss.clone(),
+        delay: sc.delay,
+        jitter: sc.jitter,
+        rate_bps: sc.link_rate_bps,
+        queue: sc.queue,
+        reorder_prob: sc.reorder.0,
+        reorder_extra: sc.reorder.1,
+    };
+    let rev_cfg = LinkConfig {
+        loss: sc.feedback_loss.clone(),
+        delay: sc.delay,
+        jitter: sc.jitter,
+        ..LinkConfig::default()
+    };
+    let mut fwd = Link::new(&fwd_cfg, sc.seed.wrapping_add(1))?;
+    let mut rev = Link::new(&rev_cfg, sc.seed.wrapping_add(2))?;
+    let mut source = Source::new(sc.pattern.clone(), sc.rate_pps, sc.sizes.clone(), sc.seed);
+
+    let base = Instant::now();
+    let at = |ns: u64| base + Duration::from_nanos(ns);
+    let ns_of = |t: Instant| t.saturating_duration_since(base).as_nanos() as u64;
+
+    let n = sc.packets as usize;
+    let mut fate = vec![Fate::InFlight; n];
+    let mut send_ns = vec![0u64; n];
+    let mut esi0: Option<u32> = None;
+    let mut emitted = 0u64;
+    let mut r = Report {
+        scheme: sc.scheme.clone(),
+        loss: sc.loss.to_string(),
+        seed: sc.seed,
+        ..Report::default()
+    };
+    let mut delays_pkts: Vec<f64> = Vec::new();
+    let mut delays_ms: Vec<f64> = Vec::new();
+    let mut latency_ms: Vec<f64> = Vec::new();
+
+    let mut heap: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut push = |heap: &mut BinaryHeap<Reverse<Queued>>, t: u64, ev: Ev| {
+        seq += 1;
+        heap.push(Reverse(Queued { t, seq, ev }));
+    };
+    let mut pool: Vec<Vec<u8>> = Vec::new();
+    let mut payload = Vec::new();
+    let mut fb_buf = [0u8; Feedback::MAX_LEN];
+    let (mut enc_armed, mut dec_armed): (Option<u64>, Option<u64>) = (None, None);
+    let delay_ns = sc.delay.as_nanos() as u64;
+    let mut end_ns = u64::MAX;
+
+    if n > 0 {
+        push(&mut heap, 0, Ev::Emit);
+    }
+    let mut pending_emit: Option<(u64, usize)> = None;
+
+    while let Some(Reverse(Queued { t, ev, .. })) = heap.pop() {
+        if t > end_ns {
+            break;
+        }
+        let now = at(t);
+        let mut enc_touched = false;
+        let mut dec_touched = false;
+        match ev {
+            Ev::Emit => {
+                let (_, size) = pending_emit.take().unwrap_or_else(|| source.next_packet());
+                let idx = emitted as usize;
+                fill_payload(&mut payload, emitted, size);
+                let tag = enc.handle_source(0, &payload, now);
+                let e0 = *esi0.get_or_insert(tag.esi);
+                debug_assert_eq!(tag.esi.wrapping_sub(e0) as usize, idx);
+                send_ns[idx] = t;
+                emitted += 1;
+                r.sources += 1;
+                r.source_bytes += size as u64;
+                match fwd.send(now, size) {
+                    Some(arr) => push(&mut heap, ns_of(arr), Ev::Source { esi: tag.esi, size: size as u32 }),
+                    None => {
+                        fate[idx] = Fate::Lost;
+                        r.lost += 1;
+                    }
+                }
+                enc_touched = true;
+                if emitted < sc.packets {
+                    let next = source.next_packet();
+                    pending_emit = Some(next);
+                    push(&mut heap, next.0.max(t), Ev::Emit);
+                } else {
+                    end_ns = t + 4 * delay_ns + 2_000_000_000;
+                }
+            }
+            Ev::Source { esi, size } => {
+                let idx = esi.wrapping_sub(esi0.unwrap_or(0)) as usize;
+                fill_payload(&mut payload, idx as u64, size as usize);
+                match dec.handle_source(0, esi, &payload, now) {
+                    Verdict::Deliver => {
+                        if fate[idx] == Fate::Recovered {
+                            r.double_deliveries += 1;
+                        } else {
+                            fate[idx] = Fate::Delivered;
+                        }
+                    }
+                    Verdict::Duplicate => r.late_originals += 1,
+                }
+                dec_touched = true;
+            }
+            Ev::Repair { stream, info, ts, payload: p } => {
+                let _ = dec.handle_repair(stream, &info, ts, &p, now);
+                pool.push(p);
+                dec_touched = true;
+            }
+            Ev::Feedback(fb) => {
+                enc.handle_feedback(&fb, now);
+                enc_touched = true;
+            }
+            Ev::EncTimer => {
+                if enc_armed == Some(t) {
+                    enc_armed = None;
+                    enc.handle_timeout(now);
+                    enc_touched = true;
+                }
+            }
+            Ev::DecTimer => {
+                if dec_armed == Some(t) {
+                    dec_armed = None;
+                    dec.handle_timeout(now);
+                    dec_touched = true;
+                }
+            }
+        }
+        if enc_touched {
+            while let Some(rep) = enc.poll_repair() {
+                r.repairs += 1;
+                r.repair_bytes += rep.payload.len() as u64;
+                match fwd.send(now, rep.payload.len()) {
+                    Some(arr) => {
+                        let mut buf = pool.pop().unwrap_or_default();
+                        buf.clear();
+                        buf.extend_from_slice(rep.payload);
+                        let ev = Ev::Repair { stream: rep.stream, info: rep.info, ts: rep.timestamp, payload: buf };
+                        push(&mut heap, ns_of(arr), ev);
+                    }
+                    None => r.repairs_lost += 1,
+                }
+            }
+            if let Some(tt) = enc.poll_timeout() {
+                let tt = ns_of(tt).max(t);
+                if enc_armed != Some(tt) {
+                    enc_armed = Some(tt);
+                    push(&mut heap, tt, Ev::EncTimer);
+                }
+            }
+        }
+        if dec_touched {
+            let e0 = esi0.unwrap_or(0);
+            while let Some(rec) = dec.poll_recovered() {
+                let idx = rec.esi.wrapping_sub(e0) as usize;
+                if idx >= n {
+                    r.corrupt_recoveries += 1;
+                    continue;
+                }
+                // Compare with the original content.
+                let size = rec.data.len();
+                fill_payload(&mut payload, idx as u64, size);
+                if payload != rec.data {
+                    r.corrupt_recoveries += 1;
+                }
+                match fate[idx] {
+                    Fate::Delivered | Fate::Recovered => r.double_deliveries += 1,
+                    Fate::Lost => {
+                        fate[idx] = Fate::Recovered;
+                        r.recovered += 1;
+                        delays_pkts.push(emitted.saturating_sub(idx as u64 + 1) as f64);
+                        let due = send_ns[idx] + delay_ns;
+                        delays_ms.push(t.saturating_sub(due) as f64 / 1e6);
+                        latency_ms.push(t.saturating_sub(send_ns[idx]) as f64 / 1e6);
+                    }
+                    Fate::InFlight => fate[idx] = Fate::Recovered,
+                }
+            }
+            while let Some(fb) = dec.poll_feedback(now) {
+                r.feedback_sent += 1;
+                let len = fb.encode(&mut fb_buf).unwrap_or(Feedback::MAX_LEN);
+                match rev.send(now, len) {
+                    Some(arr) => push(&mut heap, ns_of(arr), Ev::Feedback(fb)),
+                    None => r.feedback_lost += 1,
+                }
+            }
+            if let Some(tt) = dec.poll_timeout() {
+                let tt = ns_of(tt).max(t);
+                if dec_armed != Some(tt) {
+                    dec_armed = Some(tt);
+                    push(&mut heap, tt, Ev::DecTimer);
+                }
+            }
+        }
+        r.sim_seconds = t as f64 / 1e9;
+    }
+
+    r.unrecovered = r.lost - r.recovered;
+    let s = r.sources.max(1) as f64;
+    r.recovered_ratio = if r.lost == 0 { 1.0 } else { r.recovered as f64 / r.lost as f64 };
+    r.residual_loss = r.unrecovered as f64 / s;
+    r.link_loss = r.lost as f64 / s;
+    r.overhead = r.repairs as f64 / s;
+    r.overhead_bytes = r.repair_bytes as f64 / r.source_bytes.max(1) as f64;
+    delays_pkts.sort_by(f64::total_cmp);
+    delays_ms.sort_by(f64::total_cmp);
+    r.recovery_delay_p50_pkts = percentile(&delays_pkts, 0.5);
+    r.recovery_delay_p99_pkts = percentile(&delays_pkts, 0.99);
+    r.recovery_delay_max_pkts = delays_pkts.last().copied().unwrap_or(0.0);
+    r.recovery_delay_p50_ms = percentile(&delays_ms, 0.5);
+    r.recovery_delay_p99_ms = percentile(&delays_ms, 0.99);
+    r.recovery_delay_max_ms = delays_ms.last().copied().unwrap_or(0.0);
+    latency_ms.sort_by(f64::total_cmp);
+    r.recovery_latency_p99_ms = percentile(&latency_ms, 0.99);
+    r.recovery_latency_max_ms = latency_ms.last().copied().unwrap_or(0.0);
+    r.decoder_symbol_ops = dec.stats(0).map_or(0, |s| s.symbol_ops);
+    Ok(r)
+}

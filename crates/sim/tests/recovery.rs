@@ -1,0 +1,124 @@
+//! Fixed-seed simulations asserting recovery bounds. Small packet counts: each run takes well
+//! under a second in the test profile.
+
+use std::time::Duration;
+
+use hirt_sim::traffic::Pattern;
+use hirt_sim::{run, Report, Scenario};
+
+fn sim(scheme: &str, loss: &str, packets: u64, seed: u64) -> Report {
+    let sc = Scenario { scheme: scheme.into(), loss: loss.parse().unwrap(), packets, seed, ..Scenario::default() };
+    let r = run(&sc).unwrap();
+    assert_eq!(r.double_deliveries, 0, "{scheme} {loss}: delivered twice");
+    assert_eq!(r.corrupt_recoveries, 0, "{scheme} {loss}: recovered bytes differ");
+    assert_eq!(r.lost, r.recovered + r.unrecovered);
+    r
+}
+
+#[test]
+fn same_seed_same_json_other_seed_other_json() {
+    let sc = Scenario {
+        scheme: "ours".into(),
+        loss: "ge:p=0.005,r=0.3".parse().unwrap(),
+        feedback_loss: "uniform:0.1".parse().unwrap(),
+        packets: 20_000,
+        seed: 7,
+        ..Scenario::default()
+    };
+    let a = serde_json::to_string(&run(&sc).unwrap()).unwrap();
+    let b = serde_json::to_string(&run(&sc).unwrap()).unwrap();
+    assert_eq!(a, b);
+    let c = serde_json::to_string(&run(&Scenario { seed: 8, ..sc }).unwrap()).unwrap();
+    assert_ne!(a, c);
+    for key in ["\"lost\"", "\"recovered\"", "\"overhead\"", "\"recovered_ratio\"", "\"recovery_delay_p99_ms\""] {
+        assert!(a.contains(key), "JSON lacks {key}");
+    }
+}
+
+#[test]
+fn no_loss_no_recovery_needed() {
+    let r = sim("ours", "none", 20_000, 1);
+    assert_eq!((r.lost, r.recovered, r.recovered_ratio), (0, 0, 1.0));
+    assert_eq!(r.sources, 20_000);
+}
+
+#[test]
+fn no_fec_recovers_nothing() {
+    let r = sim("none", "uniform:0.02", 20_000, 1);
+    assert_eq!((r.recovered, r.repairs), (0, 0));
+    assert!((r.link_loss - 0.02).abs() < 0.005, "{}", r.link_loss);
+}
+
+#[test]
+fn ours_uniform_3_percent() {
+    let r = sim("ours", "uniform:0.03", 50_000, 3);
+    assert!(r.recovered_ratio >= 0.99, "{r:?}");
+    assert!(r.overhead <= 0.05, "{r:?}");
+}
+
+#[test]
+fn ours_uniform_half_percent() {
+    let r = sim("ours", "uniform:0.005", 50_000, 4);
+    assert!(r.recovered_ratio >= 0.995, "{r:?}");
+    assert!(r.overhead <= 0.015, "{r:?}");
+}
+
+#[test]
+fn hirt_adapts_to_uniform_loss() {
+    let r = sim("hirt", "uniform:0.01", 50_000, 5);
+    assert!(r.recovered_ratio >= 0.95, "{r:?}");
+    assert!(r.overhead > 0.01 && r.overhead < 0.05, "{r:?}");
+}
+
+#[test]
+fn maelstrom_interleave_covers_bursts() {
+    // Bursts of 20 are spread over the 20-interleave layer: one loss per XOR group.
+    let r = sim("maelstrom:r=8,i=1-20-40", "burst:len=20,every=2000", 40_000, 1);
+    assert!(r.recovered_ratio >= 0.9, "{r:?}");
+    // Without the interleaves, a burst of 20 is beyond a single XOR layer.
+    let flat = sim("maelstrom:r=8,i=1", "burst:len=20,every=2000", 40_000, 1);
+    assert!(flat.recovered_ratio < 0.2, "{flat:?}");
+}
+
+#[test]
+fn rquic_and_fixed_and_rs_recover_something() {
+    for scheme in ["rquic", "fixed:w=4,step=2", "rs:20:10"] {
+        let r = sim(scheme, "uniform:0.02", 20_000, 2);
+        assert!(r.recovered_ratio > 0.5, "{scheme}: {r:?}");
+    }
+}
+
+#[test]
+fn ours_survives_lossy_feedback() {
+    let sc = Scenario {
+        scheme: "ours".into(),
+        loss: "uniform:0.02".parse().unwrap(),
+        feedback_loss: "uniform:0.5".parse().unwrap(),
+        packets: 30_000,
+        seed: 9,
+        ..Scenario::default()
+    };
+    let r = run(&sc).unwrap();
+    assert!(r.feedback_lost > 0 && r.feedback_lost < r.feedback_sent);
+    assert!(r.recovered_ratio >= 0.98, "{r:?}");
+}
+
+#[test]
+fn sparse_traffic_recovery_latency_is_bounded() {
+    let (repair_delay, owd) = (Duration::from_millis(5), Duration::from_millis(25));
+    let sc = Scenario {
+        scheme: "ours".into(),
+        loss: "uniform:0.01".parse().unwrap(),
+        pattern: Pattern::Poisson,
+        rate_pps: 100.0,
+        packets: 10_000,
+        delay: owd,
+        repair_delay: Some(repair_delay),
+        seed: 11,
+        ..Scenario::default()
+    };
+    let r = run(&sc).unwrap();
+    assert!(r.recovered_ratio >= 0.97, "{r:?}");
+    let bound = (2 * repair_delay + owd).as_secs_f64() * 1e3;
+    assert!(r.recovery_latency_p99_ms <= bound, "p99 {} ms > {bound} ms", r.recovery_latency_p99_ms);
+}
