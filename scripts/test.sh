@@ -19,4 +19,6 @@ else
     echo "fuzz: skipped (cargo-fuzz or nightly not installed)"
 fi
 
+# The lab and dataplane end-to-end tests start the real `hirt` binary in namespaces.
+cargo build --release -p hirt-cli
 cargo test --workspace --release

@@ -43,9 +43,17 @@ impl Budget {
     /// Full run (~45 s) or `--quick` (< 10 s).
     pub fn new(quick: bool) -> Budget {
         if quick {
-            Budget { gf: Duration::from_millis(60), rlc: Duration::from_millis(300), rlc_packets: 20_000 }
+            Budget {
+                gf: Duration::from_millis(60),
+                rlc: Duration::from_millis(300),
+                rlc_packets: 20_000,
+            }
         } else {
-            Budget { gf: Duration::from_millis(400), rlc: Duration::from_millis(2500), rlc_packets: 100_000 }
+            Budget {
+                gf: Duration::from_millis(400),
+                rlc: Duration::from_millis(2500),
+                rlc_packets: 100_000,
+            }
         }
     }
 }
@@ -94,8 +102,9 @@ struct Aligned {
 
 impl Aligned {
     fn new(len: usize, seed: u8) -> Aligned {
-        let mut buf: Vec<u8> =
-            (0..len + 64).map(|i| (i as u8).wrapping_mul(167).wrapping_add(seed)).collect();
+        let mut buf: Vec<u8> = (0..len + 64)
+            .map(|i| (i as u8).wrapping_mul(167).wrapping_add(seed))
+            .collect();
         let off = buf.as_mut_ptr().align_offset(64).min(63);
         Aligned { buf, off, len }
     }
@@ -117,9 +126,17 @@ fn gf_figures(budget: Budget, isal: Option<&Isal>, errors: &mut Vec<String>) -> 
         let mut dst = Aligned::new(bytes, 2);
         for &k in Kernel::ALL.iter().filter(|k| k.is_supported()) {
             let sample = measure(budget.gf, || {
-                k.mul_add(std::hint::black_box(dst.get_mut()), std::hint::black_box(src.get()), COEF)
+                k.mul_add(
+                    std::hint::black_box(dst.get_mut()),
+                    std::hint::black_box(src.get()),
+                    COEF,
+                )
             });
-            out.push(GfFigure { implementation: k.name(), bytes, sample });
+            out.push(GfFigure {
+                implementation: k.name(),
+                bytes,
+                sample,
+            });
         }
         if let Some(isal) = isal {
             let mut table = isal.table(COEF);
@@ -130,13 +147,24 @@ fn gf_figures(budget: Budget, isal: Option<&Isal>, errors: &mut Vec<String>) -> 
                 let mut theirs = dst.get().to_vec();
                 isal.mad(v, &mut table, src.get(), &mut theirs);
                 if ours != theirs {
-                    errors.push(format!("{name} differs from hirt-gf at {bytes} B; not timed"));
+                    errors.push(format!(
+                        "{name} differs from hirt-gf at {bytes} B; not timed"
+                    ));
                     continue;
                 }
                 let sample = measure(budget.gf, || {
-                    isal.mad(v, &mut table, std::hint::black_box(src.get()), dst.get_mut())
+                    isal.mad(
+                        v,
+                        &mut table,
+                        std::hint::black_box(src.get()),
+                        dst.get_mut(),
+                    )
                 });
-                out.push(GfFigure { implementation: name, bytes, sample });
+                out.push(GfFigure {
+                    implementation: name,
+                    bytes,
+                    sample,
+                });
             }
         }
     }
@@ -178,7 +206,12 @@ fn multi_source(budget: Budget, isal: Option<&Isal>, errors: &mut Vec<String>) -
             errors.push("gf_vect_dot_prod differs from hirt-gf mul_add_many; not timed".into());
         } else {
             let s = measure(budget.gf, || {
-                isal.dot_prod(&mut tables, &views, &mut ptrs, std::hint::black_box(dst.get_mut()))
+                isal.dot_prod(
+                    &mut tables,
+                    &views,
+                    &mut ptrs,
+                    std::hint::black_box(dst.get_mut()),
+                )
             });
             push("isal_dot_prod", s);
         }
@@ -219,8 +252,10 @@ pub fn collect(budget: Budget) -> Result<Value> {
         },
     });
     for &bytes in &[64usize, 9000] {
-        summary[format!("gf_best_gbps_{bytes}")] = json!(best_at(&gf, bytes, false).map(|f| round(f.gbps(), 2)));
-        summary[format!("isal_best_gbps_{bytes}")] = json!(best_at(&gf, bytes, true).map(|f| round(f.gbps(), 2)));
+        summary[format!("gf_best_gbps_{bytes}")] =
+            json!(best_at(&gf, bytes, false).map(|f| round(f.gbps(), 2)));
+        summary[format!("isal_best_gbps_{bytes}")] =
+            json!(best_at(&gf, bytes, true).map(|f| round(f.gbps(), 2)));
     }
     if let Value::Object(extra) = &rlc.summary {
         for (k, v) in extra {
@@ -250,8 +285,14 @@ fn machine() -> Value {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let kernels: Vec<&str> = Kernel::ALL.iter().filter(|k| k.is_supported()).map(|k| k.name()).collect();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let kernels: Vec<&str> = Kernel::ALL
+        .iter()
+        .filter(|k| k.is_supported())
+        .map(|k| k.name())
+        .collect();
     json!({ "cpu": cpu, "cores": cores, "kernels": kernels, "active_kernel": hirt_gf::active().name() })
 }
 
@@ -262,7 +303,10 @@ fn round(x: f64, digits: i32) -> f64 {
 
 fn print_tables(r: &Value) {
     let m = &r["machine"];
-    println!("machine: {} ({} cores), kernels {}", m["cpu"], m["cores"], m["kernels"]);
+    println!(
+        "machine: {} ({} cores), kernels {}",
+        m["cpu"], m["cores"], m["kernels"]
+    );
     println!("\nGF(2^8) mul_add (dst ^= c*src), GB/s, best batch [median]");
     print!("{:<14}", "impl");
     for b in SIZES {
@@ -280,8 +324,18 @@ fn print_tables(r: &Value) {
     for n in &names {
         print!("{n:<14}");
         for b in SIZES {
-            match rows.iter().find(|f| f["impl"] == n.as_str() && f["bytes"] == b) {
-                Some(f) => print!("{:>22}", format!("{:.2} [{:.2}]", f["gbps"].as_f64().unwrap_or(0.0), f["gbps_median"].as_f64().unwrap_or(0.0))),
+            match rows
+                .iter()
+                .find(|f| f["impl"] == n.as_str() && f["bytes"] == b)
+            {
+                Some(f) => print!(
+                    "{:>22}",
+                    format!(
+                        "{:.2} [{:.2}]",
+                        f["gbps"].as_f64().unwrap_or(0.0),
+                        f["gbps_median"].as_f64().unwrap_or(0.0)
+                    )
+                ),
                 None => print!("{:>22}", "-"),
             }
         }
@@ -289,11 +343,57 @@ fn print_tables(r: &Value) {
     }
     println!("\nOne repair over W=200 x 1280 B (multi-source multiply-accumulate)");
     for f in r["gf_multi_source"].as_array().cloned().unwrap_or_default() {
-        println!("  {:<14} {:>8.2} GB/s  {:>10.1} ns/repair", f["impl"].as_str().unwrap_or("?"), f["gbps"].as_f64().unwrap_or(0.0), f["ns_per_repair"].as_f64().unwrap_or(0.0));
+        println!(
+            "  {:<14} {:>8.2} GB/s  {:>10.1} ns/repair",
+            f["impl"].as_str().unwrap_or("?"),
+            f["gbps"].as_f64().unwrap_or(0.0),
+            f["ns_per_repair"].as_f64().unwrap_or(0.0)
+        );
     }
     rlc_bench::print(r);
     for e in r["errors"].as_array().cloned().unwrap_or_default() {
         println!("note: {}", e.as_str().unwrap_or(""));
     }
     println!("\nsummary: {}", r["summary"]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_has_every_figure_and_the_summary() {
+        let budget = Budget {
+            gf: Duration::ZERO,
+            rlc: Duration::ZERO,
+            rlc_packets: 2048,
+        };
+        let r = collect(budget).expect("collect");
+        let kernels = Kernel::ALL.iter().filter(|k| k.is_supported()).count();
+        let ours = r["gf_mul_add"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .filter(|f| !f["impl"].as_str().unwrap_or("isal").starts_with("isal"))
+            .count();
+        assert_eq!(ours, kernels * SIZES.len());
+        assert_eq!(r["rlc_encoder_repair"].as_array().map(Vec::len), Some(3));
+        assert_eq!(r["rlc_throughput"].as_array().map(Vec::len), Some(3));
+        let s = &r["summary"];
+        for key in ["gf_best_gbps_1280", "encode_mpps_3pct", "decode_mpps_3pct"] {
+            assert!(
+                s[key].as_f64().is_some_and(|v| v > 0.0),
+                "{key}: {}",
+                s[key]
+            );
+        }
+        assert!(s.get("isal_best_gbps_1280").is_some());
+        let errors = r["errors"].as_array().expect("errors");
+        assert!(
+            errors.iter().all(|e| e
+                .as_str()
+                .is_some_and(|e| e.starts_with("ISA-L unavailable"))),
+            "{errors:?}"
+        );
+    }
 }

@@ -5,5 +5,5 @@
 
 pub mod codec;
 mod isal;
-mod rlc_bench;
+pub mod rlc_bench;
 pub mod timing;

@@ -9,7 +9,7 @@
 //! decoder's recovered bytes are checked against the originals in an untimed first pass.
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hirt_fec::{FecDecoder, FecEncoder, RepairInfo, RlcConfig, RlcDecoder, RlcEncoder};
 use serde_json::{json, Value};
@@ -21,7 +21,7 @@ use crate::timing::measure;
 const LEN: usize = 1280;
 /// Distinct payloads the trace cycles through (the codec does not care about content).
 const POOL: usize = 509;
-/// Source packets per timed segment.
+/// Source packets per timed segment (a power of two).
 const SEGMENT: usize = 1024;
 /// Seed of the loss pattern.
 const SEED: u64 = 0x6869_7274_2d62_656e;
@@ -63,7 +63,9 @@ impl SplitMix {
 
 fn payload_pool() -> Vec<Vec<u8>> {
     let mut rng = SplitMix(42);
-    (0..POOL).map(|_| (0..LEN).map(|_| rng.next() as u8).collect()).collect()
+    (0..POOL)
+        .map(|_| (0..LEN).map(|_| rng.next() as u8).collect())
+        .collect()
 }
 
 /// Measures the RLC codec.
@@ -96,7 +98,10 @@ pub fn run(budget: Budget, errors: &mut Vec<String>) -> RlcFigures {
         let enc = t.time_encoder(&pool, budget);
         let (dec, check) = t.time_decoder(&pool, budget);
         if check.mismatched > 0 {
-            errors.push(format!("RLC decoder returned {} wrong symbols at loss {loss}", check.mismatched));
+            errors.push(format!(
+                "RLC decoder returned {} wrong symbols at loss {loss}",
+                check.mismatched
+            ));
         }
         let pct = (loss * 100.0).round() as u32;
         summary[format!("encode_mpps_{pct}pct")] = json!(round2(enc / 1e6));
@@ -115,7 +120,27 @@ pub fn run(budget: Budget, errors: &mut Vec<String>) -> RlcFigures {
             "decode_pps": dec.round(),
         }));
     }
-    RlcFigures { repair: json!(repair), throughput: json!(throughput), summary }
+    RlcFigures {
+        repair: json!(repair),
+        throughput: json!(throughput),
+        summary,
+    }
+}
+
+/// One untimed-budget replay of the W=200 trace at `loss` through encoder and decoder (for
+/// profiling under valgrind: `cargo run --release -p hirt-bench --example rlc_profile`).
+/// Returns (encoder pps, decoder pps, lost, recovered).
+pub fn profile_once(loss: f64, packets: usize) -> (f64, f64, usize, usize) {
+    let pool = payload_pool();
+    let t = Trace::new(&pool, loss, packets);
+    let budget = Budget {
+        gf: Duration::ZERO,
+        rlc: Duration::ZERO,
+        rlc_packets: packets,
+    };
+    let enc = t.time_encoder(&pool, budget);
+    let (dec, check) = t.time_decoder(&pool, budget);
+    (enc, dec, check.lost, check.recovered)
 }
 
 fn round2(x: f64) -> f64 {
@@ -154,7 +179,7 @@ impl Trace {
         let mut received: Vec<Vec<Event>> = Vec::new();
         let mut credit = 0.0;
         for esi in 0..packets as u32 {
-            if esi as usize % SEGMENT == 0 {
+            if (esi as usize) & (SEGMENT - 1) == 0 {
                 received.push(Vec::new());
             }
             let seg = received.last_mut().expect("pushed above");
@@ -171,7 +196,12 @@ impl Trace {
                 }
             }
         }
-        Trace { packets, rate, repairs, received }
+        Trace {
+            packets,
+            rate,
+            repairs,
+            received,
+        }
     }
 
     /// Source packets per second through the encoder (copy into the window + repairs).
@@ -207,7 +237,11 @@ impl Trace {
     fn time_decoder(&self, pool: &[Vec<u8>], budget: Budget) -> (f64, Check) {
         // Untimed pass: every recovered symbol must equal the original.
         let mut dec = RlcDecoder::new(RlcConfig::rlc(W));
-        let mut check = Check { lost: 0, recovered: 0, mismatched: 0 };
+        let mut check = Check {
+            lost: 0,
+            recovered: 0,
+            mismatched: 0,
+        };
         let mut got = 0usize;
         for seg in &self.received {
             for ev in seg {
@@ -265,14 +299,24 @@ impl Trace {
 /// Prints the RLC tables.
 pub fn print(r: &Value) {
     println!("\nRLC encoder, one repair symbol over W sources of {LEN} B");
-    for f in r["rlc_encoder_repair"].as_array().cloned().unwrap_or_default() {
+    for f in r["rlc_encoder_repair"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
         println!(
             "  W={:<5} {:>9} ns/repair  ({} GB/s of window)",
             f["window"], f["ns_per_repair"], f["gbps"]
         );
     }
-    println!("\nRLC throughput, W={W}, {LEN} B, repair rate = loss + {:.1}%", MARGIN * 100.0);
-    println!("  {:>5} {:>8} {:>12} {:>12} {:>7} {:>10} {:>11}", "loss", "repairs", "enc Mpps", "dec Mpps", "lost", "recovered", "unrecovered");
+    println!(
+        "\nRLC throughput, W={W}, {LEN} B, repair rate = loss + {:.1}%",
+        MARGIN * 100.0
+    );
+    println!(
+        "  {:>5} {:>8} {:>12} {:>12} {:>7} {:>10} {:>11}",
+        "loss", "repairs", "enc Mpps", "dec Mpps", "lost", "recovered", "unrecovered"
+    );
     for f in r["rlc_throughput"].as_array().cloned().unwrap_or_default() {
         println!(
             "  {:>4.0}% {:>8} {:>12.2} {:>12.2} {:>7} {:>10} {:>11}",
@@ -284,5 +328,41 @@ pub fn print(r: &Value) {
             f["recovered"],
             f["unrecovered"],
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_is_deterministic_and_decoder_output_is_exact() {
+        let pool = payload_pool();
+        let a = Trace::new(&pool, 0.03, 4 * SEGMENT);
+        let b = Trace::new(&pool, 0.03, 4 * SEGMENT);
+        assert_eq!(a.repairs.len(), b.repairs.len());
+        assert_eq!(a.repairs.len(), (4 * SEGMENT) * 35 / 1000);
+        let events = |t: &Trace| -> Vec<(bool, usize)> {
+            t.received
+                .iter()
+                .flatten()
+                .map(|e| match *e {
+                    Event::Source(esi) => (true, esi as usize),
+                    Event::Repair(i) => (false, i),
+                })
+                .collect()
+        };
+        assert_eq!(events(&a), events(&b));
+        let budget = Budget {
+            gf: std::time::Duration::ZERO,
+            rlc: std::time::Duration::ZERO,
+            rlc_packets: 0,
+        };
+        let (pps, check) = a.time_decoder(&pool, budget);
+        assert!(pps > 0.0);
+        assert!(check.lost > 0, "3% of 4096 packets lost");
+        assert!(check.recovered > 0 && check.recovered <= check.lost);
+        assert_eq!(check.mismatched, 0);
+        assert!(a.time_encoder(&pool, budget) > 0.0);
     }
 }

@@ -48,7 +48,11 @@ pub fn measure(budget: Duration, mut op: impl FnMut()) -> Sample {
         times.push(t.elapsed().as_secs_f64() / per_batch as f64);
     }
     times.sort_by(f64::total_cmp);
-    Sample { best: times[0], median: times[times.len() / 2], calls: per_batch * times.len() as u64 }
+    Sample {
+        best: times[0],
+        median: times[times.len() / 2],
+        calls: per_batch * times.len() as u64,
+    }
 }
 
 #[cfg(test)]

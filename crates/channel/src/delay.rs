@@ -57,14 +57,14 @@ mod tests {
 
     #[test]
     fn fixed_delay() {
-        let t0 = Instant::now();
+        let t0 = crate::test_util::t0();
         let mut d = Delay::fixed(Duration::from_millis(25));
         assert_eq!(d.departure(t0), t0 + Duration::from_millis(25));
     }
 
     #[test]
     fn jitter_without_reordering_keeps_order_and_bounds() {
-        let t0 = Instant::now();
+        let t0 = crate::test_util::t0();
         let (base, jit) = (Duration::from_millis(10), Duration::from_millis(5));
         let mut d = Delay::new(base, jit, false, 9);
         let mut last = t0;
@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn jitter_with_reordering_reorders() {
-        let t0 = Instant::now();
+        let t0 = crate::test_util::t0();
         let mut d = Delay::new(Duration::from_millis(10), Duration::from_millis(5), true, 9);
         let outs: Vec<Instant> =
             (0..1000u64).map(|i| d.departure(t0 + Duration::from_micros(i * 100))).collect();

@@ -30,3 +30,14 @@ pub(crate) fn rng(seed: u64, salt: u64) -> rand_chacha::ChaCha8Rng {
     use rand::SeedableRng;
     rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use std::time::Instant;
+
+    /// A base instant for tests (the only clock read in this crate, and only in tests).
+    #[allow(clippy::disallowed_methods)]
+    pub(crate) fn t0() -> Instant {
+        Instant::now()
+    }
+}

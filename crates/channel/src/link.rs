@@ -102,7 +102,7 @@ mod tests {
 
     #[test]
     fn composes_loss_rate_and_delay() {
-        let t0 = Instant::now();
+        let t0 = crate::test_util::t0();
         let cfg = LinkConfig {
             loss: "burst:len=1,every=4".parse().unwrap(),
             delay: Duration::from_millis(25),

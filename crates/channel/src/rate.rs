@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn serialises_at_rate() {
-        let t0 = Instant::now();
+        let t0 = crate::test_util::t0();
         // 8 Mbit/s: 1000 bytes take 1 ms.
         let mut r = RateLimit::new(8_000_000, QueueLimit::Packets(100));
         let a = r.offer(t0, 1000).unwrap();
@@ -87,7 +87,7 @@ mod tests {
 
     #[test]
     fn tail_drop_in_packets_and_bytes() {
-        let t0 = Instant::now();
+        let t0 = crate::test_util::t0();
         let mut r = RateLimit::new(8_000, QueueLimit::Packets(3));
         assert_eq!((0..5).filter(|_| r.offer(t0, 100).is_some()).count(), 3);
         assert_eq!(r.drops(), 2);

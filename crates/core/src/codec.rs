@@ -1,70 +1,150 @@
 //! The codes of `hirt_fec`, held in enums so the core can call their concrete reconfiguration
 //! methods (`set_window`, `set_block`) besides the `FecEncoder` / `FecDecoder` traits.
 
-use hirt_fec::{DecodeError, Esi, RepairInfo, SourceOutcome};
+use hirt_fec::block_xor::{BlockXorDecoder, BlockXorEncoder, MAX_BLOCK};
+use hirt_fec::layered::{LayeredDecoder, LayeredEncoder};
+use hirt_fec::rs::{RsDecoder, RsEncoder};
+use hirt_fec::{
+    DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, RlcConfig, RlcDecoder, RlcEncoder,
+    SourceOutcome,
+};
 
 use crate::config::SchemeConfig;
+
+/// Largest block the block-XOR decoder accepts when the configured block is smaller: room for
+/// rQUIC's controller to grow the block up to its default r_max.
+const BLOCK_XOR_DECODER_MIN_MAX: u16 = 255;
 
 /// Encoder side of a stream's code.
 #[derive(Debug)]
 pub(crate) enum EncCodec {
+    /// RLC over GF(2^8) or GF(2) (XOR).
+    Rlc(RlcEncoder),
+    /// rQUIC block XOR.
+    BlockXor(BlockXorEncoder),
+    /// Maelstrom layered interleaving, and its r.
+    Layered(LayeredEncoder, u16),
+    /// Reed-Solomon, and its k.
+    Rs(RsEncoder, u16),
     /// No code.
     None,
 }
 
 impl EncCodec {
+    /// The scheme's encoder. The configuration parser keeps every value inside the ranges the
+    /// constructors accept; values are clamped again here so a hand-built config cannot panic.
     pub(crate) fn new(scheme: &SchemeConfig) -> Self {
         match scheme {
-            _ => EncCodec::None,
+            SchemeConfig::Rlc { window, dt } => EncCodec::Rlc(RlcEncoder::new(RlcConfig {
+                dt: (*dt).min(15),
+                ..RlcConfig::rlc(*window)
+            })),
+            SchemeConfig::Xor { window } => EncCodec::Rlc(RlcEncoder::new(RlcConfig::xor(*window))),
+            SchemeConfig::BlockXor { r } => {
+                EncCodec::BlockXor(BlockXorEncoder::new((*r).clamp(1, MAX_BLOCK)))
+            }
+            SchemeConfig::Layered { r, interleaves } => {
+                let (r, il) = layered_params(*r, interleaves);
+                EncCodec::Layered(LayeredEncoder::new(r, &il), r)
+            }
+            SchemeConfig::Rs { k, m } => {
+                let k = (*k).clamp(1, 128);
+                EncCodec::Rs(RsEncoder::new(k, (*m).clamp(1, 128)), k)
+            }
+            SchemeConfig::None => EncCodec::None,
+        }
+    }
+
+    fn as_dyn(&mut self) -> Option<&mut dyn FecEncoder> {
+        match self {
+            EncCodec::Rlc(c) => Some(c),
+            EncCodec::BlockXor(c) => Some(c),
+            EncCodec::Layered(c, _) => Some(c),
+            EncCodec::Rs(c, _) => Some(c),
+            EncCodec::None => None,
         }
     }
 
     /// Adds a source; block codes emit their repairs through `out`.
-    pub(crate) fn push_source(&mut self, _esi: Esi, _data: &[u8], _out: &mut dyn FnMut(RepairInfo, &[u8])) {
-        match self {
-            EncCodec::None => {}
+    pub(crate) fn push_source(
+        &mut self,
+        esi: Esi,
+        data: &[u8],
+        out: &mut dyn FnMut(RepairInfo, &[u8]),
+    ) {
+        if let Some(c) = self.as_dyn() {
+            c.push_source(esi, data, out);
         }
     }
 
     /// One repair over what is protected now; false if nothing is.
-    pub(crate) fn repair_now(&mut self, _out: &mut dyn FnMut(RepairInfo, &[u8])) -> bool {
-        match self {
-            EncCodec::None => false,
-        }
+    pub(crate) fn repair_now(&mut self, out: &mut dyn FnMut(RepairInfo, &[u8])) -> bool {
+        self.as_dyn().is_some_and(|c| c.repair_now(out))
     }
 
     /// Sources a repair sent now would newly protect.
     pub(crate) fn unprotected(&self) -> usize {
         match self {
+            EncCodec::Rlc(c) => c.unprotected(),
+            EncCodec::BlockXor(c) => c.unprotected(),
+            EncCodec::Layered(c, _) => c.unprotected(),
+            EncCodec::Rs(c, _) => c.unprotected(),
             EncCodec::None => 0,
         }
     }
 
-    /// Symbol operations one `repair_now` costs now (for overload accounting).
+    /// Symbol operations one repair costs now (for overload accounting).
     pub(crate) fn repair_cost(&self) -> u64 {
         match self {
-            EncCodec::None => 0,
+            EncCodec::Rlc(c) => c.window_len() as u64,
+            other => u64::from(other.window()),
         }
     }
 
     /// Applies a controller's window (sliding codes) or block size (block XOR).
-    pub(crate) fn set_window(&mut self, _w: u16) {
+    pub(crate) fn set_window(&mut self, w: u16) {
         match self {
-            EncCodec::None => {}
+            EncCodec::Rlc(c) => c.set_window(w),
+            EncCodec::BlockXor(c) => c.set_block(w.clamp(1, MAX_BLOCK)),
+            EncCodec::Layered(..) | EncCodec::Rs(..) | EncCodec::None => {}
         }
     }
 
     /// Window / block in use.
     pub(crate) fn window(&self) -> u16 {
         match self {
+            EncCodec::Rlc(c) => c.window() as u16,
+            EncCodec::BlockXor(c) => c.block(),
+            EncCodec::Layered(_, r) => *r,
+            EncCodec::Rs(_, k) => *k,
             EncCodec::None => 0,
         }
     }
 }
 
+fn layered_params(r: u16, interleaves: &[u16]) -> (u16, Vec<u16>) {
+    use hirt_fec::layered::{MAX_INTERLEAVE, MAX_R};
+    let mut il: Vec<u16> = interleaves
+        .iter()
+        .map(|i| (*i).clamp(1, MAX_INTERLEAVE))
+        .collect();
+    if il.is_empty() {
+        il.push(1);
+    }
+    (r.clamp(1, MAX_R), il)
+}
+
 /// Decoder side of a stream's code.
 #[derive(Debug)]
 pub(crate) enum DecCodec {
+    /// RLC / XOR.
+    Rlc(RlcDecoder),
+    /// Block XOR.
+    BlockXor(BlockXorDecoder),
+    /// Layered interleaving.
+    Layered(LayeredDecoder),
+    /// Reed-Solomon.
+    Rs(RsDecoder),
     /// No code.
     None,
 }
@@ -72,34 +152,65 @@ pub(crate) enum DecCodec {
 impl DecCodec {
     pub(crate) fn new(scheme: &SchemeConfig) -> Self {
         match scheme {
-            _ => DecCodec::None,
+            SchemeConfig::Rlc { window, dt } => DecCodec::Rlc(RlcDecoder::new(RlcConfig {
+                dt: (*dt).min(15),
+                ..RlcConfig::rlc(*window)
+            })),
+            SchemeConfig::Xor { window } => DecCodec::Rlc(RlcDecoder::new(RlcConfig::xor(*window))),
+            SchemeConfig::BlockXor { r } => DecCodec::BlockXor(BlockXorDecoder::new(
+                (*r).max(BLOCK_XOR_DECODER_MIN_MAX).clamp(1, MAX_BLOCK),
+            )),
+            SchemeConfig::Layered { r, interleaves } => {
+                let (r, il) = layered_params(*r, interleaves);
+                DecCodec::Layered(LayeredDecoder::new(r, &il))
+            }
+            SchemeConfig::Rs { k, m } => {
+                DecCodec::Rs(RsDecoder::new((*k).clamp(1, 128), (*m).clamp(1, 128)))
+            }
+            SchemeConfig::None => DecCodec::None,
+        }
+    }
+
+    fn as_dyn(&mut self) -> Option<&mut dyn FecDecoder> {
+        match self {
+            DecCodec::Rlc(c) => Some(c),
+            DecCodec::BlockXor(c) => Some(c),
+            DecCodec::Layered(c) => Some(c),
+            DecCodec::Rs(c) => Some(c),
+            DecCodec::None => None,
         }
     }
 
     pub(crate) fn on_source(
         &mut self,
-        _esi: Esi,
-        _data: &[u8],
-        _recovered: &mut dyn FnMut(Esi, &[u8]),
+        esi: Esi,
+        data: &[u8],
+        recovered: &mut dyn FnMut(Esi, &[u8]),
     ) -> Result<SourceOutcome, DecodeError> {
-        match self {
-            DecCodec::None => Ok(SourceOutcome::New),
+        match self.as_dyn() {
+            Some(c) => c.on_source(esi, data, recovered),
+            None => Ok(SourceOutcome::New),
         }
     }
 
     pub(crate) fn on_repair(
         &mut self,
-        _info: &RepairInfo,
-        _payload: &[u8],
-        _recovered: &mut dyn FnMut(Esi, &[u8]),
+        info: &RepairInfo,
+        payload: &[u8],
+        recovered: &mut dyn FnMut(Esi, &[u8]),
     ) -> Result<(), DecodeError> {
-        match self {
-            DecCodec::None => Err(DecodeError::WrongScheme),
+        match self.as_dyn() {
+            Some(c) => c.on_repair(info, payload, recovered),
+            None => Err(DecodeError::WrongScheme),
         }
     }
 
     pub(crate) fn symbol_ops(&self) -> u64 {
         match self {
+            DecCodec::Rlc(c) => c.symbol_ops(),
+            DecCodec::BlockXor(c) => c.symbol_ops(),
+            DecCodec::Layered(c) => c.symbol_ops(),
+            DecCodec::Rs(c) => c.symbol_ops(),
             DecCodec::None => 0,
         }
     }

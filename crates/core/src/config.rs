@@ -7,6 +7,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use hirt_fec::block_xor::MAX_BLOCK;
+use hirt_fec::layered::{MAX_INTERLEAVE, MAX_R};
 use thiserror::Error;
 
 pub use crate::controller::hirt::HirtParams;
@@ -19,6 +21,9 @@ pub const DEFAULT_WINDOW: u16 = 200;
 
 /// Largest sliding window / block: RFC 8681's NSS field limit.
 pub const MAX_WINDOW: u16 = 4095;
+
+/// Largest Reed-Solomon k and m (`hirt_fec::rs`).
+const MAX_RS: u16 = 128;
 
 /// Why a configuration string or value was refused.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -43,7 +48,10 @@ pub enum ConfigError {
 }
 
 fn invalid(key: &str, value: &str) -> ConfigError {
-    ConfigError::InvalidValue { key: key.to_string(), value: value.to_string() }
+    ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+    }
 }
 
 /// Parses `value` as a number in `min..=max`.
@@ -59,10 +67,12 @@ where
 
 /// Splits `a=1,b=2` into pairs; an item without `=` is returned with an empty value.
 pub(crate) fn kv_pairs(s: &str) -> impl Iterator<Item = (&str, &str)> {
-    s.split(',').filter(|p| !p.trim().is_empty()).map(|p| match p.split_once('=') {
-        Some((k, v)) => (k.trim(), v.trim()),
-        None => (p.trim(), ""),
-    })
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (k.trim(), v.trim()),
+            None => (p.trim(), ""),
+        })
 }
 
 /// Which erasure code protects a stream. Both ends must be configured with the same scheme
@@ -115,6 +125,25 @@ impl SchemeConfig {
                 u32::from(*r) * u32::from(interleaves.iter().copied().max().unwrap_or(1))
             }
             SchemeConfig::Rs { k, .. } => u32::from(*k),
+            SchemeConfig::None => 0,
+        }
+    }
+
+    /// How far behind the newest ESI the scheme's decoder may still recover a source (its
+    /// memory, from `hirt_fec`'s documented bounds). A loss older than this (plus the reorder
+    /// tolerance) is final: it counts as residual loss.
+    pub fn recovery_horizon(&self) -> u32 {
+        match self {
+            // RlcDecoder tracks the power of two >= 2W, at least 64.
+            SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => {
+                (2 * u32::from(*window)).next_power_of_two().max(64)
+            }
+            // BlockXorDecoder keeps 8 * max_block (>= 256) sources.
+            SchemeConfig::BlockXor { r } => (8 * u32::from((*r).max(255))).max(256),
+            // LayeredDecoder keeps 4 * r * max(I) (>= 256).
+            SchemeConfig::Layered { .. } => (4 * self.span()).next_power_of_two().max(256),
+            // RsDecoder keeps 16 * k (>= 256).
+            SchemeConfig::Rs { k, .. } => (16 * u32::from(*k)).next_power_of_two().max(256),
             SchemeConfig::None => 0,
         }
     }
@@ -189,7 +218,7 @@ impl FromStr for SchemeConfig {
                 let mut r = 10;
                 for (k, v) in kv_pairs(rest) {
                     match k {
-                        "r" => r = parse_num(k, v, 1, MAX_WINDOW)?,
+                        "r" => r = parse_num(k, v, 1, MAX_BLOCK)?,
                         _ => return Err(ConfigError::UnknownParameter(k.into())),
                     }
                 }
@@ -200,10 +229,12 @@ impl FromStr for SchemeConfig {
                 let mut interleaves = None;
                 for (k, v) in kv_pairs(rest) {
                     match k {
-                        "r" => r = Some(parse_num(k, v, 1, MAX_WINDOW)?),
+                        "r" => r = Some(parse_num(k, v, 1, MAX_R)?),
                         "i" => {
-                            let list: Result<Vec<u16>, _> =
-                                v.split('-').map(|x| parse_num(k, x, 1, MAX_WINDOW)).collect();
+                            let list: Result<Vec<u16>, _> = v
+                                .split('-')
+                                .map(|x| parse_num(k, x, 1, MAX_INTERLEAVE))
+                                .collect();
                             let list = list?;
                             if list.is_empty() || list.len() > 16 {
                                 return Err(invalid(k, v));
@@ -221,21 +252,21 @@ impl FromStr for SchemeConfig {
             "rs" => {
                 let (mut k_, mut m_) = (None, None);
                 if let Some((a, b)) = rest.split_once(':') {
-                    k_ = Some(parse_num("k", a, 1, 255)?);
-                    m_ = Some(parse_num("m", b, 1, 255)?);
+                    k_ = Some(parse_num("k", a, 1, MAX_RS)?);
+                    m_ = Some(parse_num("m", b, 1, MAX_RS)?);
                 } else {
                     for (k, v) in kv_pairs(rest) {
                         match k {
-                            "k" => k_ = Some(parse_num(k, v, 1, 255)?),
-                            "m" => m_ = Some(parse_num(k, v, 1, 255)?),
+                            "k" => k_ = Some(parse_num(k, v, 1, MAX_RS)?),
+                            "m" => m_ = Some(parse_num(k, v, 1, MAX_RS)?),
                             _ => return Err(ConfigError::UnknownParameter(k.into())),
                         }
                     }
                 }
-                let (k, m) = (k_.ok_or(ConfigError::Missing("k"))?, m_.ok_or(ConfigError::Missing("m"))?);
-                if k + m > 255 {
-                    return Err(invalid("k+m", rest));
-                }
+                let (k, m) = (
+                    k_.ok_or(ConfigError::Missing("k"))?,
+                    m_.ok_or(ConfigError::Missing("m"))?,
+                );
                 Ok(SchemeConfig::Rs { k, m })
             }
             "none" if rest.is_empty() => Ok(SchemeConfig::None),
@@ -293,7 +324,9 @@ impl FromStr for ControllerConfig {
                         _ => return Err(ConfigError::UnknownParameter(k.into())),
                     }
                 }
-                Ok(ControllerConfig::Fixed { step: step.ok_or(ConfigError::Missing("step"))? })
+                Ok(ControllerConfig::Fixed {
+                    step: step.ok_or(ConfigError::Missing("step"))?,
+                })
             }
             "none" if rest.is_empty() => Ok(ControllerConfig::None),
             _ => Err(ConfigError::UnknownName(s.to_string())),
@@ -349,7 +382,10 @@ impl FecMode {
         match name {
             "ours" | "hirt" | "fixed" => {
                 let (w, dt, ctl) = split(rest)?;
-                let scheme = SchemeConfig::Rlc { window: w.unwrap_or(window), dt: dt.unwrap_or(15) };
+                let scheme = SchemeConfig::Rlc {
+                    window: w.unwrap_or(window),
+                    dt: dt.unwrap_or(15),
+                };
                 let controller = format!("{name}:{ctl}").parse()?;
                 Ok(FecMode { scheme, controller })
             }
@@ -358,7 +394,9 @@ impl FecMode {
                 if dt.is_some() {
                     return Err(ConfigError::UnknownParameter("dt".into()));
                 }
-                let scheme = SchemeConfig::Xor { window: w.unwrap_or(window) };
+                let scheme = SchemeConfig::Xor {
+                    window: w.unwrap_or(window),
+                };
                 let controller = if ctl.is_empty() {
                     ControllerConfig::None
                 } else {
@@ -368,7 +406,10 @@ impl FecMode {
             }
             "rlc" => {
                 let (w, dt, ctl) = split(rest)?;
-                let scheme = SchemeConfig::Rlc { window: w.unwrap_or(window), dt: dt.unwrap_or(15) };
+                let scheme = SchemeConfig::Rlc {
+                    window: w.unwrap_or(window),
+                    dt: dt.unwrap_or(15),
+                };
                 let controller = if ctl.is_empty() {
                     ControllerConfig::None
                 } else {
@@ -384,9 +425,10 @@ impl FecMode {
                     controller: ControllerConfig::Rquic(params),
                 })
             }
-            "blockxor" | "block" | "maelstrom" | "layered" | "rs" | "none" => {
-                Ok(FecMode { scheme: s.parse()?, controller: ControllerConfig::None })
-            }
+            "blockxor" | "block" | "maelstrom" | "layered" | "rs" | "none" => Ok(FecMode {
+                scheme: s.parse()?,
+                controller: ControllerConfig::None,
+            }),
             _ => Err(ConfigError::UnknownName(s.to_string())),
         }
     }
@@ -456,9 +498,12 @@ pub struct DecoderConfig {
     /// A missing ESI is declared lost once this many later ESIs were seen (or a repair sent after
     /// it arrived); absorbs reordering (HIRT §V cites a mean out-of-order length of 8).
     pub reorder_tolerance: u32,
+    /// A lost source is final (residual) once this many later ESIs exist: the decoder can no
+    /// longer recover it. Default: [`SchemeConfig::recovery_horizon`].
+    pub horizon: u32,
     /// ESIs whose delivery state is remembered per stream (duplicate suppression after the code
     /// forgot them; residual-loss accounting). Rounded up to a power of two; at least
-    /// `2 * span + reorder_tolerance`.
+    /// `horizon + reorder_tolerance + 2`.
     pub history: u32,
     /// Path id written into feedback.
     pub path: PathId,
@@ -471,16 +516,25 @@ pub struct DecoderConfig {
 }
 
 impl DecoderConfig {
-    /// Defaults derived from the scheme: loss window and feedback period = span, feedback at
-    /// least every 50 ms when something happened, reorder tolerance 3, history 8192 ESIs.
+    /// Defaults derived from the scheme. Loss window (HIRT's n_f) and feedback period: the
+    /// window W for sliding codes, as in HIRT (n_f = w), but at least 32 sources so feedback
+    /// stays a small fraction of the traffic; block codes: [`DEFAULT_WINDOW`] sources. Feedback
+    /// at least every 50 ms when something happened, reorder tolerance 3, horizon from
+    /// [`SchemeConfig::recovery_horizon`], history 8192 ESIs.
     pub fn new(scheme: SchemeConfig) -> Self {
-        let span = scheme.span().max(1);
+        let span = if scheme.is_sliding() {
+            scheme.span().max(32)
+        } else {
+            u32::from(DEFAULT_WINDOW)
+        };
+        let horizon = scheme.recovery_horizon();
         DecoderConfig {
             scheme,
             loss_window: span,
             feedback_period: span,
             feedback_interval: Some(Duration::from_millis(50)),
             reorder_tolerance: 3,
+            horizon,
             history: 8192,
             path: 0,
             work_budget: None,
@@ -501,14 +555,26 @@ mod tests {
         assert_eq!(m.controller, ControllerConfig::Fixed { step: 2 });
 
         let m: FecMode = "maelstrom:r=20,i=1-20-40".parse().unwrap();
-        assert_eq!(m.scheme, SchemeConfig::Layered { r: 20, interleaves: vec![1, 20, 40] });
+        assert_eq!(
+            m.scheme,
+            SchemeConfig::Layered {
+                r: 20,
+                interleaves: vec![1, 20, 40]
+            }
+        );
         assert_eq!(m.controller, ControllerConfig::None);
 
         let m: FecMode = "rs:20:10".parse().unwrap();
         assert_eq!(m.scheme, SchemeConfig::Rs { k: 20, m: 10 });
 
         let m = FecMode::parse_with_window("hirt", 100).unwrap();
-        assert_eq!(m.scheme, SchemeConfig::Rlc { window: 100, dt: 15 });
+        assert_eq!(
+            m.scheme,
+            SchemeConfig::Rlc {
+                window: 100,
+                dt: 15
+            }
+        );
         assert!(matches!(m.controller, ControllerConfig::Hirt(_)));
 
         let m = FecMode::parse_with_window("ours", 300).unwrap();
@@ -523,24 +589,46 @@ mod tests {
         assert_eq!(m.controller, ControllerConfig::Fixed { step: 4 });
 
         let m: FecMode = "none".parse().unwrap();
-        assert_eq!((m.scheme, m.controller), (SchemeConfig::None, ControllerConfig::None));
+        assert_eq!(
+            (m.scheme, m.controller),
+            (SchemeConfig::None, ControllerConfig::None)
+        );
     }
 
     #[test]
     fn rejects_bad_strings() {
-        for s in ["", "foo", "fixed", "fixed:w=0,step=2", "fixed:w=4096,step=1", "rs:0:1",
-            "rs:200:100", "maelstrom:r=20", "maelstrom:i=1-2", "xor:w=4,dt=3", "none:x",
-            "hirt:zzz=1", "rlc:dt=16"]
-        {
+        for s in [
+            "",
+            "foo",
+            "fixed",
+            "fixed:w=0,step=2",
+            "fixed:w=4096,step=1",
+            "rs:0:1",
+            "rs:200:100",
+            "rs:100:129",
+            "blockxor:r=1025",
+            "maelstrom:r=256,i=1",
+            "maelstrom:r=20",
+            "maelstrom:i=1-2",
+            "xor:w=4,dt=3",
+            "none:x",
+            "hirt:zzz=1",
+            "rlc:dt=16",
+        ] {
             assert!(s.parse::<FecMode>().is_err(), "{s} accepted");
         }
     }
 
     #[test]
     fn scheme_display_round_trips() {
-        for s in ["rlc:w=200,dt=15", "xor:w=8", "blockxor:r=7", "maelstrom:r=20,i=1-20-40",
-            "rs:20:10", "none"]
-        {
+        for s in [
+            "rlc:w=200,dt=15",
+            "xor:w=8",
+            "blockxor:r=7",
+            "maelstrom:r=20,i=1-20-40",
+            "rs:20:10",
+            "none",
+        ] {
             let c: SchemeConfig = s.parse().unwrap();
             assert_eq!(c.to_string(), s);
             assert_eq!(c.to_string().parse::<SchemeConfig>().unwrap(), c);

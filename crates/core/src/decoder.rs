@@ -1,7 +1,7 @@
 //! The tunnel decoder: delivers originals at once, recovers lost sources the moment the code can,
 //! never delivers a source twice, and reports what it saw in periodic feedback.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use hirt_fec::DecodeError;
@@ -13,6 +13,7 @@ use crate::config::{DecoderConfig, MAX_WINDOW};
 use crate::feedback::{Feedback, TimestampEcho};
 use crate::loss::{Arrival, LossTracker};
 use crate::overload::Budget;
+use crate::streams::StreamMap;
 use crate::stats::DecoderStats;
 use crate::{Esi, RepairInfo, StreamId};
 
@@ -72,7 +73,11 @@ impl Out {
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(data);
-        self.queue.push_back(RecBuf { stream, esi, data: buf });
+        self.queue.push_back(RecBuf {
+            stream,
+            esi,
+            data: buf,
+        });
     }
 }
 
@@ -81,7 +86,7 @@ impl Out {
 pub struct Decoder {
     cfg: DecoderConfig,
     streams: Vec<Stream>,
-    index: HashMap<StreamId, usize>,
+    index: StreamMap,
     rng: ChaCha8Rng,
     out: Out,
     current: Option<RecBuf>,
@@ -95,7 +100,7 @@ impl Decoder {
         Decoder {
             cfg,
             streams: Vec::new(),
-            index: HashMap::new(),
+            index: StreamMap::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
             out: Out::default(),
             current: None,
@@ -111,19 +116,18 @@ impl Decoder {
 
     /// The stream's index, creating it unless `max_streams` are tracked already.
     fn stream_index(&mut self, id: StreamId) -> Option<usize> {
-        if let Some(&i) = self.index.get(&id) {
+        if let Some(i) = self.index.get(id) {
             return Some(i);
         }
         if self.streams.len() >= self.cfg.max_streams {
             return None;
         }
-        let span = self.cfg.scheme.span();
         self.streams.push(Stream {
             id,
             codec: DecCodec::new(&self.cfg.scheme),
             tracker: LossTracker::new(
                 self.cfg.history,
-                span,
+                self.cfg.horizon,
                 self.cfg.reorder_tolerance,
                 self.cfg.loss_window,
             ),
@@ -142,7 +146,13 @@ impl Decoder {
     /// Takes a source packet tagged (`stream`, `esi`). On [`Verdict::Deliver`] the caller
     /// delivers `packet` at once; then drain [`Decoder::poll_recovered`] (it may have completed
     /// a recovery) and [`Decoder::poll_feedback`].
-    pub fn handle_source(&mut self, stream: StreamId, esi: Esi, packet: &[u8], now: Instant) -> Verdict {
+    pub fn handle_source(
+        &mut self,
+        stream: StreamId,
+        esi: Esi,
+        packet: &[u8],
+        now: Instant,
+    ) -> Verdict {
         let Some(i) = self.stream_index(stream) else {
             self.untracked += 1;
             return Verdict::Deliver;
@@ -152,15 +162,26 @@ impl Decoder {
         let verdict = match s.tracker.on_source(esi) {
             Arrival::New => {
                 s.stats.delivered += 1;
-                let Stream { codec, tracker, stats, .. } = &mut *s;
+                let Stream {
+                    codec,
+                    tracker,
+                    stats,
+                    budget,
+                    ..
+                } = &mut *s;
                 let out = &mut self.out;
+                let before = codec.symbol_ops();
                 // The code's own verdict does not matter: the tracker is the delivered-set.
+                // Sources always enter the code (overload control only skips repairs).
                 let _ = codec.on_source(esi, packet, &mut |e, data| {
                     if tracker.on_recovered(e) {
                         stats.recovered += 1;
                         out.push(stream, e, data);
                     }
                 });
+                let ops = codec.symbol_ops().saturating_sub(before);
+                budget.spend(ops);
+                stats.symbol_ops += ops;
                 Verdict::Deliver
             }
             Arrival::Duplicate => {
@@ -211,7 +232,12 @@ impl Decoder {
         let span = u32::from(info.nss - 1) * u32::from(info.stride);
         let last = info.first_esi.wrapping_add(span);
         if s.budget.admit(now, &mut self.rng) {
-            let Stream { codec, tracker, stats, .. } = &mut *s;
+            let Stream {
+                codec,
+                tracker,
+                stats,
+                ..
+            } = &mut *s;
             let out = &mut self.out;
             let before = codec.symbol_ops();
             // Recovered ESIs past the highest source seen move the tracker forward themselves;
@@ -268,7 +294,11 @@ impl Decoder {
             }
         }
         self.current = self.out.queue.pop_front();
-        self.current.as_ref().map(|r| Recovered { stream: r.stream, esi: r.esi, data: &r.data })
+        self.current.as_ref().map(|r| Recovered {
+            stream: r.stream,
+            esi: r.esi,
+            data: &r.data,
+        })
     }
 
     /// The next feedback to send to the encoder, until `None`.
@@ -280,7 +310,10 @@ impl Decoder {
         let p = s.tracker.take_period();
         let echo = s.echo.take().map(|(ts, at)| TimestampEcho {
             ts,
-            hold_us: now.saturating_duration_since(at).as_micros().min(u128::from(u32::MAX)) as u32,
+            hold_us: now
+                .saturating_duration_since(at)
+                .as_micros()
+                .min(u128::from(u32::MAX)) as u32,
         });
         let fb = Feedback {
             stream: s.id,
@@ -310,7 +343,10 @@ impl Decoder {
     /// When [`Decoder::handle_timeout`] must be called next (a time-driven feedback), if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let iv: Duration = self.cfg.feedback_interval?;
-        self.streams.iter().filter_map(|s| Some(s.period_start? + iv)).min()
+        self.streams
+            .iter()
+            .filter_map(|s| Some(s.period_start? + iv))
+            .min()
     }
 
     /// Schedules the feedback due at `now`; then drain [`Decoder::poll_feedback`].
@@ -326,7 +362,7 @@ impl Decoder {
 
     /// Counters of one stream, if it exists.
     pub fn stats(&self, stream: StreamId) -> Option<DecoderStats> {
-        self.index.get(&stream).map(|&i| self.streams[i].stats)
+        self.index.get(stream).map(|i| self.streams[i].stats)
     }
 
     /// Ids of the streams tracked, in creation order.

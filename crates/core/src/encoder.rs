@@ -1,7 +1,7 @@
 //! The tunnel encoder: numbers source packets per stream, feeds them to the stream's code, and
 //! emits repairs when the controller, the code or the repair timer says so.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use rand::SeedableRng;
@@ -12,6 +12,7 @@ use crate::config::EncoderConfig;
 use crate::controller::{self, Controller, FeedbackContext, RepairTrigger};
 use crate::feedback::Feedback;
 use crate::overload::Budget;
+use crate::streams::StreamMap;
 use crate::stats::EncoderStats;
 use crate::timestamp::Clock;
 use crate::{Esi, RepairInfo, StreamId};
@@ -81,7 +82,12 @@ impl Out {
         buf.clear();
         buf.extend_from_slice(payload);
         let timestamp = self.clock.stamp(now);
-        self.queue.push_back(PendingRepair { stream, info, timestamp, payload: buf });
+        self.queue.push_back(PendingRepair {
+            stream,
+            info,
+            timestamp,
+            payload: buf,
+        });
     }
 }
 
@@ -90,7 +96,7 @@ impl Out {
 pub struct Encoder {
     cfg: EncoderConfig,
     streams: Vec<Stream>,
-    index: HashMap<StreamId, usize>,
+    index: StreamMap,
     rng: ChaCha8Rng,
     out: Out,
     current: Option<PendingRepair>,
@@ -103,9 +109,13 @@ impl Encoder {
         Encoder {
             cfg,
             streams: Vec::new(),
-            index: HashMap::new(),
+            index: StreamMap::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
-            out: Out { queue: VecDeque::new(), pool: Vec::new(), clock: Clock::default() },
+            out: Out {
+                queue: VecDeque::new(),
+                pool: Vec::new(),
+                clock: Clock::default(),
+            },
             current: None,
             feedback_unknown_stream: 0,
         }
@@ -117,16 +127,18 @@ impl Encoder {
     }
 
     fn stream_index(&mut self, id: StreamId) -> usize {
-        if let Some(&i) = self.index.get(&id) {
+        if let Some(i) = self.index.get(id) {
             return i;
         }
         let scheme = &self.cfg.mode.scheme;
         let codec = EncCodec::new(scheme);
         let max_window = scheme.span().min(u32::from(u16::MAX)) as u16;
         let controller = controller::build(&self.cfg.mode.controller, max_window);
-        let mut stats = EncoderStats::default();
-        stats.window = codec.window();
-        stats.rate = controller.rate();
+        let stats = EncoderStats {
+            window: codec.window(),
+            rate: controller.rate(),
+            ..EncoderStats::default()
+        };
         self.streams.push(Stream {
             id,
             next_esi: 0,
@@ -160,7 +172,13 @@ impl Encoder {
         // control can only withhold them (counted as skips).
         let cost = s.codec.repair_cost();
         let rng = &mut self.rng;
-        let Stream { codec, budget, stats, controller, .. } = &mut *s;
+        let Stream {
+            codec,
+            budget,
+            stats,
+            controller,
+            ..
+        } = &mut *s;
         let mut emitted = 0u32;
         codec.push_source(esi, packet, &mut |info, payload| {
             emitted += 1;
@@ -191,7 +209,13 @@ impl Encoder {
     }
 
     /// Makes one repair on `s` (unless overload control skips it) and tells the controller.
-    fn repair(s: &mut Stream, out: &mut Out, rng: &mut ChaCha8Rng, trigger: RepairTrigger, now: Instant) {
+    fn repair(
+        s: &mut Stream,
+        out: &mut Out,
+        rng: &mut ChaCha8Rng,
+        trigger: RepairTrigger,
+        now: Instant,
+    ) {
         if !s.budget.admit(now, rng) {
             s.stats.overload_skips += 1;
             s.controller.on_repair(trigger);
@@ -240,7 +264,7 @@ impl Encoder {
     /// Takes a feedback from the decoder. Old (reordered or duplicated) feedback is ignored; a
     /// missing one changes nothing.
     pub fn handle_feedback(&mut self, fb: &Feedback, now: Instant) {
-        let Some(&i) = self.index.get(&fb.stream) else {
+        let Some(i) = self.index.get(fb.stream) else {
             self.feedback_unknown_stream += 1;
             return;
         };
@@ -264,7 +288,12 @@ impl Encoder {
                 s.stats.rtt = s.srtt;
             }
         }
-        let ctx = FeedbackContext { now, rtt: s.srtt, window: s.codec.window(), max_window: s.max_window };
+        let ctx = FeedbackContext {
+            now,
+            rtt: s.srtt,
+            window: s.codec.window(),
+            max_window: s.max_window,
+        };
         s.controller.on_feedback(fb, &ctx);
         if let Some(w) = s.controller.window() {
             let w = w.clamp(1, s.max_window.max(1));
@@ -294,7 +323,9 @@ impl Encoder {
         for i in 0..self.streams.len() {
             let delay = self.repair_delay(&self.streams[i]);
             let s = &mut self.streams[i];
-            let (Some(since), Some(delay)) = (s.unprotected_since, delay) else { continue };
+            let (Some(since), Some(delay)) = (s.unprotected_since, delay) else {
+                continue;
+            };
             if since + delay > now {
                 continue;
             }
@@ -306,7 +337,7 @@ impl Encoder {
 
     /// Counters of one stream, if it exists.
     pub fn stats(&self, stream: StreamId) -> Option<EncoderStats> {
-        self.index.get(&stream).map(|&i| self.streams[i].stats)
+        self.index.get(stream).map(|i| self.streams[i].stats)
     }
 
     /// Ids of the streams created so far, in creation order.
@@ -316,7 +347,7 @@ impl Encoder {
 
     /// Name of the controller of `stream` (for metrics).
     pub fn controller_name(&self, stream: StreamId) -> Option<&'static str> {
-        self.index.get(&stream).map(|&i| self.streams[i].controller.name())
+        self.index.get(stream).map(|i| self.streams[i].controller.name())
     }
 
     /// Feedback messages dropped because their stream does not exist here.
@@ -331,6 +362,10 @@ impl Encoder {
         self.cfg.mode.controller = controller.clone();
         for s in &mut self.streams {
             s.controller = controller::build(controller, s.max_window);
+            if let Some(w) = s.controller.window() {
+                s.codec.set_window(w.clamp(1, s.max_window.max(1)));
+            }
+            s.stats.window = s.codec.window();
             s.stats.rate = s.controller.rate();
         }
     }

@@ -157,7 +157,10 @@ impl Feedback {
             (48, self.burst_sum),
             (56, echo.ts),
             (60, echo.hold_us),
-            (32, (u32::from(self.windows) << 16) | u32::from(self.window_loss_max)),
+            (
+                32,
+                (u32::from(self.windows) << 16) | u32::from(self.window_loss_max),
+            ),
         ];
         for (at, v) in words {
             out[at..at + 4].copy_from_slice(&v.to_be_bytes());
@@ -177,8 +180,10 @@ impl Feedback {
 
     /// Parses a feedback body. Untrusted input: never panics; trailing bytes are ignored.
     pub fn decode(buf: &[u8]) -> Result<Feedback, FeedbackError> {
-        let b: &[u8; Self::MAX_LEN] =
-            buf.get(..Self::MAX_LEN).and_then(|s| s.try_into().ok()).ok_or(FeedbackError::Truncated)?;
+        let b: &[u8; Self::MAX_LEN] = buf
+            .get(..Self::MAX_LEN)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(FeedbackError::Truncated)?;
         if b[0] != VERSION {
             return Err(FeedbackError::Version(b[0]));
         }
@@ -202,8 +207,10 @@ impl Feedback {
             burst_sum: u32_at(48),
             burst_max: u16_at(52),
             loss_window: u16_at(54),
-            echo: (b[1] & FLAG_TS != 0)
-                .then(|| TimestampEcho { ts: u32_at(56), hold_us: u32_at(60) }),
+            echo: (b[1] & FLAG_TS != 0).then(|| TimestampEcho {
+                ts: u32_at(56),
+                hold_us: u32_at(60),
+            }),
         })
     }
 
@@ -251,7 +258,10 @@ mod tests {
             burst_sum: 6,
             burst_max: 4,
             loss_window: 200,
-            echo: Some(TimestampEcho { ts: 0xdead_beef, hold_us: 250 }),
+            echo: Some(TimestampEcho {
+                ts: 0xdead_beef,
+                hold_us: 250,
+            }),
         }
     }
 
@@ -287,7 +297,10 @@ mod tests {
 
     #[test]
     fn no_echo_clears_flag_and_fields() {
-        let fb = Feedback { echo: None, ..sample() };
+        let fb = Feedback {
+            echo: None,
+            ..sample()
+        };
         let b = fb.to_bytes();
         assert_eq!(b[1], 0);
         assert_eq!(&b[56..64], &[0; 8]);
@@ -305,7 +318,10 @@ mod tests {
     fn refuses_short_and_unknown_version() {
         assert_eq!(sample().encode(&mut [0u8; 63]), None);
         for n in 0..64 {
-            assert_eq!(Feedback::decode(&SAMPLE_BYTES[..n]), Err(FeedbackError::Truncated));
+            assert_eq!(
+                Feedback::decode(&SAMPLE_BYTES[..n]),
+                Err(FeedbackError::Truncated)
+            );
         }
         let mut b = SAMPLE_BYTES;
         b[0] = 2;

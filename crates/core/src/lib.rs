@@ -31,10 +31,11 @@ pub mod config;
 pub mod controller;
 mod decoder;
 mod encoder;
-mod loss;
 pub mod feedback;
+mod loss;
 mod overload;
 mod stats;
+mod streams;
 mod timestamp;
 
 pub use config::{

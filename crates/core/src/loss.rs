@@ -16,9 +16,9 @@
 //!   or as soon as a repair covering it (or a later ESI) arrives. It counts as lost on the link if
 //!   its original has not arrived by then (even if it was already recovered). An original that
 //!   arrives later is still delivered if it was not recovered; the loss stays counted.
-//! * **Residual rule** — `finalized`: an ESI is final once it lies more than `horizon` (the code's
-//!   span + tolerance) behind `top`: no repair can cover it any more. Lost and not recovered by
-//!   then = residual loss.
+//! * **Residual rule** — `finalized`: an ESI is final once it lies more than `horizon` (how far
+//!   back the code's decoder can still solve, + tolerance) behind `top`. Lost and not recovered
+//!   by then = residual loss.
 //!
 //! Work is O(1) amortized per ESI; a jump larger than twice the history (forged or after a long
 //! outage) is counted in bulk, so no input costs more than O(history).
@@ -87,11 +87,14 @@ pub(crate) struct LossTracker {
 }
 
 impl LossTracker {
-    /// `span`: how far back a repair reaches (the code's window / block span).
-    pub(crate) fn new(history: u32, span: u32, tolerance: u32, loss_window: u32) -> Self {
+    /// `horizon`: how far back the code may still recover a source.
+    pub(crate) fn new(history: u32, horizon: u32, tolerance: u32, loss_window: u32) -> Self {
         let tolerance = tolerance.min(1 << 20);
-        let horizon = span.min(1 << 20) + tolerance + 1;
-        let size = history.max(horizon + 2).max(64).min(1 << 24).next_power_of_two();
+        let horizon = horizon.min(1 << 20) + tolerance + 1;
+        let size = history
+            .max(horizon + 2)
+            .clamp(64, 1 << 24)
+            .next_power_of_two();
         LossTracker {
             ring: vec![0; size as usize],
             mask: size - 1,
@@ -123,7 +126,11 @@ impl LossTracker {
     fn start(&mut self, esi: Esi) {
         // Our encoder numbers from 0: when the first ESI seen is near 0, the ones before it were
         // lost, not "before our time".
-        let base = if i64::from(esi) < self.size() / 2 { 0 } else { esi };
+        let base = if i64::from(esi) < self.size() / 2 {
+            0
+        } else {
+            esi
+        };
         self.started = true;
         self.top = base;
         self.declared = base;
@@ -159,6 +166,7 @@ impl LossTracker {
         }
         *s |= RECEIVED;
         self.period.received = self.period.received.saturating_add(1);
+        self.settle();
         Arrival::New
     }
 
@@ -178,6 +186,7 @@ impl LossTracker {
         }
         *s |= RECOVERED;
         self.period.recovered = self.period.recovered.saturating_add(1);
+        self.settle();
         true
     }
 
@@ -195,6 +204,7 @@ impl LossTracker {
         while diff(end, self.declared) > 0 {
             self.classify();
         }
+        self.settle();
     }
 
     fn advance_to(&mut self, new_top: Esi) {
@@ -226,16 +236,32 @@ impl LossTracker {
             self.finalized = self.top;
             d = self.size();
         }
+        let arriving = new_top.wrapping_sub(1);
         for _ in 0..d {
             let top = self.top;
             *self.slot(top) = 0;
             self.top = top.wrapping_add(1);
-            while diff(self.top, self.declared) > i64::from(self.tolerance) {
+            // The arriving ESI itself is classified by `settle`, after the caller marked it.
+            while diff(self.top, self.declared) > i64::from(self.tolerance)
+                && diff(arriving, self.declared) > 0
+            {
                 self.classify();
             }
-            while diff(self.top, self.finalized) > i64::from(self.horizon) {
+            while diff(self.top, self.finalized) > i64::from(self.horizon)
+                && diff(self.declared, self.finalized) > 0
+            {
                 self.finalize();
             }
+        }
+    }
+
+    /// Classifies and finalizes what the cursors' rules allow now.
+    fn settle(&mut self) {
+        while diff(self.top, self.declared) > i64::from(self.tolerance) {
+            self.classify();
+        }
+        while diff(self.top, self.finalized) > i64::from(self.horizon) {
+            self.finalize();
         }
     }
 
@@ -290,7 +316,7 @@ mod tests {
     use super::*;
 
     fn tracker() -> LossTracker {
-        // history 64, span 8, tolerance 2, loss window 10
+        // history 64, horizon 8, tolerance 2, loss window 10
         LossTracker::new(64, 8, 2, 10)
     }
 
@@ -380,7 +406,10 @@ mod tests {
             }
         }
         let p = t.take_period();
-        assert_eq!((p.windows, p.loss_sum, p.loss_sq_sum, p.window_loss_max), (2, 4, 10, 3));
+        assert_eq!(
+            (p.windows, p.loss_sum, p.loss_sq_sum, p.window_loss_max),
+            (2, 4, 10, 3)
+        );
         assert_eq!((p.bursts, p.burst_sum, p.burst_max), (2, 4, 3));
     }
 
@@ -405,9 +434,10 @@ mod tests {
         let mut t = tracker();
         t.on_source(0);
         t.on_source(1 << 30);
-        assert_eq!(t.total_lost, (1 << 30) - 2 - 1 + 2); // all skipped ESIs but the declared tail
-        t.on_source(0); // far past now
-        assert!(t.total_lost >= (1 << 30) - 3);
+        // Lost: every ESI in 1..2^30 except the last `tolerance` (2) - 1 not yet classified.
+        assert_eq!(t.total_lost, (1 << 30) - 2);
+        assert_eq!(t.on_source(0), Arrival::Stale); // far past now
+        assert_eq!(t.total_lost, (1 << 30) - 2);
         assert_eq!(t.on_source(1 << 30), Arrival::Duplicate);
     }
 }

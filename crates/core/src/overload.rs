@@ -19,12 +19,19 @@ pub(crate) struct Budget {
 
 impl Budget {
     pub(crate) fn new(budget: Option<u64>, period: Duration) -> Self {
-        Budget { budget, period: period.max(Duration::from_micros(1)), start: None, used: 0 }
+        Budget {
+            budget,
+            period: period.max(Duration::from_micros(1)),
+            start: None,
+            used: 0,
+        }
     }
 
     /// Whether optional work may be done now; draws from `rng` only when over budget.
     pub(crate) fn admit(&mut self, now: Instant, rng: &mut ChaCha8Rng) -> bool {
-        let Some(budget) = self.budget else { return true };
+        let Some(budget) = self.budget else {
+            return true;
+        };
         match self.start {
             Some(s) if now.saturating_duration_since(s) < self.period => {}
             _ => {

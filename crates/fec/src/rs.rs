@@ -53,7 +53,6 @@ fn mul_add_protected(dst: &mut Vec<u8>, data: &[u8], c: u8) {
 #[derive(Debug, Clone)]
 pub struct RsEncoder {
     k: u16,
-    m: u16,
     first: Esi,
     count: u16,
     parity: Vec<Vec<u8>>,
@@ -64,7 +63,7 @@ impl RsEncoder {
     /// `1 <= m <= 128`.
     pub fn new(k: u16, m: u16) -> Self {
         check_config(k, m);
-        RsEncoder { k, m, first: 0, count: 0, parity: vec![Vec::new(); m as usize] }
+        RsEncoder { k, first: 0, count: 0, parity: vec![Vec::new(); m as usize] }
     }
 
     fn flush(&mut self, repairs: &mut dyn FnMut(RepairInfo, &[u8])) {
@@ -226,7 +225,7 @@ impl RsDecoder {
         while self.scratch.len() < 2 * e {
             self.scratch.push(Vec::new());
         }
-        let (rhs, out) = self.scratch.split_at_mut(e);
+        let (rhs, out) = self.scratch[..2 * e].split_at_mut(e);
         let b = &self.blocks[bi];
         // Right-hand sides: the repairs with the known sources' contributions removed.
         for (a, r) in rhs.iter_mut().enumerate() {

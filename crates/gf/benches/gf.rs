@@ -23,8 +23,9 @@ fn mul_add(c: &mut Criterion) {
 
 fn mul_add_many(c: &mut Criterion) {
     let mut g = c.benchmark_group("mul_add_many_w200_1280");
-    let srcs: Vec<Vec<u8>> =
-        (0..200).map(|j| (0..1280).map(|i| (i * 37 + j * 11 + 1) as u8).collect()).collect();
+    let srcs: Vec<Vec<u8>> = (0..200)
+        .map(|j| (0..1280).map(|i| (i * 37 + j * 11 + 1) as u8).collect())
+        .collect();
     let views: Vec<&[u8]> = srcs.iter().map(|s| &s[..]).collect();
     let coefs: Vec<u8> = (0..200).map(|j| (j * 7 + 2) as u8 | 2).collect();
     let mut dst = vec![0u8; 1280];

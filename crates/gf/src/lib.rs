@@ -45,8 +45,13 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel this build knows, best last.
-    pub const ALL: &'static [Kernel] =
-        &[Kernel::Portable, Kernel::Ssse3, Kernel::Avx2, Kernel::Avx512, Kernel::Gfni];
+    pub const ALL: &'static [Kernel] = &[
+        Kernel::Portable,
+        Kernel::Ssse3,
+        Kernel::Avx2,
+        Kernel::Avx512,
+        Kernel::Gfni,
+    ];
 
     /// Short lowercase name, as accepted by `HIRT_GF_KERNEL`.
     pub fn name(self) -> &'static str {
@@ -61,7 +66,10 @@ impl Kernel {
 
     /// Parses a [`Kernel::name`] (case-insensitive).
     pub fn from_name(name: &str) -> Option<Kernel> {
-        Kernel::ALL.iter().copied().find(|k| k.name().eq_ignore_ascii_case(name.trim()))
+        Kernel::ALL
+            .iter()
+            .copied()
+            .find(|k| k.name().eq_ignore_ascii_case(name.trim()))
     }
 
     /// Whether this CPU can run the kernel. Detected once, then a single atomic load.
@@ -71,7 +79,12 @@ impl Kernel {
 
     /// The best kernel this CPU supports.
     pub fn best() -> Kernel {
-        Kernel::ALL.iter().rev().copied().find(|k| k.is_supported()).unwrap_or(Kernel::Portable)
+        Kernel::ALL
+            .iter()
+            .rev()
+            .copied()
+            .find(|k| k.is_supported())
+            .unwrap_or(Kernel::Portable)
     }
 
     fn index(self) -> u8 {
@@ -186,7 +199,10 @@ impl Kernel {
     /// longer than `dst`.
     pub fn mul_add_many(self, dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
         assert_eq!(srcs.len(), coefs.len(), "gf: one coefficient per source");
-        assert!(srcs.iter().all(|s| s.len() <= dst.len()), "gf: source longer than dst");
+        assert!(
+            srcs.iter().all(|s| s.len() <= dst.len()),
+            "gf: source longer than dst"
+        );
         match self.usable() {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `usable` checked the CPU features; lengths asserted above.
@@ -235,20 +251,26 @@ fn init_state() -> u8 {
             }
         }
     }
-    let best = Kernel::ALL
-        .iter()
-        .rev()
-        .copied()
-        .find(|k| supported & (1 << k.index()) != 0)
-        .unwrap_or(Kernel::Portable);
-    let forced = std::env::var("HIRT_GF_KERNEL").ok().and_then(|v| Kernel::from_name(&v));
-    let active = match forced {
-        Some(k) if supported & (1 << k.index()) != 0 => k,
-        _ => best,
-    };
+    let forced = std::env::var("HIRT_GF_KERNEL").ok();
+    let active = choose(supported, forced.as_deref());
     let s = supported | ((active.index() + 1) << 5);
     STATE.store(s, Ordering::Relaxed);
     s
+}
+
+/// The kernel to activate given the supported set (bit mask) and `HIRT_GF_KERNEL`: the forced
+/// one if it is known and supported, otherwise the best supported one.
+fn choose(supported: u8, forced: Option<&str>) -> Kernel {
+    let ok = |k: Kernel| supported & (1 << k.index()) != 0;
+    match forced.and_then(Kernel::from_name) {
+        Some(k) if ok(k) => k,
+        _ => Kernel::ALL
+            .iter()
+            .rev()
+            .copied()
+            .find(|&k| ok(k))
+            .unwrap_or(Kernel::Portable),
+    }
 }
 
 /// The kernel used by the free functions: the best supported one, or `HIRT_GF_KERNEL`.
@@ -294,12 +316,23 @@ mod tests {
     use super::*;
 
     fn supported() -> Vec<Kernel> {
-        Kernel::ALL.iter().copied().filter(|k| k.is_supported()).collect()
+        Kernel::ALL
+            .iter()
+            .copied()
+            .filter(|k| k.is_supported())
+            .collect()
     }
 
     /// Coefficients with the special cases 0 and 1 (and 2, the generator) over-represented.
     fn coef() -> impl Strategy<Value = u8> {
-        prop_oneof![Just(0u8), Just(1u8), Just(2u8), any::<u8>(), any::<u8>(), any::<u8>()]
+        prop_oneof![
+            Just(0u8),
+            Just(1u8),
+            Just(2u8),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u8>()
+        ]
     }
 
     /// A buffer of `len` random bytes starting `off` bytes into its allocation, so that kernels
@@ -320,6 +353,19 @@ mod tests {
         assert!(Kernel::Portable.is_supported());
         assert!(active().is_supported());
         assert!(Kernel::best().is_supported());
+    }
+
+    #[test]
+    fn forcing_a_kernel_falls_back_when_unsupported() {
+        let all = 0b1_1111;
+        assert_eq!(choose(all, None), Kernel::Gfni);
+        assert_eq!(choose(all, Some("avx2")), Kernel::Avx2);
+        assert_eq!(choose(all, Some(" Portable ")), Kernel::Portable);
+        assert_eq!(choose(all, Some("bogus")), Kernel::Gfni);
+        let no_avx512 = 0b0_0111;
+        assert_eq!(choose(no_avx512, Some("gfni")), Kernel::Avx2);
+        assert_eq!(choose(no_avx512, None), Kernel::Avx2);
+        assert_eq!(choose(0b1, Some("ssse3")), Kernel::Portable);
     }
 
     #[test]

@@ -97,7 +97,11 @@ mod tests {
                 assert_eq!(MUL[c as usize][x as usize], want);
                 let n = &NIBBLE[c as usize];
                 assert_eq!(n[(x & 15) as usize] ^ n[16 + (x >> 4) as usize], want);
-                assert_eq!(affine_apply(AFFINE[c as usize], x), want, "c={c:#x} x={x:#x}");
+                assert_eq!(
+                    affine_apply(AFFINE[c as usize], x),
+                    want,
+                    "c={c:#x} x={x:#x}"
+                );
             }
         }
     }

@@ -239,11 +239,11 @@ impl Batch {
 
     /// Receives up to `n` frames (the first `n` messages must have been `set` with buffers that
     /// are still alive). Returns how many arrived; 0 when none is pending.
-    pub fn recv(&mut self, sock: &PacketSocket, n: usize, out: &mut [Received]) -> io::Result<usize> {
+    pub fn recv(&mut self, fd: RawFd, n: usize, out: &mut [Received]) -> io::Result<usize> {
         let n = n.min(self.hdrs.len());
         // SAFETY: the first `n` headers point at live iovecs/buffers set by `set`.
         let rc = unsafe {
-            libc::recvmmsg(sock.raw(), self.hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
+            libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
         };
         if rc < 0 {
             let err = io::Error::last_os_error();
@@ -264,13 +264,13 @@ impl Batch {
     }
 
     /// Sends messages `from..n` (set beforehand). Returns how many were sent.
-    pub fn send(&mut self, sock: &PacketSocket, from: usize, n: usize) -> io::Result<usize> {
+    pub fn send(&mut self, fd: RawFd, from: usize, n: usize) -> io::Result<usize> {
         if from >= n {
             return Ok(0);
         }
         // SAFETY: headers `from..n` point at live iovecs/buffers set by `set`.
         let rc = unsafe {
-            libc::sendmmsg(sock.raw(), self.hdrs[from..].as_mut_ptr(), (n - from) as u32, 0)
+            libc::sendmmsg(fd, self.hdrs[from..].as_mut_ptr(), (n - from) as u32, 0)
         };
         if rc < 0 {
             return Err(io::Error::last_os_error());

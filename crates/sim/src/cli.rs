@@ -30,9 +30,9 @@ pub struct SimArgs {
     /// none (see hirt_core::FecMode).
     #[arg(long, default_value = "ours")]
     pub scheme: String,
-    /// Sliding window of RLC modes that give no w=.
-    #[arg(long, default_value_t = hirt_core::DEFAULT_WINDOW)]
-    pub window: u16,
+    /// Sliding window of RLC modes that give no w= (default: 200, HIRT's; `ours`: 800).
+    #[arg(long)]
+    pub window: Option<u16>,
     /// Source packets (per point for sweeps; default 1e6 for one run, 1e5 per sweep point
     /// unless --full).
     #[arg(long)]

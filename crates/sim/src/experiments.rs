@@ -220,7 +220,7 @@ pub fn csv_row(sc: &Scenario, r: &Report) -> String {
         sc.packets,
         sc.rate_pps,
         sc.delay.as_secs_f64() * 1e3,
-        sc.window,
+        sc.window.unwrap_or_else(|| crate::scenario::default_window(&sc.scheme)),
         r.sources,
         r.lost,
         r.recovered,

@@ -192,7 +192,7 @@ impl Source {
             total_weight,
             next_ns: 0.0,
             on_until_ns,
-            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0F_50_07CE),
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0x5EED_0F50_07CE),
         }
     }
 

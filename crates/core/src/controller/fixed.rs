@@ -13,7 +13,10 @@ pub struct Fixed {
 impl Fixed {
     /// `step` 0 is treated as 1.
     pub fn new(step: u16) -> Self {
-        Fixed { step: u32::from(step.max(1)), since: 0 }
+        Fixed {
+            step: u32::from(step.max(1)),
+            since: 0,
+        }
     }
 }
 

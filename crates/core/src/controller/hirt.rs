@@ -37,7 +37,11 @@ pub struct HirtParams {
 
 impl Default for HirtParams {
     fn default() -> Self {
-        HirtParams { alpha: 0.125, beta: 0.25, k: 1.0 }
+        HirtParams {
+            alpha: 0.125,
+            beta: 0.25,
+            k: 1.0,
+        }
     }
 }
 
@@ -78,7 +82,15 @@ impl Hirt {
     /// A controller for a window of `window` sources.
     pub fn new(p: HirtParams, window: u16) -> Self {
         let nf = f64::from(window.max(1));
-        Hirt { p, mu: 0.0, sigma: 0.0, nf, seeded: false, step: nf as u32, since: 0 }
+        Hirt {
+            p,
+            mu: 0.0,
+            sigma: 0.0,
+            nf,
+            seeded: false,
+            step: nf as u32,
+            since: 0,
+        }
     }
 
     /// Current step (sources between repairs).
@@ -93,7 +105,11 @@ impl Hirt {
 
     fn recompute(&mut self) {
         let per_window = self.mu + self.p.k * self.sigma;
-        let step = if per_window <= 0.0 { self.nf } else { (self.nf / per_window).ceil() };
+        let step = if per_window <= 0.0 {
+            self.nf
+        } else {
+            (self.nf / per_window).ceil()
+        };
         self.step = step.clamp(1.0, self.nf.max(1.0)) as u32;
     }
 }
@@ -128,7 +144,9 @@ impl Controller for Hirt {
             self.sigma = mean / 2.0;
         } else {
             // RMS deviation of the period's windows from the current estimate.
-            let dev = (mean_sq - 2.0 * self.mu * mean + self.mu * self.mu).max(0.0).sqrt();
+            let dev = (mean_sq - 2.0 * self.mu * mean + self.mu * self.mu)
+                .max(0.0)
+                .sqrt();
             let wa = 1.0 - (1.0 - self.p.alpha).powf(n);
             let wb = 1.0 - (1.0 - self.p.beta).powf(n);
             self.sigma = (1.0 - wb) * self.sigma + wb * dev;
@@ -147,7 +165,12 @@ mod tests {
     use super::*;
 
     fn ctx() -> FeedbackContext {
-        FeedbackContext { now: crate::test_util::t0(), rtt: None, window: 200, max_window: 200 }
+        FeedbackContext {
+            now: crate::test_util::t0(),
+            rtt: None,
+            window: 200,
+            max_window: 200,
+        }
     }
 
     fn fb(losses: &[u32]) -> Feedback {
@@ -164,13 +187,15 @@ mod tests {
     fn starts_with_one_repair_per_window() {
         let mut c = Hirt::new(HirtParams::default(), 200);
         assert_eq!(c.step(), 200);
-        let n: u32 = (0..400).map(|_| {
-            let r = c.on_source();
-            if r > 0 {
-                c.on_repair(RepairTrigger::Controller);
-            }
-            r
-        }).sum();
+        let n: u32 = (0..400)
+            .map(|_| {
+                let r = c.on_source();
+                if r > 0 {
+                    c.on_repair(RepairTrigger::Controller);
+                }
+                r
+            })
+            .sum();
         assert_eq!(n, 2);
     }
 
@@ -190,7 +215,10 @@ mod tests {
         c.on_feedback(&fb(&[10]), &ctx());
         // sigma = 0.75*3 + 0.25*|10-6| = 3.25 ; mu = 0.875*6 + 0.125*10 = 6.5
         let (mu, sigma) = c.estimate();
-        assert!((mu - 6.5).abs() < 1e-12 && (sigma - 3.25).abs() < 1e-12, "{mu} {sigma}");
+        assert!(
+            (mu - 6.5).abs() < 1e-12 && (sigma - 3.25).abs() < 1e-12,
+            "{mu} {sigma}"
+        );
         // step = ceil(200 / 9.75) = 21
         assert_eq!(c.step(), 21);
     }
@@ -235,7 +263,14 @@ mod tests {
     #[test]
     fn parses_params() {
         let p: HirtParams = "alpha=0.5,k=2".parse().unwrap();
-        assert_eq!(p, HirtParams { alpha: 0.5, beta: 0.25, k: 2.0 });
+        assert_eq!(
+            p,
+            HirtParams {
+                alpha: 0.5,
+                beta: 0.25,
+                k: 2.0
+            }
+        );
         assert!("alpha=2".parse::<HirtParams>().is_err());
         assert_eq!("".parse::<HirtParams>().unwrap(), HirtParams::default());
     }

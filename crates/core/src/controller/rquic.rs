@@ -15,6 +15,9 @@ use super::{Controller, FeedbackContext};
 use crate::config::{kv_pairs, parse_num, ConfigError};
 use crate::feedback::Feedback;
 
+/// Largest block: the block-XOR code's limit.
+const MAX_R: f64 = hirt_fec::block_xor::MAX_BLOCK as f64;
+
 /// Most periods averaged.
 const MAX_N: usize = 64;
 
@@ -37,7 +40,14 @@ pub struct RquicParams {
 
 impl Default for RquicParams {
     fn default() -> Self {
-        RquicParams { n: 3, delta: 0.33, gamma: 0.01, r_init: 10.0, r_min: 1.0, r_max: 255.0 }
+        RquicParams {
+            n: 3,
+            delta: 0.33,
+            gamma: 0.01,
+            r_init: 10.0,
+            r_min: 1.0,
+            r_max: 255.0,
+        }
     }
 }
 
@@ -52,14 +62,17 @@ impl FromStr for RquicParams {
                 "n" => p.n = parse_num(k, v, 1, MAX_N)?,
                 "delta" => p.delta = parse_num(k, v, 0.0, 0.99)?,
                 "gamma" => p.gamma = parse_num(k, v, 0.0, 1.0)?,
-                "r" | "r_init" => p.r_init = parse_num(k, v, 1.0, 4095.0)?,
-                "rmin" => p.r_min = parse_num(k, v, 1.0, 4095.0)?,
-                "rmax" => p.r_max = parse_num(k, v, 1.0, 4095.0)?,
+                "r" | "r_init" => p.r_init = parse_num(k, v, 1.0, MAX_R)?,
+                "rmin" => p.r_min = parse_num(k, v, 1.0, MAX_R)?,
+                "rmax" => p.r_max = parse_num(k, v, 1.0, MAX_R)?,
                 _ => return Err(ConfigError::UnknownParameter(k.into())),
             }
         }
         if p.r_min > p.r_max {
-            return Err(ConfigError::InvalidValue { key: "rmin".into(), value: s.into() });
+            return Err(ConfigError::InvalidValue {
+                key: "rmin".into(),
+                value: s.into(),
+            });
         }
         Ok(p)
     }
@@ -79,7 +92,13 @@ impl Rquic {
     /// A controller starting at `r_init`.
     pub fn new(p: RquicParams) -> Self {
         let n = p.n.clamp(1, MAX_N);
-        Rquic { p: RquicParams { n, ..p }, r: p.r_init.clamp(p.r_min, p.r_max), eps: [0.0; MAX_N], len: 0, next: 0 }
+        Rquic {
+            p: RquicParams { n, ..p },
+            r: p.r_init.clamp(p.r_min, p.r_max),
+            eps: [0.0; MAX_N],
+            len: 0,
+            next: 0,
+        }
     }
 
     /// Current ratio (block size, not rounded).
@@ -106,12 +125,16 @@ impl Controller for Rquic {
         self.next = (self.next + 1) % self.p.n;
         self.len = (self.len + 1).min(self.p.n);
         let mean = self.eps[..self.len].iter().sum::<f64>() / self.len as f64;
-        self.r *= if mean > self.p.gamma { 1.0 - self.p.delta } else { 1.0 + self.p.delta };
+        self.r *= if mean > self.p.gamma {
+            1.0 - self.p.delta
+        } else {
+            1.0 + self.p.delta
+        };
         self.r = self.r.clamp(self.p.r_min, self.p.r_max);
     }
 
     fn window(&self) -> Option<u16> {
-        Some(self.r.round().clamp(1.0, 4095.0) as u16)
+        Some(self.r.round().clamp(1.0, MAX_R) as u16)
     }
 
     fn rate(&self) -> f64 {
@@ -124,11 +147,21 @@ mod tests {
     use super::*;
 
     fn ctx() -> FeedbackContext {
-        FeedbackContext { now: crate::test_util::t0(), rtt: None, window: 10, max_window: 4095 }
+        FeedbackContext {
+            now: crate::test_util::t0(),
+            rtt: None,
+            window: 10,
+            max_window: 4095,
+        }
     }
 
     fn fb(residual: u32, seen: u32) -> Feedback {
-        Feedback { received: seen - residual.min(seen), lost: residual.min(seen), residual, ..Feedback::default() }
+        Feedback {
+            received: seen - residual.min(seen),
+            lost: residual.min(seen),
+            residual,
+            ..Feedback::default()
+        }
     }
 
     #[test]

@@ -34,7 +34,9 @@ pub(super) unsafe fn mul_add<V: Vector>(dst: *mut u8, src: *const u8, n: usize, 
             i += 4 * l;
         }
         while i + l <= n {
-            V::load(src.add(i)).mul_xor(k, V::load(dst.add(i))).store(dst.add(i));
+            V::load(src.add(i))
+                .mul_xor(k, V::load(dst.add(i)))
+                .store(dst.add(i));
             i += l;
         }
         if i < n {
@@ -76,7 +78,9 @@ pub(super) unsafe fn mul<V: Vector>(dst: *mut u8, src: *const u8, n: usize, c: u
         }
         if i < n {
             let r = n - i;
-            V::load_partial(src.add(i), r).mul(k).store_partial(dst.add(i), r);
+            V::load_partial(src.add(i), r)
+                .mul(k)
+                .store_partial(dst.add(i), r);
         }
     }
 }
@@ -104,7 +108,9 @@ pub(super) unsafe fn xor<V: Vector>(dst: *mut u8, src: *const u8, n: usize) {
             i += 4 * l;
         }
         while i + l <= n {
-            V::load(dst.add(i)).xor(V::load(src.add(i))).store(dst.add(i));
+            V::load(dst.add(i))
+                .xor(V::load(src.add(i)))
+                .store(dst.add(i));
             i += l;
         }
         if i < n {
@@ -181,9 +187,21 @@ pub(super) unsafe fn mul_add_many<V: Vector>(dst: &mut [u8], srcs: &[&[u8]], coe
             } else {
                 // Registers past the end of dst stay zero and are never stored.
                 a0 = load_upto::<V>(dp, w);
-                a1 = if w > l { load_upto::<V>(dp.add(l), w - l) } else { a0.xor(a0) };
-                a2 = if w > 2 * l { load_upto::<V>(dp.add(2 * l), w - 2 * l) } else { a0.xor(a0) };
-                a3 = if w > 3 * l { load_upto::<V>(dp.add(3 * l), w - 3 * l) } else { a0.xor(a0) };
+                a1 = if w > l {
+                    load_upto::<V>(dp.add(l), w - l)
+                } else {
+                    a0.xor(a0)
+                };
+                a2 = if w > 2 * l {
+                    load_upto::<V>(dp.add(2 * l), w - 2 * l)
+                } else {
+                    a0.xor(a0)
+                };
+                a3 = if w > 3 * l {
+                    load_upto::<V>(dp.add(3 * l), w - 3 * l)
+                } else {
+                    a0.xor(a0)
+                };
             }
             for (s, &c) in srcs.iter().zip(coefs) {
                 if c == 0 || s.len() <= off {

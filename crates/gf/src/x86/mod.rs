@@ -98,7 +98,8 @@ pub(crate) fn has_avx2() -> bool {
 
 /// See [`has_ssse3`].
 pub(crate) fn has_avx512() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512bw")
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
 }
 
 /// See [`has_ssse3`].

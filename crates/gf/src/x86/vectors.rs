@@ -105,7 +105,10 @@ impl Vector for Ssse3 {
         unsafe {
             let lo = _mm_and_si128(self.0, c.mask);
             let hi = _mm_and_si128(_mm_srli_epi16::<4>(self.0), c.mask);
-            Ssse3(_mm_xor_si128(_mm_shuffle_epi8(c.lo, lo), _mm_shuffle_epi8(c.hi, hi)))
+            Ssse3(_mm_xor_si128(
+                _mm_shuffle_epi8(c.lo, lo),
+                _mm_shuffle_epi8(c.hi, hi),
+            ))
         }
     }
 }

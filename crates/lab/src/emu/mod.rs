@@ -223,7 +223,7 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
                 let off = *slot as usize * SLOT;
                 rx_batch.set(i, &mut mem[off..off + SLOT]);
             }
-            n = rx_batch.recv(rx, k, &mut got).unwrap_or(0);
+            n = rx_batch.recv(rx.raw(), k, &mut got).unwrap_or(0);
             let now = Instant::now();
             for i in 0..n {
                 let slot = rx_slots[i];
@@ -257,7 +257,7 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
             let mut sent = 0;
             let mut retries = 0;
             while sent < m {
-                match tx_batch.send(tx, sent, m) {
+                match tx_batch.send(tx.raw(), sent, m) {
                     Ok(s) => sent += s,
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && retries < 1000 => {
                         retries += 1;

@@ -122,24 +122,25 @@ pub fn udp_blast(gbps: f64, d: Duration) -> anyhow::Result<(u64, Duration)> {
     s.connect((crate::topo::UNDER_B4, 9))?;
     let s2 = socket2::SockRef::from(&s);
     let _ = s2.set_send_buffer_size(8 << 20);
-    let payload = [0x5au8; 1252];
+    let mut payload = [0x5au8; 1252];
+    let mut batch = crate::sys::Batch::new(32);
+    for i in 0..32 {
+        batch.set(i, &mut payload);
+    }
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&s);
     let pps = gbps * 1e9 / (1280.0 * 8.0);
     let start = Instant::now();
     let mut sent = 0u64;
     while start.elapsed() < d {
         let due = (start.elapsed().as_secs_f64() * pps) as u64;
         if sent >= due {
-            std::hint::spin_loop();
-            if due + 32 < sent {
-                std::thread::sleep(Duration::from_micros(50));
-            }
+            std::thread::sleep(Duration::from_micros(20));
             continue;
         }
-        for _ in 0..(due - sent).min(64) {
-            match s.send(&payload) {
-                Ok(_) => sent += 1,
-                Err(_) => std::thread::yield_now(),
-            }
+        let n = (due - sent).min(32) as usize;
+        match batch.send(fd, 0, n) {
+            Ok(k) => sent += k as u64,
+            Err(_) => std::thread::yield_now(),
         }
     }
     Ok((sent, start.elapsed()))

@@ -1,0 +1,522 @@
+//! Encoder + decoder loops through the public sans-IO API, with seeded losses: recovery,
+//! exactly-once bit-exact delivery, time-driven repair, feedback, streams, overload.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use hirt_core::{
+    Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId, Verdict,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+#[allow(clippy::disallowed_methods)]
+fn t0() -> Instant {
+    Instant::now()
+}
+
+/// A source payload unique to (stream, n), of varying length.
+fn payload(stream: StreamId, n: u32) -> Vec<u8> {
+    let len = 20 + (n as usize * 7) % 200;
+    (0..len)
+        .map(|i| (n as usize * 31 + i * 13 + stream as usize * 101) as u8)
+        .collect()
+}
+
+/// What the receiving side saw.
+#[derive(Default)]
+struct Sink {
+    delivered: HashMap<(StreamId, u32), Vec<u8>>,
+    recovered: u64,
+    duplicates_delivered: u64,
+}
+
+impl Sink {
+    fn deliver(&mut self, stream: StreamId, esi: u32, data: &[u8]) {
+        if self
+            .delivered
+            .insert((stream, esi), data.to_vec())
+            .is_some()
+        {
+            self.duplicates_delivered += 1;
+        }
+    }
+}
+
+/// The result of a run.
+struct Run {
+    sources: u64,
+    lost: u64,
+    sink: Sink,
+    enc: Encoder,
+    dec: Decoder,
+    feedback: u64,
+}
+
+/// Runs `n` sources per stream at 1 packet / `gap` through a link losing each source and
+/// repair with probability `p` (seeded), with zero link delay and instant feedback (unless
+/// `drop_feedback`). Every delivered packet is checked bit-exact.
+fn run(
+    mode: &str,
+    streams: &[StreamId],
+    n: u32,
+    p: f64,
+    gap: Duration,
+    seed: u64,
+    drop_feedback: bool,
+) -> Run {
+    run_with(
+        mode,
+        streams,
+        n,
+        p,
+        gap,
+        seed,
+        drop_feedback,
+        Some(Duration::from_millis(5)),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    mode: &str,
+    streams: &[StreamId],
+    n: u32,
+    p: f64,
+    gap: Duration,
+    seed: u64,
+    drop_feedback: bool,
+    repair_delay: Option<Duration>,
+) -> Run {
+    let mode: FecMode = mode.parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.repair_delay = repair_delay;
+    let mut enc = Encoder::new(cfg, seed);
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme.clone()), seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut sink = Sink::default();
+    let (mut sources, mut lost, mut feedback) = (0, 0, 0);
+    let base = t0();
+    let mut now = base;
+    let mut originals: HashMap<(StreamId, u32), Vec<u8>> = HashMap::new();
+    for k in 0..n {
+        for &st in streams {
+            now += gap;
+            // Timers first.
+            if let Some(t) = enc.poll_timeout() {
+                if t <= now {
+                    enc.handle_timeout(now);
+                }
+            }
+            if let Some(t) = dec.poll_timeout() {
+                if t <= now {
+                    dec.handle_timeout(now);
+                }
+            }
+            let data = payload(st, k);
+            let tag = enc.handle_source(st, &data, now);
+            assert_eq!(tag.stream, st);
+            assert_eq!(tag.esi, k, "ESIs are consecutive per stream");
+            originals.insert((st, tag.esi), data.clone());
+            sources += 1;
+            if rng.gen_bool(p) {
+                lost += 1;
+            } else if dec.handle_source(st, tag.esi, &data, now) == Verdict::Deliver {
+                sink.deliver(st, tag.esi, &data);
+            }
+            let mut repairs = Vec::new();
+            while let Some(r) = enc.poll_repair() {
+                repairs.push((r.stream, r.info, r.timestamp, r.payload.to_vec()));
+            }
+            for (rs, info, ts, pl) in repairs {
+                if !rng.gen_bool(p) {
+                    dec.handle_repair(rs, &info, ts, &pl, now).unwrap();
+                }
+            }
+            while let Some(r) = dec.poll_recovered() {
+                assert_eq!(
+                    Some(&r.data.to_vec()),
+                    originals.get(&(r.stream, r.esi)),
+                    "bit-exact"
+                );
+                sink.recovered += 1;
+                let (s, e, d) = (r.stream, r.esi, r.data.to_vec());
+                sink.deliver(s, e, &d);
+            }
+            while let Some(fb) = dec.poll_feedback(now) {
+                feedback += 1;
+                let bytes = fb.to_bytes();
+                let fb = Feedback::decode(&bytes).unwrap();
+                if !drop_feedback {
+                    enc.handle_feedback(&fb, now + Duration::from_micros(100));
+                }
+            }
+        }
+    }
+    for ((s, e), d) in &sink.delivered {
+        assert_eq!(Some(d), originals.get(&(*s, *e)));
+    }
+    Run {
+        sources,
+        lost,
+        sink,
+        enc,
+        dec,
+        feedback,
+    }
+}
+
+fn recovered_ratio(r: &Run) -> f64 {
+    r.sink.recovered as f64 / r.lost.max(1) as f64
+}
+
+#[test]
+fn fixed_rlc_recovers_uniform_losses() {
+    let r = run(
+        "fixed:w=50,step=5",
+        &[0],
+        5000,
+        0.03,
+        Duration::from_micros(100),
+        1,
+        false,
+    );
+    assert_eq!(r.sink.duplicates_delivered, 0);
+    assert!(r.lost > 100);
+    assert!(
+        recovered_ratio(&r) > 0.97,
+        "recovered {} of {}",
+        r.sink.recovered,
+        r.lost
+    );
+    let st = r.enc.stats(0).unwrap();
+    // One repair per 5 sources (the 100 us gap never lets the 5 ms timer fire).
+    assert_eq!(st.repairs, 1000);
+    assert_eq!(st.repairs_timer, 0);
+    let ds = r.dec.stats(0).unwrap();
+    assert_eq!(ds.recovered, r.sink.recovered);
+    assert_eq!(ds.delivered + ds.recovered, r.sink.delivered.len() as u64);
+    // Unrecovered = residual, once far enough behind (all but the last window's).
+    assert!(ds.residual <= r.lost - r.sink.recovered);
+}
+
+#[test]
+fn every_scheme_delivers_exactly_once_and_bit_exact() {
+    for mode in [
+        "hirt",
+        "ours",
+        "rquic",
+        "xor:w=16,step=4",
+        "maelstrom:r=8,i=1-4",
+        "rs:10:3",
+        "blockxor:r=6",
+        "none",
+    ] {
+        let r = run(mode, &[0], 3000, 0.02, Duration::from_micros(100), 7, false);
+        assert_eq!(r.sink.duplicates_delivered, 0, "{mode}");
+        assert_eq!(
+            r.sink.delivered.len() as u64 + (r.lost - r.sink.recovered),
+            r.sources,
+            "{mode}"
+        );
+        if mode != "none" {
+            assert!(r.sink.recovered > 0, "{mode} recovered nothing");
+        }
+    }
+}
+
+#[test]
+fn hirt_adapts_its_step_to_the_loss() {
+    let r = run(
+        "hirt:w=100",
+        &[0],
+        20_000,
+        0.05,
+        Duration::from_micros(100),
+        3,
+        false,
+    );
+    let st = r.enc.stats(0).unwrap();
+    assert!(st.feedback > 100);
+    // ~5 losses per window of 100 -> step around 100 / (5 + sigma) < 20.
+    assert!(st.rate > 0.05, "rate {}", st.rate);
+    assert!(recovered_ratio(&r) > 0.7, "{}", recovered_ratio(&r));
+    // Residual as reported = what the sink never got (but for the last horizon's worth).
+    let ds = r.dec.stats(0).unwrap();
+    let unrecovered = r.lost - r.sink.recovered;
+    assert!(
+        ds.residual <= unrecovered && ds.residual + 20 >= unrecovered,
+        "{ds:?} {unrecovered}"
+    );
+}
+
+#[test]
+fn lost_feedback_never_stalls_the_encoder() {
+    let r = run_with(
+        "hirt:w=100",
+        &[0],
+        2000,
+        0.05,
+        Duration::from_micros(100),
+        3,
+        true,
+        None,
+    );
+    let st = r.enc.stats(0).unwrap();
+    assert_eq!(st.feedback, 0);
+    assert!(r.feedback > 0);
+    // Initial step = W: repairs keep flowing.
+    assert_eq!(st.repairs, 20);
+    // With the repair timer on, the same run also sends time-driven repairs (every 50 sources
+    // at this rate: 5 ms).
+    let r = run(
+        "hirt:w=100",
+        &[0],
+        2000,
+        0.05,
+        Duration::from_micros(100),
+        3,
+        true,
+    );
+    assert_eq!(r.enc.stats(0).unwrap().repairs_timer, 39);
+}
+
+#[test]
+fn streams_are_independent() {
+    let r = run(
+        "fixed:w=20,step=4",
+        &[1, 9],
+        2000,
+        0.03,
+        Duration::from_micros(100),
+        11,
+        false,
+    );
+    for s in [1, 9] {
+        let es = r.enc.stats(s).unwrap();
+        assert_eq!(es.sources, 2000);
+        assert_eq!(es.repairs, 500);
+        assert!(r.dec.stats(s).unwrap().recovered > 0);
+    }
+    assert!(r.enc.stats(0).is_none());
+    assert_eq!(r.sink.duplicates_delivered, 0);
+}
+
+#[test]
+fn time_driven_repair_bounds_recovery_delay() {
+    // Sparse traffic: one packet every 20 ms, every third source lost; repair_delay 5 ms,
+    // one-way delay 0. Each loss must be recovered by the timer repair 5 ms later.
+    let mode: FecMode = "hirt:w=200".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.repair_delay = Some(Duration::from_millis(5));
+    let mut enc = Encoder::new(cfg, 1);
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 1);
+    let base = t0();
+    let mut worst = Duration::ZERO;
+    for k in 0..30u32 {
+        let sent = base + Duration::from_millis(20 * u64::from(k));
+        let data = payload(0, k);
+        let tag = enc.handle_source(0, &data, sent);
+        while enc.poll_repair().is_some() {} // the controller's own repairs: not needed here
+        let lost = k % 3 == 1;
+        if !lost {
+            assert_eq!(dec.handle_source(0, tag.esi, &data, sent), Verdict::Deliver);
+        }
+        let due = enc
+            .poll_timeout()
+            .expect("an unprotected source arms the timer");
+        assert_eq!(due, sent + Duration::from_millis(5));
+        enc.handle_timeout(due);
+        assert!(enc.poll_timeout().is_none());
+        let mut got = false;
+        while let Some(r) = enc.poll_repair() {
+            let (s, info, ts, pl) = (r.stream, r.info, r.timestamp, r.payload.to_vec());
+            dec.handle_repair(s, &info, ts, &pl, due).unwrap();
+            while let Some(rec) = dec.poll_recovered() {
+                assert_eq!(rec.esi, tag.esi);
+                assert_eq!(rec.data, &data[..]);
+                worst = worst.max(due - sent);
+                got = true;
+            }
+        }
+        assert_eq!(got, lost, "source {k}");
+    }
+    assert_eq!(worst, Duration::from_millis(5));
+    assert_eq!(enc.stats(0).unwrap().repairs_timer, 30);
+}
+
+#[test]
+fn duplicates_and_late_originals_are_dropped() {
+    let mode: FecMode = "fixed:w=8,step=4".parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 1);
+    let now = t0();
+    let mut pkts = Vec::new();
+    for k in 0..4u32 {
+        let d = payload(0, k);
+        let tag = enc.handle_source(0, &d, now);
+        pkts.push((tag.esi, d));
+    }
+    let r = enc.poll_repair().expect("step 4");
+    let (info, ts, pl) = (r.info, r.timestamp, r.payload.to_vec());
+    // Deliver 0, 0 again (duplicate), 1, 3; lose 2; recover it; then 2 arrives late.
+    assert_eq!(
+        dec.handle_source(0, pkts[0].0, &pkts[0].1, now),
+        Verdict::Deliver
+    );
+    assert_eq!(
+        dec.handle_source(0, pkts[0].0, &pkts[0].1, now),
+        Verdict::Duplicate
+    );
+    assert_eq!(
+        dec.handle_source(0, pkts[1].0, &pkts[1].1, now),
+        Verdict::Deliver
+    );
+    assert_eq!(
+        dec.handle_source(0, pkts[3].0, &pkts[3].1, now),
+        Verdict::Deliver
+    );
+    dec.handle_repair(0, &info, ts, &pl, now).unwrap();
+    let rec = dec.poll_recovered().unwrap();
+    assert_eq!((rec.esi, rec.data), (2, &pkts[2].1[..]));
+    assert!(dec.poll_recovered().is_none());
+    assert_eq!(
+        dec.handle_source(0, pkts[2].0, &pkts[2].1, now),
+        Verdict::Duplicate
+    );
+    // The same repair again recovers nothing new.
+    dec.handle_repair(0, &info, ts, &pl, now).unwrap();
+    assert!(dec.poll_recovered().is_none());
+    let st = dec.stats(0).unwrap();
+    assert_eq!(
+        (st.delivered, st.recovered, st.duplicates, st.late),
+        (3, 1, 2, 1)
+    );
+}
+
+#[test]
+fn feedback_echo_measures_rtt() {
+    let mode: FecMode = "fixed:w=8,step=2".parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
+    let mut dcfg = DecoderConfig::new(mode.scheme);
+    dcfg.feedback_period = 4;
+    let mut dec = Decoder::new(dcfg, 1);
+    let base = t0();
+    let one_way = Duration::from_millis(25);
+    let mut fbs = 0;
+    for k in 0..40u32 {
+        let sent = base + Duration::from_millis(u64::from(k));
+        let d = payload(0, k);
+        let tag = enc.handle_source(0, &d, sent);
+        dec.handle_source(0, tag.esi, &d, sent + one_way);
+        let mut reps = Vec::new();
+        while let Some(r) = enc.poll_repair() {
+            reps.push((r.info, r.timestamp, r.payload.to_vec()));
+        }
+        for (info, ts, pl) in reps {
+            dec.handle_repair(0, &info, ts, &pl, sent + one_way)
+                .unwrap();
+        }
+        // The decoder holds the feedback 3 ms before sending it.
+        let fb_at = sent + one_way + Duration::from_millis(3);
+        while let Some(fb) = dec.poll_feedback(fb_at) {
+            fbs += 1;
+            enc.handle_feedback(&fb, fb_at + one_way);
+        }
+    }
+    assert!(fbs >= 8);
+    assert_eq!(enc.stats(0).unwrap().rtt, Some(2 * one_way));
+}
+
+#[test]
+fn overload_skips_repairs_but_never_sources() {
+    let mode: FecMode = "fixed:w=100,step=2".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.work_budget = Some(500);
+    cfg.budget_period = Duration::from_millis(1);
+    let mut dcfg = DecoderConfig::new(mode.scheme);
+    dcfg.work_budget = Some(50);
+    let mut enc = Encoder::new(cfg, 5);
+    let mut dec = Decoder::new(dcfg, 5);
+    let base = t0();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut delivered = 0;
+    let mut skipped_dec = 0;
+    for k in 0..4000u32 {
+        // 100 sources per ms: far over budget.
+        let now = base + Duration::from_micros(10 * u64::from(k));
+        let d = payload(0, k);
+        let tag = enc.handle_source(0, &d, now);
+        if rng.gen_bool(0.05) {
+            // lost
+        } else if dec.handle_source(0, tag.esi, &d, now) == Verdict::Deliver {
+            delivered += 1;
+        }
+        let mut reps = Vec::new();
+        while let Some(r) = enc.poll_repair() {
+            reps.push((r.info, r.timestamp, r.payload.to_vec()));
+        }
+        for (info, ts, pl) in reps {
+            dec.handle_repair(0, &info, ts, &pl, now).unwrap();
+        }
+        while dec.poll_recovered().is_some() {}
+        skipped_dec = dec.stats(0).unwrap().overload_skips;
+    }
+    let es = enc.stats(0).unwrap();
+    assert_eq!(es.sources, 4000);
+    assert!(es.overload_skips > 0 && es.repairs > 0, "{es:?}");
+    assert_eq!(es.repairs + es.overload_skips, 2000);
+    assert!(skipped_dec > 0);
+    // Every source that crossed the link was delivered.
+    assert_eq!(delivered, dec.stats(0).unwrap().delivered);
+}
+
+#[test]
+fn same_seed_same_run() {
+    let a = run(
+        "hirt:w=50",
+        &[0, 1],
+        2000,
+        0.04,
+        Duration::from_micros(50),
+        42,
+        false,
+    );
+    let b = run(
+        "hirt:w=50",
+        &[0, 1],
+        2000,
+        0.04,
+        Duration::from_micros(50),
+        42,
+        false,
+    );
+    for s in [0, 1] {
+        assert_eq!(a.enc.stats(s), b.enc.stats(s));
+        assert_eq!(a.dec.stats(s), b.dec.stats(s));
+    }
+}
+
+#[test]
+fn controller_can_be_changed_live() {
+    let mode: FecMode = "fixed:w=20,step=10".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode);
+    cfg.repair_delay = None;
+    let mut enc = Encoder::new(cfg, 1);
+    let now = t0();
+    let count = |enc: &mut Encoder, n: u32| {
+        let mut r = 0;
+        for k in 0..n {
+            enc.handle_source(0, &payload(0, k), now);
+            while enc.poll_repair().is_some() {
+                r += 1;
+            }
+        }
+        r
+    };
+    assert_eq!(count(&mut enc, 100), 10);
+    enc.set_controller(&"fixed:step=2".parse().unwrap());
+    assert_eq!(count(&mut enc, 100), 50);
+    assert_eq!(enc.stats(0).unwrap().rate, 0.5);
+    assert_eq!(enc.controller_name(0), Some("fixed"));
+}
