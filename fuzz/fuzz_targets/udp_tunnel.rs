@@ -1,5 +1,94 @@
+//! The dataplane's receive paths on untrusted bytes:
+//! - selector 0: a raw datagram at a UDP-mode server (AEAD open must refuse it without panicking);
+//! - selector 1: frames sealed with the right key (so the fuzzer reaches the frame parser, the
+//!   address learning and the decoder), each prefixed by a u16 length;
+//! - selector 2: a packet at an SRv6 node owning both SIDs (SRH/TLV parsing, TLV removal,
+//!   repair/feedback handling, decapsulation).
 #![no_main]
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use hirt_core::FecMode;
+use hirt_linux::crypto::{self, Direction, Sealer, HEADER_LEN, OVERHEAD};
+use hirt_linux::metrics::Metrics;
+use hirt_linux::srv6::{Behavior, NodeConfig, Srv6Node, BUF_LEN};
+use hirt_linux::udp::{PeerConfig, Role, UdpPeer};
 use libfuzzer_sys::fuzz_target;
 
-// Placeholder: replaced by the owner of this parser.
-fuzz_target!(|_data: &[u8]| {});
+fn server(now: Instant) -> UdpPeer {
+    let cfg = PeerConfig {
+        role: Role::Server,
+        secret: b"fuzz".to_vec(),
+        encrypt: true,
+        fec: FecMode::parse_with_window("fixed:w=16,step=4", 16).unwrap(),
+        stream: 0,
+        mss_mtu: Some(1400),
+        ecn_ce: true,
+        keepalive: Duration::from_millis(100),
+        remote: None,
+        seed: 1,
+    };
+    UdpPeer::new(cfg, Metrics::new(2, "fuzz"), now)
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&sel, rest)) = data.split_first() else { return };
+    let now = Instant::now();
+    let from: SocketAddr = "192.0.2.1:4000".parse().unwrap();
+    match sel % 3 {
+        0 => {
+            let mut p = server(now);
+            let mut buf = rest.to_vec();
+            let _ = p.handle_udp(&mut buf, from, now, &mut |_, _| {}, &mut |_| {});
+        }
+        1 => {
+            let mut p = server(now);
+            let key = crypto::derive_key(b"fuzz", Direction::ClientToServer);
+            let mut sealer = Sealer::new(&key, true, 1);
+            let mut rest = rest;
+            let mut t = now;
+            while rest.len() >= 2 {
+                let n = (u16::from_be_bytes([rest[0], rest[1]]) as usize).min(rest.len() - 2);
+                let frame = &rest[2..2 + n];
+                rest = &rest[2 + n..];
+                let mut buf = vec![0u8; n + OVERHEAD];
+                buf[HEADER_LEN..HEADER_LEN + n].copy_from_slice(frame);
+                let len = sealer.seal(&mut buf, n);
+                buf.truncate(len);
+                t += Duration::from_millis(1);
+                let _ = p.handle_udp(&mut buf, from, t, &mut |_, _| {}, &mut |_| {});
+                p.handle_timeout(t + Duration::from_millis(50), &mut |_, _| {}, &mut |_| {});
+            }
+        }
+        _ => {
+            let Some((&which, pkt)) = rest.split_first() else { return };
+            let enc: std::net::Ipv6Addr = "fc00:e::1".parse().unwrap();
+            let dec: std::net::Ipv6Addr = "fc00:d::1".parse().unwrap();
+            let cfg = NodeConfig {
+                enc_sid: Some(enc),
+                dec_sid: Some(dec),
+                peer_dec_sid: dec,
+                peer_enc_sid: enc,
+                behavior: if which & 1 == 0 { Behavior::End } else { Behavior::Dt6 },
+                stream: 0,
+                fec: FecMode::parse_with_window("fixed:w=16,step=4", 16).unwrap(),
+                tlv: Default::default(),
+                auth: None,
+                ecn_ce: true,
+                repair_tclass: 0,
+                seed: 1,
+            };
+            let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else { return };
+            let mut buf = vec![0u8; BUF_LEN];
+            let n = pkt.len().min(BUF_LEN);
+            buf[..n].copy_from_slice(&pkt[..n]);
+            if n >= 40 && which & 2 != 0 {
+                let sid = if which & 4 == 0 { enc } else { dec };
+                buf[24..40].copy_from_slice(&sid.octets());
+            }
+            let _ = node.handle_packet(&mut buf, n, now, &mut |_, _| {});
+            node.handle_timeout(now + Duration::from_millis(100), &mut |_, _| {});
+        }
+    }
+});

@@ -47,6 +47,12 @@ fuzz_target!(|data: &[u8]| {
     let mut b3 = vec![0u8; data.len() + 128];
     b3[..data.len()].copy_from_slice(data);
     if let Ok(n) = srv6::sign(&mut b3, data.len(), &auth) {
-        assert!(srv6::verify_auth(&b3[..n], &types, |_| Some(KEY)).is_ok() || HirtTlvs::parse(&b3[l.tlv_offset..n], &types).is_err());
+        // With no auth/HMAC TLV of its own, a signed packet verifies with both MACs.
+        let fresh = HirtTlvs::parse(&data[l.tlv_range()], &types)
+            .map(|h| h.auth.is_none() && h.hmac.is_none());
+        if fresh == Ok(true) {
+            assert!(srv6::verify_auth(&b3[..n], &types, |_| Some(KEY)).is_ok());
+            assert!(srv6::verify_rfc8754_hmac(&b3[..n], |_| Some(KEY)).is_ok());
+        }
     }
 });

@@ -108,7 +108,7 @@ pub fn run(budget: Budget, errors: &mut Vec<String>) -> RlcFigures {
         summary[format!("decode_mpps_{pct}pct")] = json!(round2(dec / 1e6));
         throughput.push(json!({
             "loss": loss,
-            "repair_rate": loss + MARGIN,
+            "repair_rate": round2((loss + MARGIN) * 1000.0) / 1000.0,
             "window": W,
             "bytes": LEN,
             "source_packets": t.packets,

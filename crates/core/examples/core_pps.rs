@@ -17,7 +17,10 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode_s = args.get(1).map_or("fixed:w=200,step=30", String::as_str);
     let loss: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0.03);
-    let n: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u32 = args
+        .get(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     let mode: FecMode = mode_s.parse().expect("mode");
     let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
     let mut dec = Decoder::new(DecoderConfig::new(mode.scheme.clone()), 1);

@@ -11,10 +11,6 @@ use hirt_fec::{
 
 use crate::config::SchemeConfig;
 
-/// Largest block the block-XOR decoder accepts when the configured block is smaller: room for
-/// rQUIC's controller to grow the block up to its default r_max.
-const BLOCK_XOR_DECODER_MIN_MAX: u16 = 255;
-
 /// Encoder side of a stream's code.
 #[derive(Debug)]
 pub(crate) enum EncCodec {
@@ -157,9 +153,9 @@ impl DecCodec {
                 ..RlcConfig::rlc(*window)
             })),
             SchemeConfig::Xor { window } => DecCodec::Rlc(RlcDecoder::new(RlcConfig::xor(*window))),
-            SchemeConfig::BlockXor { r } => DecCodec::BlockXor(BlockXorDecoder::new(
-                (*r).max(BLOCK_XOR_DECODER_MIN_MAX).clamp(1, MAX_BLOCK),
-            )),
+            SchemeConfig::BlockXor { .. } => {
+                DecCodec::BlockXor(BlockXorDecoder::new(scheme.max_window().clamp(1, MAX_BLOCK)))
+            }
             SchemeConfig::Layered { r, interleaves } => {
                 let (r, il) = layered_params(*r, interleaves);
                 DecCodec::Layered(LayeredDecoder::new(r, &il))

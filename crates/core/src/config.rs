@@ -22,6 +22,9 @@ pub const DEFAULT_WINDOW: u16 = 200;
 /// Largest sliding window / block: RFC 8681's NSS field limit.
 pub const MAX_WINDOW: u16 = 4095;
 
+/// Block XOR decoders accept blocks of at least this many sources (rQUIC's default r_max).
+pub(crate) const BLOCK_XOR_MIN_MAX: u16 = 255;
+
 /// Largest Reed-Solomon k and m (`hirt_fec::rs`).
 const MAX_RS: u16 = 128;
 
@@ -129,6 +132,17 @@ impl SchemeConfig {
         }
     }
 
+    /// Largest window (sliding codes) or block (block XOR) a controller may set: what the
+    /// decoder built from this scheme accepts. Block XOR decoders accept blocks up to
+    /// max(r, 255) so rQUIC's controller can grow the block to its default r_max.
+    pub fn max_window(&self) -> u16 {
+        match self {
+            SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => *window,
+            SchemeConfig::BlockXor { r } => (*r).max(BLOCK_XOR_MIN_MAX).min(MAX_BLOCK),
+            other => other.span().min(u32::from(u16::MAX)) as u16,
+        }
+    }
+
     /// How far behind the newest ESI the scheme's decoder may still recover a source (its
     /// memory, from `hirt_fec`'s documented bounds). A loss older than this (plus the reorder
     /// tolerance) is final: it counts as residual loss.
@@ -138,12 +152,15 @@ impl SchemeConfig {
             SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => {
                 (2 * u32::from(*window)).next_power_of_two().max(64)
             }
-            // BlockXorDecoder keeps 8 * max_block (>= 256) sources.
-            SchemeConfig::BlockXor { r } => (8 * u32::from((*r).max(255))).max(256),
-            // LayeredDecoder keeps 4 * r * max(I) (>= 256).
-            SchemeConfig::Layered { .. } => (4 * self.span()).next_power_of_two().max(256),
-            // RsDecoder keeps 16 * k (>= 256).
-            SchemeConfig::Rs { k, .. } => (16 * u32::from(*k)).next_power_of_two().max(256),
+            // A block-XOR loss is final once its block's repair was processed: two blocks. The
+            // block size changes under rQUIC, so the decoder follows the NSS of the repairs it
+            // receives (this is the bound before the first one: rQUIC's r_max).
+            SchemeConfig::BlockXor { r } => 2 * u32::from((*r).max(255)),
+            // A layered repair goes out at most (r - 1) * I after the sources it covers; peeling
+            // may use it a while later: twice the span.
+            SchemeConfig::Layered { .. } => 2 * self.span(),
+            // All of a block's repairs follow its last source: two blocks.
+            SchemeConfig::Rs { k, .. } => (2 * u32::from(*k)).max(32),
             SchemeConfig::None => 0,
         }
     }

@@ -9,12 +9,12 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::codec::DecCodec;
-use crate::config::{DecoderConfig, MAX_WINDOW};
+use crate::config::{DecoderConfig, SchemeConfig, MAX_WINDOW};
 use crate::feedback::{Feedback, TimestampEcho};
 use crate::loss::{Arrival, LossTracker};
 use crate::overload::Budget;
-use crate::streams::StreamMap;
 use crate::stats::DecoderStats;
+use crate::streams::StreamMap;
 use crate::{Esi, RepairInfo, StreamId};
 
 /// What to do with a received source packet.
@@ -259,6 +259,9 @@ impl Decoder {
             s.stats.overload_skips += 1;
         }
         s.period_start.get_or_insert(now);
+        if matches!(self.cfg.scheme, SchemeConfig::BlockXor { .. }) {
+            s.tracker.set_horizon(2 * u32::from(info.nss));
+        }
         s.tracker.on_repair(info.first_esi, last);
         s.echo = Some((timestamp, now));
         self.after_input(i, now);

@@ -12,8 +12,8 @@ use crate::config::EncoderConfig;
 use crate::controller::{self, Controller, FeedbackContext, RepairTrigger};
 use crate::feedback::Feedback;
 use crate::overload::Budget;
-use crate::streams::StreamMap;
 use crate::stats::EncoderStats;
+use crate::streams::StreamMap;
 use crate::timestamp::Clock;
 use crate::{Esi, RepairInfo, StreamId};
 
@@ -132,7 +132,7 @@ impl Encoder {
         }
         let scheme = &self.cfg.mode.scheme;
         let codec = EncCodec::new(scheme);
-        let max_window = scheme.span().min(u32::from(u16::MAX)) as u16;
+        let max_window = scheme.max_window();
         let controller = controller::build(&self.cfg.mode.controller, max_window);
         let stats = EncoderStats {
             window: codec.window(),
@@ -347,7 +347,9 @@ impl Encoder {
 
     /// Name of the controller of `stream` (for metrics).
     pub fn controller_name(&self, stream: StreamId) -> Option<&'static str> {
-        self.index.get(stream).map(|i| self.streams[i].controller.name())
+        self.index
+            .get(stream)
+            .map(|i| self.streams[i].controller.name())
     }
 
     /// Feedback messages dropped because their stream does not exist here.

@@ -114,6 +114,13 @@ impl LossTracker {
         }
     }
 
+    /// Changes the recovery horizon (e.g. to follow the block size of block XOR). Bounded by
+    /// the history; a shorter horizon finalizes the ESIs it passes at the next input.
+    pub(crate) fn set_horizon(&mut self, horizon: u32) {
+        // The ring holds at least the initial horizon + 2, so the result stays >= tolerance + 1.
+        self.horizon = horizon.saturating_add(self.tolerance + 1).min(self.mask - 1);
+    }
+
     fn size(&self) -> i64 {
         i64::from(self.mask) + 1
     }
@@ -411,6 +418,25 @@ mod tests {
             (2, 4, 10, 3)
         );
         assert_eq!((p.bursts, p.burst_sum, p.burst_max), (2, 4, 3));
+    }
+
+    #[test]
+    fn shorter_horizon_finalizes_sooner() {
+        let mut t = LossTracker::new(64, 40, 2, 10);
+        t.on_source(0);
+        t.on_source(2);
+        for e in 3..10 {
+            t.on_source(e);
+        }
+        assert_eq!(t.total_residual, 0); // horizon 43
+        t.set_horizon(4); // 4 + 2 + 1 = 7: ESI 1 is 8 behind top
+        t.on_source(10);
+        assert_eq!(t.total_residual, 1);
+        t.set_horizon(u32::MAX); // clamped to the ring
+        for e in 11..200 {
+            t.on_source(e);
+        }
+        assert_eq!(t.total_residual, 1);
     }
 
     #[test]

@@ -35,6 +35,9 @@ mod tests {
         assert_eq!(m.get(7), None);
         m.insert(7, 0);
         m.insert(u16::MAX, 1);
-        assert_eq!((m.get(7), m.get(u16::MAX), m.get(0)), (Some(0), Some(1), None));
+        assert_eq!(
+            (m.get(7), m.get(u16::MAX), m.get(0)),
+            (Some(0), Some(1), None)
+        );
     }
 }

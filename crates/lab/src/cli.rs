@@ -261,10 +261,33 @@ fn links(args: &LabArgs) -> (DirectionConfig, DirectionConfig) {
 
 /// Runs `hirt lab`.
 pub fn run_lab(args: LabArgs) -> anyhow::Result<()> {
+    let report = lab(&args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.json)?);
+    } else if let Some(dir) = &report.dir {
+        println!("results (JSON, tables, CDF plots): {}", dir.display());
+    }
+    Ok(())
+}
+
+/// What a lab produced.
+#[derive(Debug)]
+pub struct LabReport {
+    /// One comparison per workload.
+    pub comparisons: Vec<Comparison>,
+    /// The JSON written to `summary.json`.
+    pub json: serde_json::Value,
+    /// The results folder.
+    pub dir: Option<PathBuf>,
+}
+
+/// Builds the lab, runs every workload without and with FEC, tears everything down (also on
+/// error and Ctrl-C) and returns the results. Tables are printed unless `--json`.
+pub fn lab(args: &LabArgs) -> anyhow::Result<LabReport> {
     if !crate::sys::is_root() {
         bail!("hirt lab builds network namespaces and needs root (run it with sudo)");
     }
-    let (up, down) = links(&args);
+    let (up, down) = links(args);
     // Parse the loss models now so that a typo fails before anything is built.
     up.link_config()?;
     down.link_config()?;
@@ -273,13 +296,14 @@ pub fn run_lab(args: LabArgs) -> anyhow::Result<()> {
     let _teardown = netns::Teardown;
     let topo = Topology::build().context("building the lab topology")?;
     if args.bench_emulator {
-        return bench_emulator(&args, &topo);
+        let json = bench_emulator(args, &topo)?;
+        return Ok(LabReport { comparisons: Vec::new(), json, dir: None });
     }
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let dir = args.results.join(format!("{}-{:?}-{stamp}", "lab", args.profile).to_lowercase());
+    let dir = args.results.join(format!("lab-{:?}-{stamp}-{}", args.profile, std::process::id()).to_lowercase());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut comparisons = Vec::new();
-    let mut lab = Lab::new(&args, &topo, up, down, dir.clone())?;
+    let mut lab = Lab::new(args, &topo, up, down, dir.clone())?;
     for w in &args.workload {
         let c = lab.compare(*w)?;
         if !args.json {
@@ -294,18 +318,23 @@ pub fn run_lab(args: LabArgs) -> anyhow::Result<()> {
         "tunnel": format!("{:?}", args.tunnel).to_lowercase(),
         "uplink": format!("{:?}", lab.up),
         "downlink": format!("{:?}", lab.down),
-        "workloads": comparisons.iter().map(Comparison::json).collect::<Vec<_>>(),
+        "machine": machine(),
         "summary": comparisons.first().map(Comparison::json),
+        "workloads": comparisons.iter().map(Comparison::json).collect::<Vec<_>>(),
     });
-    let text = serde_json::to_string_pretty(&json)?;
-    std::fs::write(dir.join("summary.json"), &text)?;
-    if args.json {
-        println!("{text}");
-    } else {
-        println!("results (JSON, tables, CDF plots): {}", dir.display());
-    }
+    std::fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&json)?)?;
     drop(lab);
-    Ok(())
+    Ok(LabReport { comparisons, json, dir: Some(dir) })
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
+    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    format!("{n} x {cpu}; load average {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
 }
 
 /// One lab session: topology, servers, and the runs.
@@ -318,6 +347,7 @@ struct Lab<'a> {
     run_id: u64,
     dir: PathBuf,
     servers_started: Vec<WorkloadKind>,
+    cert: Option<rustls::pki_types::CertificateDer<'static>>,
 }
 
 impl Drop for Lab<'_> {
@@ -351,6 +381,7 @@ impl<'a> Lab<'a> {
             run_id: 0,
             dir,
             servers_started: Vec::new(),
+            cert: None,
         })
     }
 
@@ -371,17 +402,69 @@ impl<'a> Lab<'a> {
         }
         let stop = self.stop.clone();
         let cc = self.args.cc.clone();
+        let srv = self.topo.server.clone();
         let ok = match w {
             WorkloadKind::Http => {
-                netns::join(netns::in_ns(&self.topo.server, move || {
-                    workload::http::serve(workload::http::server_addr(), &cc, stop)
+                netns::join(netns::in_ns(&srv, move || {
+                    workload::http::serve(workload::http::any(workload::http::PORT), &cc, stop)
                 }))?;
                 true
             }
-            _ => {
-                notes.push(format!("{w:?}: not available in this build"));
-                false
+            WorkloadKind::Bulk => {
+                netns::join(netns::in_ns(&srv, move || {
+                    workload::bulk::serve(workload::http::any(workload::bulk::PORT), &cc, stop)
+                }))?;
+                true
             }
+            WorkloadKind::Rpc => {
+                netns::join(netns::in_ns(&srv, move || {
+                    workload::rpc::serve(workload::http::any(workload::rpc::PORT), &cc, stop)
+                }))?;
+                true
+            }
+            WorkloadKind::Quic => {
+                let (cert, key) = workload::quic::certificate()?;
+                self.cert = Some(cert.clone());
+                let (tx, rx) = std::sync::mpsc::channel();
+                // The server thread lives until `stop`; it is not joined.
+                let _server = netns::in_ns(&srv, move || {
+                    workload::quic::serve(workload::http::any(workload::quic::PORT), &cc, cert, key, stop, tx)
+                });
+                rx.recv().context("QUIC server thread")??;
+                true
+            }
+            WorkloadKind::Mqtt => match workload::mqtt::mosquitto() {
+                None => {
+                    notes.push("MQTT skipped: mosquitto is not installed (apt install mosquitto)".into());
+                    false
+                }
+                Some(bin) => {
+                    let conf = self.dir.join("mosquitto.conf");
+                    std::fs::write(
+                        &conf,
+                        format!("listener {}\nallow_anonymous true\nset_tcp_nodelay true\nmax_inflight_messages 0\n", workload::mqtt::PORT),
+                    )?;
+                    let log = self.dir.join("mosquitto.log");
+                    netns::spawn(&srv, bin, &["-c".to_string(), conf.display().to_string()], &log)?;
+                    // Wait until the broker accepts connections.
+                    let v6 = self.args.tunnel.v6();
+                    let ok = netns::join(netns::in_ns(&srv, move || {
+                        let addr = std::net::SocketAddr::new(Topology::server_app(v6), workload::mqtt::PORT);
+                        for _ in 0..100 {
+                            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                                return Ok(true);
+                            }
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                        Ok(false)
+                    }))?;
+                    if !ok {
+                        let l = std::fs::read_to_string(&log).unwrap_or_default();
+                        bail!("mosquitto did not start: {}", l.trim());
+                    }
+                    true
+                }
+            },
         };
         if ok {
             self.servers_started.push(w);
@@ -472,7 +555,7 @@ impl<'a> Lab<'a> {
         }
         let emu = Emulator::start(Some(&self.topo.link), "la", "lb", &up, &down).context("starting the link emulator")?;
         let tunnel = if kind == RunKind::Fec {
-            Some(Tunnel::start(self.topo, self.args.tunnel, self.args.tunnel_args.as_deref())?)
+            Some(Tunnel::start(self.topo, self.args.tunnel, self.args.tunnel_args.as_deref(), self.args.seed)?)
         } else {
             self.topo.route_plain()?;
             None
@@ -499,14 +582,15 @@ impl<'a> Lab<'a> {
     fn client(&mut self, w: WorkloadKind, done: Arc<AtomicU64>) -> anyhow::Result<Samples> {
         let a = self.args.clone();
         let first_id = self.run_id * 100_000_000;
+        let v6 = self.args.tunnel.v6();
         let progress = move |n: u64| {
             done.fetch_add(n, Ordering::Relaxed);
         };
         let h = match w {
             WorkloadKind::Http => netns::in_ns(&self.topo.client, move || {
                 let c = workload::http::HttpClient {
-                    server: workload::http::server_addr(),
-                    bind: Topology::client_app(false),
+                    server: workload::http::server_addr(v6),
+                    bind: Topology::client_app(v6),
                     connections: a.connections,
                     size: a.size,
                     duration: a.duration,
@@ -516,7 +600,52 @@ impl<'a> Lab<'a> {
                 };
                 Ok(workload::http::run(&c, &progress))
             }),
-            _ => bail!("{w:?} is not available in this build"),
+            WorkloadKind::Bulk => netns::in_ns(&self.topo.client, move || {
+                let server = std::net::SocketAddr::new(Topology::server_app(v6), workload::bulk::PORT);
+                Ok(workload::bulk::run(Topology::client_app(v6), server, &a.cc, a.duration, &progress))
+            }),
+            WorkloadKind::Rpc => netns::in_ns(&self.topo.client, move || {
+                let c = workload::rpc::RpcClient {
+                    server: std::net::SocketAddr::new(Topology::server_app(v6), workload::rpc::PORT),
+                    bind: Topology::client_app(v6),
+                    clients: a.connections,
+                    duration: a.duration,
+                    cc: a.cc.clone(),
+                    seed: a.seed,
+                };
+                Ok(workload::rpc::run(&c, &progress))
+            }),
+            WorkloadKind::Mqtt => {
+                let run = self.run_id;
+                netns::in_ns(&self.topo.client, move || {
+                    let c = workload::mqtt::MqttClient {
+                        server: std::net::SocketAddr::new(Topology::server_app(v6), workload::mqtt::PORT),
+                        bind: Topology::client_app(v6),
+                        clients: a.connections.min(10),
+                        duration: a.duration,
+                        interval: Duration::from_millis(10),
+                        cc: a.cc.clone(),
+                        run,
+                    };
+                    Ok(workload::mqtt::run(&c, &progress))
+                })
+            }
+            WorkloadKind::Quic => {
+                let cert = self.cert.clone().context("QUIC server not started")?;
+                netns::in_ns(&self.topo.client, move || {
+                    let c = workload::quic::QuicClient {
+                        server: std::net::SocketAddr::new(Topology::server_app(v6), workload::quic::PORT),
+                        bind: Topology::client_app(v6),
+                        connections: a.connections,
+                        size: a.size,
+                        duration: a.duration,
+                        cc: a.cc.clone(),
+                        first_id,
+                        cert,
+                    };
+                    workload::quic::run(&c, Arc::new(progress))
+                })
+            }
         };
         netns::join(h)
     }
@@ -557,7 +686,7 @@ fn progress(hidden: bool, msg: &str, d: Duration, done: Arc<AtomicU64>) -> indic
 
 /// `--bench-emulator`: offers `bench_gbps` of 1280-byte UDP packets from the client namespace to
 /// the server namespace through an unimpaired emulator, and counts what arrives.
-fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<()> {
+fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<serde_json::Value> {
     let none = DirectionConfig { seed: args.seed, ..Default::default() };
     let emu = Emulator::start(Some(&topo.link), "la", "lb", &none, &none)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -581,15 +710,19 @@ fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<()> {
         "emulator_rx_packets": ab.rx_packets,
         "emulator_tx_packets": ab.tx_packets,
         "emulator_own_losses": ab.own_losses(),
+        "emulator_socket_drops": ab.socket_drops,
         "received_packets": got,
         "lost_before_emulator": sent.0.saturating_sub(ab.rx_packets),
         "lost_in_emulator": ab.rx_packets.saturating_sub(ab.tx_packets),
         "lost_after_emulator": ab.tx_packets.saturating_sub(got),
         "packet_bytes": 1280,
         "seconds": secs,
+        "machine": machine(),
     });
-    println!("{}", serde_json::to_string_pretty(&j)?);
-    Ok(())
+    if !args.json {
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    }
+    Ok(j)
 }
 
 /// Parses `25ms`, `2s`, `1.5s`, `500us`, `1m`.

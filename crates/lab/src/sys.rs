@@ -186,6 +186,28 @@ impl PacketSocket {
         Ok(())
     }
 
+    /// Frames the kernel dropped because this socket's receive buffer was full, since the last
+    /// call (PACKET_STATISTICS resets on read).
+    pub fn take_drops(&self) -> u64 {
+        // SAFETY: tpacket_stats is plain old data; zeroed is valid.
+        let mut st: libc::tpacket_stats = unsafe { mem::zeroed() };
+        let mut len = mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are valid for the call and `len` is its size.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return 0;
+        }
+        u64::from(st.tp_drops)
+    }
+
     /// Raw descriptor (for polling).
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()

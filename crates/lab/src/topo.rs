@@ -6,7 +6,7 @@
 //!  [ingress H.Encaps +           la <== AF_PACKET ==> lb      [hirt decoder/encoder]
 //!   hirt encoder/decoder]
 //!  a0 ----------------- veth --- la                lb --- veth ------------------ b0
-//!  10.77.0.1 fd77::1                                                  10.77.0.2 fd77::2
+//!  10.99.0.1 fd99::1                                                  10.99.0.2 fd99::2
 //!  app: 10.78.1.1 fd78:1::1 (lo)                              app: 10.78.2.1 fd78:2::1 (lo)
 //! ```
 //!
@@ -29,13 +29,13 @@ pub const MAC_A: &str = "02:68:6c:00:00:0a";
 /// MAC of b0 (server side).
 pub const MAC_B: &str = "02:68:6c:00:00:0b";
 /// Underlay addresses.
-pub const UNDER_A4: &str = "10.77.0.1";
+pub const UNDER_A4: &str = "10.99.0.1";
 /// Underlay address of the server side (IPv4).
-pub const UNDER_B4: &str = "10.77.0.2";
+pub const UNDER_B4: &str = "10.99.0.2";
 /// Underlay address of the client side (IPv6).
-pub const UNDER_A6: &str = "fd77::1";
+pub const UNDER_A6: &str = "fd99::1";
 /// Underlay address of the server side (IPv6).
-pub const UNDER_B6: &str = "fd77::2";
+pub const UNDER_B6: &str = "fd99::2";
 /// Application addresses (on loopback).
 pub const APP_A4: &str = "10.78.1.1";
 /// Application address of the server (IPv4).
@@ -71,6 +71,10 @@ impl Topology {
             netns::sysctl(ns, "net.ipv6.conf.default.accept_dad=0")?;
             netns::sysctl(ns, "net.ipv4.ip_forward=1")?;
             netns::sysctl(ns, "net.ipv6.conf.all.forwarding=1")?;
+            netns::sysctl(ns, "net.ipv4.conf.all.rp_filter=0")?;
+            netns::sysctl(ns, "net.ipv4.conf.default.rp_filter=0")?;
+            let _ = netns::sysctl(ns, "net.ipv6.conf.all.seg6_enabled=1");
+            let _ = netns::sysctl(ns, "net.ipv6.conf.default.seg6_enabled=1");
             // Keep socket buffers large enough for 1 MB responses over 100 ms RTT.
             let _ = netns::sysctl(ns, "net.ipv4.tcp_rmem=4096 131072 16777216");
             let _ = netns::sysctl(ns, "net.ipv4.tcp_wmem=4096 65536 16777216");
@@ -103,6 +107,11 @@ impl Topology {
 
     /// Routes application traffic straight over the underlay (no tunnel, no FEC).
     pub fn route_plain(&self) -> anyhow::Result<()> {
+        // Flush cached path MTUs / metrics between runs so that runs do not inherit each other's.
+        for ns in [&self.client, &self.server] {
+            let _ = ip(ns, &["route", "flush", "cache"]);
+            let _ = ip(ns, &["-6", "route", "flush", "cache"]);
+        }
         ip(&self.client, &["route", "replace", APP_B4, "via", UNDER_B4, "src", APP_A4, "mtu", APP_MTU])?;
         ip(&self.server, &["route", "replace", APP_A4, "via", UNDER_A4, "src", APP_B4, "mtu", APP_MTU])?;
         ip(&self.client, &["-6", "route", "replace", APP_B6, "via", UNDER_B6, "src", APP_A6, "mtu", APP_MTU])?;

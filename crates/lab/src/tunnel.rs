@@ -1,41 +1,212 @@
-//! The hirt tunnel between the two end namespaces, run as child processes of this very binary
-//! (`hirt udp` / `hirt srv6`, see `crates/linux`).
+//! The hirt tunnel between the two end namespaces, run as child processes of the `hirt` binary
+//! (`hirt udp` / `hirt srv6`, see `crates/linux` and `docs/dataplane.md`). The binary is the one
+//! running (`std::env::current_exe()`), or `$HIRT_BIN`.
+//!
+//! Both ends encode and decode: requests (client -> server) and responses (server -> client) are
+//! protected, each direction with its own encoder/decoder pair.
+//!
+//! - UDP mode: `hirt udp -s` in the server namespace, `hirt udp -c` in the client namespace, TUN
+//!   devices `hirt0` with 10.98.0.1 (server) and 10.98.0.2 (client); application routes point into
+//!   the TUN.
+//! - SRv6 mode: each end runs `hirt srv6 --role both` with its encoder SID (`fd00:a::e` client side,
+//!   `fd00:b::e` server side) and decoder SID (`fd00:a::d`, `fd00:b::d`), decoder behaviour
+//!   End.DT6. The ingress is the kernel: the route to the peer's application address is
+//!   `encap seg6 mode encap segs <own ENC_SID>,<peer DEC_SID>` (H.Encaps).
 
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
 use clap::ValueEnum;
 
+use crate::netns::{self, ip};
 use crate::report::FecStats;
-use crate::topo::Topology;
+use crate::topo::{self, Topology};
 
 /// Tunnel mode of the FEC run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TunnelMode {
-    /// SRv6: kernel H.Encaps at the ingress, hirt encoder and decoder SIDs.
+    /// SRv6: kernel H.Encaps at the ingress, hirt encoder and decoder SIDs (IPv6 workloads).
     Srv6,
-    /// UDP tunnel between two TUN interfaces.
+    /// UDP tunnel between two TUN interfaces (IPv4 workloads).
     Udp,
 }
 
-/// A running tunnel; stopped (children killed, routes restored) on drop.
+impl TunnelMode {
+    /// Whether workloads use IPv6 application addresses in this mode.
+    pub fn v6(self) -> bool {
+        self == TunnelMode::Srv6
+    }
+}
+
+const TUN_SERVER: &str = "10.98.0.1";
+const TUN_CLIENT: &str = "10.98.0.2";
+const ENC_A: &str = "fd00:a::e";
+const DEC_A: &str = "fd00:a::d";
+const ENC_B: &str = "fd00:b::e";
+const DEC_B: &str = "fd00:b::d";
+
+/// The `hirt` binary to start the dataplane with.
+pub fn hirt_binary() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("HIRT_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    std::env::current_exe().context("locating the running hirt binary")
+}
+
+/// A running tunnel; stopped (children killed) on drop. Routes are put back by the caller
+/// (`Topology::route_plain`).
 pub struct Tunnel {
     pids: Vec<u32>,
+    controls: Vec<PathBuf>,
+    logs: Vec<PathBuf>,
 }
 
 impl Tunnel {
-    /// Starts both ends and routes application traffic into the tunnel.
-    pub fn start(_topo: &Topology, mode: TunnelMode, _extra: Option<&str>) -> anyhow::Result<Tunnel> {
-        anyhow::bail!("the {mode:?} dataplane is not wired yet")
+    /// Starts both ends and routes application traffic into the tunnel. `extra` is passed to
+    /// both ends (e.g. `--fec hirt`); `seed` seeds their cores.
+    pub fn start(topo: &Topology, mode: TunnelMode, extra: Option<&str>, seed: u64) -> anyhow::Result<Tunnel> {
+        let bin = hirt_binary()?;
+        let bin = bin.to_str().context("binary path is not UTF-8")?.to_string();
+        let extra: Vec<String> = extra.unwrap_or("").split_whitespace().map(str::to_string).collect();
+        let mut t = Tunnel { pids: Vec::new(), controls: Vec::new(), logs: Vec::new() };
+        let tmp = std::env::temp_dir();
+        let s = |v: &str| v.to_string();
+        match mode {
+            TunnelMode::Udp => {
+                let key = format!("hirt-lab-{}", std::process::id());
+                for (ns, role) in [(&topo.server, "server"), (&topo.client, "client")] {
+                    let control = PathBuf::from(format!("/run/hirt-{ns}.sock"));
+                    let mut args = vec![s("udp")];
+                    if role == "server" {
+                        args.extend([s("-s"), s("-l"), format!("{}:4096", topo::UNDER_B4)]);
+                        args.extend([s("--tun-addr"), format!("{TUN_SERVER}/24")]);
+                    } else {
+                        args.extend([s("-c"), s("-r"), format!("{}:4096", topo::UNDER_B4)]);
+                        args.extend([s("--tun-addr"), format!("{TUN_CLIENT}/24")]);
+                    }
+                    args.extend([s("-k"), key.clone(), s("--dev"), s("hirt0")]);
+                    args.extend([s("--control"), control.display().to_string()]);
+                    args.extend([s("--seed"), seed.to_string()]);
+                    args.extend(extra.iter().cloned());
+                    let log = tmp.join(format!("{ns}-hirt.log"));
+                    let pid = netns::spawn(ns, &bin, &args, &log)?;
+                    t.pids.push(pid);
+                    t.controls.push(control);
+                    t.logs.push(log);
+                }
+                t.wait_ready()?;
+                wait_dev(&topo.client, "hirt0")?;
+                wait_dev(&topo.server, "hirt0")?;
+                ip(&topo.client, &["route", "replace", topo::APP_B4, "via", TUN_SERVER, "dev", "hirt0", "src", topo::APP_A4, "mtu", topo::APP_MTU])
+                    .context("routing into the UDP tunnel")?;
+                ip(&topo.server, &["route", "replace", topo::APP_A4, "via", TUN_CLIENT, "dev", "hirt0", "src", topo::APP_B4, "mtu", topo::APP_MTU])
+                    .context("routing into the UDP tunnel")?;
+            }
+            TunnelMode::Srv6 => {
+                for (ns, enc, dec, peer_under) in [
+                    (&topo.client, ENC_A, DEC_A, topo::UNDER_B6),
+                    (&topo.server, ENC_B, DEC_B, topo::UNDER_A6),
+                ] {
+                    // The peer's SIDs are reached over the underlay.
+                    let peer_prefix = if enc == ENC_A { "fd00:b::/64" } else { "fd00:a::/64" };
+                    ip(ns, &["-6", "route", "replace", peer_prefix, "via", peer_under])?;
+                    let control = PathBuf::from(format!("/run/hirt-{ns}.sock"));
+                    let mut args = vec![s("srv6"), s("--role"), s("both")];
+                    args.extend([s("--enc-sid"), s(enc), s("--dec-sid"), s(dec)]);
+                    args.extend([s("--behavior"), s("dt6"), s("--dev"), s("hsr0")]);
+                    args.extend([s("--control"), control.display().to_string()]);
+                    args.extend([s("--seed"), seed.to_string()]);
+                    args.extend(extra.iter().cloned());
+                    let log = tmp.join(format!("{ns}-hirt.log"));
+                    let pid = netns::spawn(ns, &bin, &args, &log)?;
+                    t.pids.push(pid);
+                    t.controls.push(control);
+                    t.logs.push(log);
+                }
+                t.wait_ready()?;
+                // Kernel H.Encaps at the ingress of each side.
+                ip(&topo.client, &["-6", "route", "replace", topo::APP_B6, "encap", "seg6", "mode", "encap", "segs", &format!("{ENC_A},{DEC_B}"), "dev", "a0", "mtu", topo::APP_MTU])
+                    .context("H.Encaps route")?;
+                ip(&topo.server, &["-6", "route", "replace", topo::APP_A6, "encap", "seg6", "mode", "encap", "segs", &format!("{ENC_B},{DEC_A}"), "dev", "b0", "mtu", topo::APP_MTU])
+                    .context("H.Encaps route")?;
+            }
+        }
+        Ok(t)
     }
 
-    /// FEC counters of both ends.
+    /// Waits until both control sockets answer (the instances are up), or fails with their logs.
+    fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (i, c) in self.controls.iter().enumerate() {
+            loop {
+                if request(c, "status").is_ok() {
+                    break;
+                }
+                if !netns::child_running(self.pids[i]) || Instant::now() > deadline {
+                    let log = std::fs::read_to_string(&self.logs[i]).unwrap_or_default();
+                    bail!("hirt dataplane did not start ({}):\n{}", c.display(), log.trim());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    /// FEC counters of both ends, summed over streams (both directions of the tunnel).
     pub fn stats(&self) -> FecStats {
-        FecStats::default()
+        let mut f = FecStats { source: "hirt status (control socket), both ends".into(), ..Default::default() };
+        for c in &self.controls {
+            let Ok(r) = request(c, "status") else {
+                f.source = format!("{} unreachable", c.display());
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&r) else { continue };
+            let Some(streams) = v["status"]["streams"].as_array() else { continue };
+            for st in streams {
+                let g = |k: &str| st[k].as_u64().unwrap_or(0);
+                f.sources += g("enc_packets_in");
+                f.repairs += g("repairs_sent");
+                f.recovered += g("recovered");
+                f.unrecoverable += g("unrecoverable");
+                f.duplicates += g("duplicates");
+            }
+        }
+        f.overhead = if f.sources > 0 { f.repairs as f64 / f.sources as f64 } else { 0.0 };
+        f
     }
 }
 
 impl Drop for Tunnel {
     fn drop(&mut self) {
         for p in &self.pids {
-            crate::netns::stop(*p);
+            netns::stop(*p);
+        }
+        for c in &self.controls {
+            let _ = std::fs::remove_file(c);
         }
     }
+}
+
+fn wait_dev(ns: &str, dev: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while ip(ns, &["link", "show", dev]).is_err() {
+        if Instant::now() > deadline {
+            bail!("device {dev} did not appear in {ns}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// One request on a hirt control socket (a line in, a line of JSON out).
+fn request(path: &std::path::Path, line: &str) -> std::io::Result<String> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    writeln!(s, "{line}")?;
+    let mut out = String::new();
+    BufReader::new(s).read_line(&mut out)?;
+    Ok(out.trim_end().to_string())
 }

@@ -12,6 +12,7 @@
 //!
 //! `unsafe` is confined to the OS interfaces (ioctl, setns, netlink, signal); every block has a
 //! `// SAFETY:` comment.
+pub mod batch;
 pub mod bench;
 pub mod cli;
 pub mod control;

@@ -67,6 +67,10 @@ pub struct SimArgs {
     /// Time-driven repair delay, or `off`.
     #[arg(long, default_value = "5ms")]
     pub repair_delay: String,
+    /// Unmeasured source packets sent after the measured ones, so the last measured losses get
+    /// the repairs a long-lived tunnel would send after them.
+    #[arg(long, default_value_t = 5_000)]
+    pub tail: u64,
     /// Master seed (every point of a sweep records its own).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -122,6 +126,7 @@ fn scenario(a: &SimArgs) -> anyhow::Result<Scenario> {
         reorder: (a.reorder.clamp(0.0, 1.0), reorder_delay),
         repair_delay,
         seed: a.seed,
+        tail: a.tail,
     })
 }
 

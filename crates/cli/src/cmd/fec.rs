@@ -1,6 +1,5 @@
 //! `hirt fec ...`: diagnostics for interop with other RFC 8681 implementations.
 
-use anyhow::Context;
 use clap::Subcommand;
 use hirt_fec::coefficients::generate_coding_coefficients;
 
@@ -20,15 +19,14 @@ pub enum FecCommand {
         #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u8).range(0..=15))]
         dt: u8,
         /// Field size m: 8 (GF(2^8), RLC) or 1 (GF(2), XOR family).
-        #[arg(long, default_value_t = 8, value_parser = ["1", "8"].map(|s| s.to_string()))]
-        m: String,
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=8))]
+        m: u8,
     },
 }
 
 pub fn run(cmd: FecCommand) -> anyhow::Result<()> {
     match cmd {
         FecCommand::Coefficients { key, count, dt, m } => {
-            let m: u8 = m.parse().context("--m")?;
             let json = coefficients_json(key, count, dt, m)?;
             println!("{json}");
             Ok(())

@@ -5,6 +5,9 @@ use crate::coefficients::generate_coding_coefficients;
 use crate::symbol::{encode_into, MAX_PROTECTED_LEN};
 use crate::{Esi, FecEncoder, RepairInfo, MAX_SYMBOL_LEN};
 
+/// Sources combined per `mul_add_many` call.
+const BATCH: usize = 16;
+
 /// RFC 8681 sliding-window encoder: keeps the last W source symbols and makes repair symbols over
 /// them on demand.
 ///
@@ -99,13 +102,24 @@ impl RlcEncoder {
         }
         self.repair.clear();
         self.repair.resize(len, 0);
+        // One pass over the repair per BATCH sources (`mul_add_many` keeps it in registers).
+        let mut srcs: [&[u8]; BATCH] = [&[]; BATCH];
+        let mut cs = [0u8; BATCH];
+        let mut k = 0;
         for (j, &c) in coefs.iter().enumerate() {
-            let src = &self.slots[(first_slot + j) % cap];
-            match c {
-                0 => {}
-                1 => hirt_gf::xor(&mut self.repair, src),
-                c => hirt_gf::mul_add(&mut self.repair, src, c),
+            if c == 0 {
+                continue;
             }
+            srcs[k] = &self.slots[(first_slot + j) % cap];
+            cs[k] = c;
+            k += 1;
+            if k == BATCH {
+                hirt_gf::mul_add_many(&mut self.repair, &srcs, &cs);
+                k = 0;
+            }
+        }
+        if k > 0 {
+            hirt_gf::mul_add_many(&mut self.repair, &srcs[..k], &cs[..k]);
         }
         let info = RepairInfo {
             scheme: self.cfg.scheme(),

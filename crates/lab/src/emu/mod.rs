@@ -42,6 +42,7 @@ pub struct SharedCounters {
     tx_errors: AtomicU64,
     truncated: AtomicU64,
     overflow: AtomicU64,
+    socket_drops: AtomicU64,
 }
 
 /// A snapshot of one direction's counters.
@@ -65,15 +66,17 @@ pub struct DirectionStats {
     pub tx_errors: u64,
     /// Frames larger than a slot (emulator's own losses).
     pub truncated: u64,
-    /// Frames left in the socket because all slots were busy (counted when seen as drops by the
-    /// kernel is not possible; this counts loop iterations with no free slot).
+    /// Loop iterations that found every slot busy (frames then wait in the socket buffer).
     pub overflow: u64,
+    /// Frames the kernel dropped because the emulator did not read them in time (its receive
+    /// buffer was full): the emulator's own losses.
+    pub socket_drops: u64,
 }
 
 impl DirectionStats {
     /// Frames the emulator itself lost (not the model): should be zero.
     pub fn own_losses(&self) -> u64 {
-        self.tx_errors + self.truncated
+        self.tx_errors + self.truncated + self.socket_drops
     }
 }
 
@@ -101,6 +104,7 @@ impl SharedCounters {
             tx_errors: l(&self.tx_errors),
             truncated: l(&self.truncated),
             overflow: l(&self.overflow),
+            socket_drops: l(&self.socket_drops),
         }
     }
 }
@@ -280,6 +284,7 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
         }
         iter = iter.wrapping_add(1);
         if n < k || iter % 64 == 0 {
+            ctr.socket_drops.fetch_add(rx.take_drops(), Ordering::Relaxed);
             pipe_publish(&pipe, ctr, tx_packets, tx_errors, truncated, overflow);
         }
         if n == k && k > 0 {
@@ -295,6 +300,7 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
             sys::wait_readable(rx.raw(), wait);
         }
     }
+    ctr.socket_drops.fetch_add(rx.take_drops(), Ordering::Relaxed);
     pipe_publish(&pipe, ctr, tx_packets, tx_errors, truncated, overflow);
 }
 

@@ -11,10 +11,8 @@ use anyhow::Context;
 use super::{expected, Samples};
 use crate::workload::http::{tcp_connect, tcp_listen};
 
-/// Where the bulk server listens.
-pub fn server_addr() -> SocketAddr {
-    SocketAddr::new(crate::topo::Topology::server_app(false), 5201)
-}
+/// The bulk server's port.
+pub const PORT: u16 = 5201;
 
 /// Bytes of the pattern a bulk stream repeats (each chunk verified).
 const CHUNK: usize = 1 << 20;

@@ -36,9 +36,17 @@ pub struct HttpClient {
     pub first_id: u64,
 }
 
-/// Where the lab's HTTP server listens (the server's application address).
-pub fn server_addr() -> SocketAddr {
-    SocketAddr::new(crate::topo::Topology::server_app(false), 8080)
+/// The port of the lab's HTTP server.
+pub const PORT: u16 = 8080;
+
+/// Where clients reach the lab's HTTP server (the server's application address).
+pub fn server_addr(v6: bool) -> SocketAddr {
+    SocketAddr::new(crate::topo::Topology::server_app(v6), PORT)
+}
+
+/// Where servers listen: every address, IPv4 and IPv6.
+pub fn any(port: u16) -> SocketAddr {
+    SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), port)
 }
 
 /// Starts the HTTP server on `addr` in the calling thread's namespace; it serves until `stop`.
@@ -157,6 +165,9 @@ pub fn tcp_connect(bind: IpAddr, server: SocketAddr, cc: &str) -> std::io::Resul
 pub fn tcp_listen(addr: SocketAddr, cc: &str) -> std::io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(false)?;
+    }
     s.set_tcp_congestion(cc.as_bytes())?;
     s.bind(&addr.into())?;
     s.listen(1024)?;

@@ -4,6 +4,9 @@
 
 pub mod bulk;
 pub mod http;
+pub mod mqtt;
+pub mod quic;
+pub mod rpc;
 
 use std::sync::OnceLock;
 use std::time::Duration;

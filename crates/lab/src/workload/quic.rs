@@ -1,0 +1,186 @@
+//! Request/response over QUIC with quinn (self-signed certificate from rcgen): N connections,
+//! each sending requests one after another on new bidirectional streams (the QUIC analogue of
+//! HTTP keep-alive). Request: `<size> <id>\n`; response: [`super::expected`]`(id, size)`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use quinn::crypto::rustls::QuicClientConfig;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use super::{expected, Samples};
+
+/// UDP port of the QUIC server.
+pub const PORT: u16 = 4433;
+
+/// A self-signed certificate for the lab server (DER), with its key.
+pub fn certificate() -> anyhow::Result<(CertificateDer<'static>, PrivateKeyDer<'static>)> {
+    let ck = rcgen::generate_simple_self_signed(vec!["hirt-lab".to_string()])?;
+    let cert = ck.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
+    Ok((cert, key))
+}
+
+fn transport(cc: &str) -> Arc<quinn::TransportConfig> {
+    let mut t = quinn::TransportConfig::default();
+    match cc {
+        "bbr" => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
+        "reno" | "newreno" => t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default())),
+        _ => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
+    };
+    // Packets fit the lab's 1280-byte path MTU in both runs.
+    t.initial_mtu(1200);
+    t.mtu_discovery_config(None);
+    t.max_concurrent_bidi_streams(1024u32.into());
+    t.max_idle_timeout(Some(Duration::from_secs(30).try_into().expect("constant")));
+    t.keep_alive_interval(Some(Duration::from_secs(5)));
+    Arc::new(t)
+}
+
+/// Runs the QUIC server on `addr` until `stop` (blocks the calling thread: call it from a thread
+/// of its own inside the server namespace).
+pub fn serve(addr: SocketAddr, cc: &str, cert: CertificateDer<'static>, key: PrivateKeyDer<'static>, stop: Arc<AtomicBool>, ready: std::sync::mpsc::Sender<anyhow::Result<()>>) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let setup = (|| -> anyhow::Result<quinn::Endpoint> {
+            let mut sc = quinn::ServerConfig::with_single_cert(vec![cert], key)?;
+            sc.transport_config(transport(cc));
+            Ok(quinn::Endpoint::server(sc, addr)?)
+        })();
+        let ep = match setup {
+            Ok(ep) => {
+                let _ = ready.send(Ok(()));
+                ep
+            }
+            Err(e) => {
+                let msg = format!("{e:#}");
+                let _ = ready.send(Err(e));
+                anyhow::bail!(msg);
+            }
+        };
+        while !stop.load(Ordering::Relaxed) {
+            let inc = tokio::time::timeout(Duration::from_millis(200), ep.accept()).await;
+            let Ok(Some(inc)) = inc else { continue };
+            tokio::spawn(async move {
+                let Ok(conn) = inc.await else { return };
+                while let Ok((mut send, mut recv)) = conn.accept_bi().await {
+                    tokio::spawn(async move {
+                        let Ok(req) = recv.read_to_end(64).await else { return };
+                        let req = String::from_utf8_lossy(&req);
+                        let mut it = req.split_whitespace();
+                        let size: usize = it.next().and_then(|v| v.parse().ok()).unwrap_or(0).min(4 << 20);
+                        let id: u64 = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+                        if send.write_all(expected(id, size)).await.is_ok() {
+                            let _ = send.finish();
+                            // Keep the stream until the peer has everything.
+                            let _ = send.stopped().await;
+                        }
+                    });
+                }
+            });
+        }
+        ep.close(0u32.into(), b"bye");
+        Ok(())
+    })
+}
+
+/// Client parameters.
+#[derive(Debug, Clone)]
+pub struct QuicClient {
+    /// Server address.
+    pub server: SocketAddr,
+    /// Local address.
+    pub bind: IpAddr,
+    /// Parallel connections.
+    pub connections: usize,
+    /// Response size.
+    pub size: usize,
+    /// Run time.
+    pub duration: Duration,
+    /// Congestion control (cubic, bbr, reno).
+    pub cc: String,
+    /// First request id.
+    pub first_id: u64,
+    /// The server's certificate (trusted root).
+    pub cert: CertificateDer<'static>,
+}
+
+/// Runs the client in the calling thread's namespace.
+pub fn run(c: &QuicClient, progress: Arc<dyn Fn(u64) + Send + Sync>) -> anyhow::Result<Samples> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let c = c.clone();
+    rt.block_on(async move {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(c.cert.clone())?;
+        let crypto = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut cfg = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
+        cfg.transport_config(transport(&c.cc));
+        let mut ep = quinn::Endpoint::client(SocketAddr::new(c.bind, 0)).context("QUIC client endpoint")?;
+        ep.set_default_client_config(cfg);
+        let start = Instant::now();
+        let deadline = start + c.duration;
+        let mut tasks = Vec::new();
+        for k in 0..c.connections {
+            let (ep, c, progress) = (ep.clone(), c.clone(), progress.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut s = Samples::default();
+                let conn = match ep.connect(c.server, "hirt-lab") {
+                    Ok(connecting) => match connecting.await {
+                        Ok(conn) => conn,
+                        Err(_) => {
+                            s.errors += 1;
+                            return s;
+                        }
+                    },
+                    Err(_) => {
+                        s.errors += 1;
+                        return s;
+                    }
+                };
+                let mut id = c.first_id + k as u64 * 1_000_000;
+                while Instant::now() < deadline {
+                    id += 1;
+                    let t0 = Instant::now();
+                    let r = async {
+                        let (mut send, mut recv) = conn.open_bi().await?;
+                        send.write_all(format!("{} {}\n", c.size, id).as_bytes()).await?;
+                        send.finish()?;
+                        let body = recv.read_to_end(c.size + 1).await?;
+                        anyhow::Ok(body == expected(id, c.size))
+                    };
+                    match tokio::time::timeout(Duration::from_secs(30), r).await {
+                        Ok(Ok(true)) => {
+                            s.latencies_us.push(t0.elapsed().as_micros() as u64);
+                            s.bytes += c.size as u64;
+                            progress(1);
+                        }
+                        Ok(Ok(false)) => {
+                            s.errors += 1;
+                            s.corrupt += 1;
+                        }
+                        _ => {
+                            s.errors += 1;
+                            break;
+                        }
+                    }
+                }
+                conn.close(0u32.into(), b"done");
+                s
+            }));
+        }
+        let mut parts = Vec::new();
+        for t in tasks {
+            parts.push(t.await.unwrap_or_default());
+        }
+        ep.wait_idle().await;
+        let mut s = Samples::merge(parts);
+        s.elapsed = start.elapsed();
+        Ok(s)
+    })
+}
