@@ -58,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
     let mut delivered: HashSet<Esi> = HashSet::new();
     let mut last: Esi = 0;
     let mut next_enc: Esi = 0;
-    let mut check = |e: Esi, set: &mut HashSet<Esi>| assert!(set.insert(e), "ESI {e} delivered twice");
+    let check = |e: Esi, set: &mut HashSet<Esi>| assert!(set.insert(e), "ESI {e} delivered twice");
     while let Some(op) = c.u8() {
         let mut rec = Vec::new();
         match op % 3 {

@@ -19,12 +19,12 @@ fuzz_target!(|data: &[u8]| {
 
     #[allow(clippy::disallowed_methods)]
     let now = Instant::now();
-    for mode in ["hirt", "ours", "rquic"] {
+    for mode in ["hirt:w=16", "ours:w=16", "rquic"] {
         let mode: FecMode = mode.parse().unwrap();
         let mut enc = Encoder::new(EncoderConfig::new(mode), 1);
         enc.handle_source(fb.stream, b"x", now);
         enc.handle_feedback(&fb, now + Duration::from_millis(1));
-        for i in 0..300u32 {
+        for i in 0..40u32 {
             enc.handle_source(fb.stream, &i.to_be_bytes(), now + Duration::from_millis(2));
             while enc.poll_repair().is_some() {}
         }

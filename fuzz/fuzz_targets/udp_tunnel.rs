@@ -33,7 +33,9 @@ fn server(now: Instant) -> UdpPeer {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, rest)) = data.split_first() else { return };
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
     let now = Instant::now();
     let from: SocketAddr = "192.0.2.1:4000".parse().unwrap();
     match sel % 3 {
@@ -62,7 +64,9 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         _ => {
-            let Some((&which, pkt)) = rest.split_first() else { return };
+            let Some((&which, pkt)) = rest.split_first() else {
+                return;
+            };
             let enc: std::net::Ipv6Addr = "fc00:e::1".parse().unwrap();
             let dec: std::net::Ipv6Addr = "fc00:d::1".parse().unwrap();
             let cfg = NodeConfig {
@@ -70,7 +74,11 @@ fuzz_target!(|data: &[u8]| {
                 dec_sid: Some(dec),
                 peer_dec_sid: dec,
                 peer_enc_sid: enc,
-                behavior: if which & 1 == 0 { Behavior::End } else { Behavior::Dt6 },
+                behavior: if which & 1 == 0 {
+                    Behavior::End
+                } else {
+                    Behavior::Dt6
+                },
                 stream: 0,
                 fec: FecMode::parse_with_window("fixed:w=16,step=4", 16).unwrap(),
                 tlv: Default::default(),
@@ -79,7 +87,9 @@ fuzz_target!(|data: &[u8]| {
                 repair_tclass: 0,
                 seed: 1,
             };
-            let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else { return };
+            let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else {
+                return;
+            };
             let mut buf = vec![0u8; BUF_LEN];
             let n = pkt.len().min(BUF_LEN);
             buf[..n].copy_from_slice(&pkt[..n]);

@@ -15,8 +15,9 @@
 //! `HIRT_GF_KERNEL=portable|ssse3|avx2|avx512|gfni` forces one (an unsupported choice falls back
 //! to the best supported one). Every kernel produces identical bytes (property-tested against
 //! the scalar reference in [`scalar`]).
-
-#![cfg_attr(not(target_arch = "x86_64"), deny(unsafe_code))]
+//!
+//! `unsafe` is confined to the SIMD kernels (`x86`) and to the dispatch calls into them below;
+//! the scalar, portable and table modules deny it.
 
 mod portable;
 pub mod scalar;
@@ -102,96 +103,41 @@ impl Kernel {
         }
     }
 
+    /// The entry points of the kernel that actually runs for `self`.
+    #[inline]
+    fn ops(self) -> &'static Ops {
+        &OPS[self.usable().index() as usize]
+    }
+
     /// `dst[..src.len()] ^= c * src`. Panics if `dst` is shorter than `src`.
     #[inline]
     pub fn mul_add(self, dst: &mut [u8], src: &[u8], c: u8) {
         assert!(dst.len() >= src.len(), "gf: dst shorter than src");
-        match c {
-            0 => {}
-            1 => self.xor(dst, src),
-            _ => match self.usable() {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `usable` checked the CPU features; lengths asserted above.
-                Kernel::Gfni => unsafe { x86::gfni::mul_add(dst, src, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Avx512 => unsafe { x86::avx512::mul_add(dst, src, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Avx2 => unsafe { x86::avx2::mul_add(dst, src, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Ssse3 => unsafe { x86::ssse3::mul_add(dst, src, c) },
-                _ => portable::mul_add(dst, src, c),
-            },
-        }
+        // SAFETY: `ops` only hands out a kernel this CPU supports; lengths asserted above.
+        unsafe { (self.ops().mul_add)(dst, src, c) }
     }
 
     /// `dst[..src.len()] = c * src`. Panics if `dst` is shorter than `src`.
     #[inline]
     pub fn mul(self, dst: &mut [u8], src: &[u8], c: u8) {
         assert!(dst.len() >= src.len(), "gf: dst shorter than src");
-        match c {
-            0 => dst[..src.len()].fill(0),
-            1 => dst[..src.len()].copy_from_slice(src),
-            _ => match self.usable() {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `usable` checked the CPU features; lengths asserted above.
-                Kernel::Gfni => unsafe { x86::gfni::mul(dst, src, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Avx512 => unsafe { x86::avx512::mul(dst, src, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Avx2 => unsafe { x86::avx2::mul(dst, src, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Ssse3 => unsafe { x86::ssse3::mul(dst, src, c) },
-                _ => portable::mul(dst, src, c),
-            },
-        }
+        // SAFETY: as in `mul_add`.
+        unsafe { (self.ops().mul)(dst, src, c) }
     }
 
     /// `dst[..src.len()] ^= src`. Panics if `dst` is shorter than `src`.
     #[inline]
     pub fn xor(self, dst: &mut [u8], src: &[u8]) {
         assert!(dst.len() >= src.len(), "gf: dst shorter than src");
-        match self.usable() {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: `usable` checked the CPU features; lengths asserted above.
-            Kernel::Gfni | Kernel::Avx512 => unsafe { x86::avx512::xor(dst, src) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Kernel::Avx2 => unsafe { x86::avx2::xor(dst, src) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: as above.
-            Kernel::Ssse3 => unsafe { x86::ssse3::xor(dst, src) },
-            _ => portable::xor(dst, src),
-        }
+        // SAFETY: as in `mul_add`.
+        unsafe { (self.ops().xor)(dst, src) }
     }
 
     /// `buf *= c` in place.
     #[inline]
     pub fn scale(self, buf: &mut [u8], c: u8) {
-        match c {
-            0 => buf.fill(0),
-            1 => {}
-            _ => match self.usable() {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `usable` checked the CPU features.
-                Kernel::Gfni => unsafe { x86::gfni::scale(buf, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Avx512 => unsafe { x86::avx512::scale(buf, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Avx2 => unsafe { x86::avx2::scale(buf, c) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: as above.
-                Kernel::Ssse3 => unsafe { x86::ssse3::scale(buf, c) },
-                _ => portable::scale(buf, c),
-            },
-        }
+        // SAFETY: `ops` only hands out a kernel this CPU supports.
+        unsafe { (self.ops().scale)(buf, c) }
     }
 
     /// `dst ^= sum(coefs[i] * srcs[i])` in one pass over `dst`; a source shorter than `dst`
@@ -203,21 +149,120 @@ impl Kernel {
             srcs.iter().all(|s| s.len() <= dst.len()),
             "gf: source longer than dst"
         );
+        // SAFETY: as in `mul_add`; every source fits in `dst` (asserted above).
+        unsafe { (self.ops().mul_add_many)(dst, srcs, coefs) }
+    }
+
+    /// [`Kernel::mul_add_many`] with the sources given by index: `dst ^= c_i * s_i` where
+    /// `(s_i, c_i) = term(i)` for `i < terms`. For sources that do not sit in one slice (a ring
+    /// of window slots, the known columns of a decoder): no list of references to build.
+    /// `term` is called `terms` times up front (to check lengths) and then once per source per
+    /// 256-byte chunk of `dst`, so it must be cheap (a compare-and-subtract ring index rather
+    /// than a `%`) and return the same answer each time.
+    /// Panics if a source is longer than `dst`.
+    ///
+    /// ```
+    /// let slots = vec![vec![1u8; 100], vec![2u8; 100], vec![3u8; 60]];
+    /// let coefs = [5u8, 0, 7];
+    /// let mut repair = vec![0u8; 100];
+    /// // Oldest slot first, in a ring that starts at slot 1.
+    /// hirt_gf::active().mul_add_terms(&mut repair, 3, |j| {
+    ///     let i = if 1 + j >= 3 { 1 + j - 3 } else { 1 + j };
+    ///     (&slots[i][..], coefs[j])
+    /// });
+    /// ```
+    #[inline]
+    pub fn mul_add_terms<'a, F: Fn(usize) -> (&'a [u8], u8)>(
+        self,
+        dst: &mut [u8],
+        terms: usize,
+        term: F,
+    ) {
+        assert!(
+            (0..terms).all(|i| term(i).0.len() <= dst.len()),
+            "gf: source longer than dst"
+        );
         match self.usable() {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `usable` checked the CPU features; lengths asserted above.
-            Kernel::Gfni => unsafe { x86::gfni::mul_add_many(dst, srcs, coefs) },
+            Kernel::Gfni => unsafe { x86::gfni::mul_add_terms(dst, terms, term) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Kernel::Avx512 => unsafe { x86::avx512::mul_add_many(dst, srcs, coefs) },
+            Kernel::Avx512 => unsafe { x86::avx512::mul_add_terms(dst, terms, term) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Kernel::Avx2 => unsafe { x86::avx2::mul_add_many(dst, srcs, coefs) },
+            Kernel::Avx2 => unsafe { x86::avx2::mul_add_terms(dst, terms, term) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
-            Kernel::Ssse3 => unsafe { x86::ssse3::mul_add_many(dst, srcs, coefs) },
-            _ => portable::mul_add_many(dst, srcs, coefs),
+            Kernel::Ssse3 => unsafe { x86::ssse3::mul_add_terms(dst, terms, term) },
+            _ => portable::mul_add_terms(dst, terms, term),
         }
+    }
+}
+
+/// One kernel's entry points. Dispatch is a table load and one indirect call, so a 64-byte
+/// region pays ~1 ns for it. Each entry handles the coefficients 0 and 1 itself.
+///
+/// The functions are `unsafe`: the CPU must support the kernel (guaranteed by
+/// [`Kernel::ops`]), `dst.len() >= src.len()`, and for `mul_add_many` one coefficient per
+/// source, each source at most `dst.len()` long.
+struct Ops {
+    mul_add: unsafe fn(&mut [u8], &[u8], u8),
+    mul: unsafe fn(&mut [u8], &[u8], u8),
+    xor: unsafe fn(&mut [u8], &[u8]),
+    scale: unsafe fn(&mut [u8], u8),
+    mul_add_many: unsafe fn(&mut [u8], &[&[u8]], &[u8]),
+}
+
+const PORTABLE_OPS: Ops = Ops {
+    mul_add: portable::mul_add,
+    mul: portable::mul,
+    xor: portable::xor,
+    scale: portable::scale,
+    mul_add_many: portable::mul_add_many,
+};
+
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86_ops {
+    ($m:ident, $xor:path) => {
+        Ops {
+            mul_add: x86::$m::mul_add,
+            mul: x86::$m::mul,
+            xor: $xor,
+            scale: x86::$m::scale,
+            mul_add_many: x86::$m::mul_add_many,
+        }
+    };
+}
+
+/// Indexed by `Kernel as usize`, in [`Kernel::ALL`] order.
+#[cfg(target_arch = "x86_64")]
+static OPS: [Ops; 5] = [
+    PORTABLE_OPS,
+    x86_ops!(ssse3, x86::ssse3::xor),
+    x86_ops!(avx2, x86::avx2::xor),
+    x86_ops!(avx512, x86::avx512::xor),
+    // GFNI adds nothing to XOR: reuse AVX-512's.
+    x86_ops!(gfni, x86::avx512::xor),
+];
+
+/// Off x86-64 only the portable kernel exists ([`Kernel::is_supported`] is false for the rest).
+#[cfg(not(target_arch = "x86_64"))]
+static OPS: [Ops; 5] = [
+    PORTABLE_OPS,
+    PORTABLE_OPS,
+    PORTABLE_OPS,
+    PORTABLE_OPS,
+    PORTABLE_OPS,
+];
+
+/// `dst = c * src` for `c` in {0, 1}: a fill or a copy, identical in every kernel.
+#[inline]
+pub(crate) fn mul_trivial(dst: &mut [u8], src: &[u8], c: u8) {
+    if c == 0 {
+        dst[..src.len()].fill(0)
+    } else {
+        dst[..src.len()].copy_from_slice(src)
     }
 }
 
@@ -307,6 +352,12 @@ pub fn scale(buf: &mut [u8], c: u8) {
 #[inline]
 pub fn mul_add_many(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
     active().mul_add_many(dst, srcs, coefs)
+}
+
+/// Indexed multi-source multiply-add with the active kernel; see [`Kernel::mul_add_terms`].
+#[inline]
+pub fn mul_add_terms<'a, F: Fn(usize) -> (&'a [u8], u8)>(dst: &mut [u8], terms: usize, term: F) {
+    active().mul_add_terms(dst, terms, term)
 }
 
 #[cfg(test)]
@@ -417,6 +468,12 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "source longer than dst")]
+    fn long_source_in_terms_panics() {
+        active().mul_add_terms(&mut [0u8; 3], 1, |_| (&[1u8; 4][..], 7));
+    }
+
+    #[test]
+    #[should_panic(expected = "source longer than dst")]
     fn long_source_in_many_panics() {
         active().mul_add_many(&mut [0u8; 3], &[&[1u8; 4]], &[7]);
     }
@@ -502,6 +559,12 @@ mod tests {
                 let mut d = dst0.clone();
                 k.mul_add_many(&mut d, &views, &coefs);
                 prop_assert_eq!(&d, &want, "{} mul_add_many", k.name());
+                // The same sum through the indexed form, walking the sources as a rotated ring.
+                let m = views.len();
+                let r = fill as usize;
+                let mut d = dst0.clone();
+                k.mul_add_terms(&mut d, m, |j| (views[(r + j) % m], coefs[(r + j) % m]));
+                prop_assert_eq!(&d, &want, "{} mul_add_terms", k.name());
             }
         }
     }

@@ -1,5 +1,6 @@
 //! Scalar GF(2^8) arithmetic with log/exp tables built at compile time. This is the reference
 //! every SIMD kernel is tested against.
+#![deny(unsafe_code)]
 
 /// The RFC 8681 field polynomial x^8+x^4+x^3+x^2+1.
 pub const POLYNOMIAL: u16 = 0x11D;

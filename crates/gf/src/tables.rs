@@ -1,5 +1,6 @@
 //! Per-coefficient tables shared by the kernels, all built at compile time so that no kernel
 //! pays a set-up cost per call (a 64-byte region is too short to amortise even 32 multiplies).
+#![deny(unsafe_code)]
 
 use crate::scalar::mul_const as mul;
 

@@ -711,6 +711,9 @@ fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<serde_json:
         "emulator_tx_packets": ab.tx_packets,
         "emulator_own_losses": ab.own_losses(),
         "emulator_socket_drops": ab.socket_drops,
+        "emulator_cpu_seconds": ab.cpu_ns as f64 / 1e9,
+        // What one core running the emulator thread forwards: packets per CPU-second.
+        "emulator_gbps_per_core": ab.tx_packets as f64 * 1280.0 * 8.0 / (ab.cpu_ns.max(1) as f64 / 1e9) / 1e9,
         "received_packets": got,
         "lost_before_emulator": sent.0.saturating_sub(ab.rx_packets),
         "lost_in_emulator": ab.rx_packets.saturating_sub(ab.tx_packets),

@@ -314,6 +314,16 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) {
     }
 }
 
+/// CPU time consumed by the calling thread.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is valid for writing.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// Whether a process with this pid exists.
 pub fn pid_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.

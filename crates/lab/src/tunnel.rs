@@ -8,9 +8,10 @@
 //! - UDP mode: `hirt udp -s` in the server namespace, `hirt udp -c` in the client namespace, TUN
 //!   devices `hirt0` with 10.98.0.1 (server) and 10.98.0.2 (client); application routes point into
 //!   the TUN.
-//! - SRv6 mode: each end runs `hirt srv6 --role both` with its encoder SID (`fd00:a::e` client side,
-//!   `fd00:b::e` server side) and decoder SID (`fd00:a::d`, `fd00:b::d`), decoder behaviour
-//!   End.DT6. The ingress is the kernel: the route to the peer's application address is
+//! - SRv6 mode: each end runs `hirt srv6 --role encoder` with its encoder SID (`fd00:a::e` client
+//!   side, `fd00:b::e` server side) towards the peer's decoder SID, and `hirt srv6 --role decoder`
+//!   with its decoder SID (`fd00:a::d`, `fd00:b::d`, behaviour End.DT6). The ingress is the
+//!   kernel: the route to the peer's application address is
 //!   `encap seg6 mode encap segs <own ENC_SID>,<peer DEC_SID>` (H.Encaps).
 
 use std::io::{BufRead, BufReader, Write};
@@ -106,25 +107,33 @@ impl Tunnel {
                     .context("routing into the UDP tunnel")?;
             }
             TunnelMode::Srv6 => {
-                for (ns, enc, dec, peer_under) in [
-                    (&topo.client, ENC_A, DEC_A, topo::UNDER_B6),
-                    (&topo.server, ENC_B, DEC_B, topo::UNDER_A6),
+                // Per side, one encoder instance (for traffic leaving) and one decoder instance
+                // (for traffic arriving): `--role both` is one tunnel's two ends in one process.
+                for (ns, side, enc, dec, peer_enc, peer_dec, peer_prefix, peer_under) in [
+                    (&topo.client, "a", ENC_A, DEC_A, ENC_B, DEC_B, "fd00:b::/64", topo::UNDER_B6),
+                    (&topo.server, "b", ENC_B, DEC_B, ENC_A, DEC_A, "fd00:a::/64", topo::UNDER_A6),
                 ] {
                     // The peer's SIDs are reached over the underlay.
-                    let peer_prefix = if enc == ENC_A { "fd00:b::/64" } else { "fd00:a::/64" };
                     ip(ns, &["-6", "route", "replace", peer_prefix, "via", peer_under])?;
-                    let control = PathBuf::from(format!("/run/hirt-{ns}.sock"));
-                    let mut args = vec![s("srv6"), s("--role"), s("both")];
-                    args.extend([s("--enc-sid"), s(enc), s("--dec-sid"), s(dec)]);
-                    args.extend([s("--behavior"), s("dt6"), s("--dev"), s("hsr0")]);
-                    args.extend([s("--control"), control.display().to_string()]);
-                    args.extend([s("--seed"), seed.to_string()]);
-                    args.extend(extra.iter().cloned());
-                    let log = tmp.join(format!("{ns}-hirt.log"));
-                    let pid = netns::spawn(ns, &bin, &args, &log)?;
-                    t.pids.push(pid);
-                    t.controls.push(control);
-                    t.logs.push(log);
+                    for role in ["encoder", "decoder"] {
+                        let (enc_sid, dec_sid, dev) = if role == "encoder" {
+                            (enc, peer_dec, format!("hse{side}"))
+                        } else {
+                            (peer_enc, dec, format!("hsd{side}"))
+                        };
+                        let control = PathBuf::from(format!("/run/hirt-{ns}-{role}.sock"));
+                        let mut args = vec![s("srv6"), s("--role"), s(role)];
+                        args.extend([s("--enc-sid"), s(enc_sid), s("--dec-sid"), s(dec_sid)]);
+                        args.extend([s("--behavior"), s("dt6"), s("--dev"), dev]);
+                        args.extend([s("--control"), control.display().to_string()]);
+                        args.extend([s("--seed"), seed.to_string()]);
+                        args.extend(extra.iter().cloned());
+                        let log = tmp.join(format!("{ns}-hirt-{role}.log"));
+                        let pid = netns::spawn(ns, &bin, &args, &log)?;
+                        t.pids.push(pid);
+                        t.controls.push(control);
+                        t.logs.push(log);
+                    }
                 }
                 t.wait_ready()?;
                 // Kernel H.Encaps at the ingress of each side.

@@ -79,7 +79,10 @@ impl Batch {
 
     /// Receives up to [`BATCH`] datagrams without blocking. Returns how many.
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
-        let mut iov: [libc::iovec; BATCH] = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; BATCH];
+        let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; BATCH];
         // SAFETY: mmsghdr is plain data; zero is a valid initial value we then fill in.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { MaybeUninit::zeroed().assume_init() };
         for i in 0..BATCH {
@@ -93,17 +96,31 @@ impl Batch {
         // SAFETY: every msghdr points at live buffers (`bufs`, `addrs`, `iov`) that outlive the
         // call; the kernel writes at most `iov_len` / `msg_namelen` bytes into them.
         let n = unsafe {
-            libc::recvmmsg(fd, msgs.as_mut_ptr(), BATCH as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                BATCH as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
         };
         if n < 0 {
             let e = io::Error::last_os_error();
             self.count = 0;
-            return if e.kind() == io::ErrorKind::WouldBlock { Ok(0) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::WouldBlock {
+                Ok(0)
+            } else {
+                Err(e)
+            };
         }
         let n = n as usize;
         for i in 0..n {
             let truncated = msgs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            self.lens[i] = if truncated { 0 } else { msgs[i].msg_len as usize };
+            self.lens[i] = if truncated {
+                0
+            } else {
+                msgs[i].msg_len as usize
+            };
         }
         self.count = n;
         Ok(n)
@@ -112,7 +129,10 @@ impl Batch {
     /// Sends every datagram held (retrying the rest after a partial send), then clears.
     /// Returns how many were sent; datagrams the kernel refuses are dropped.
     pub fn send(&mut self, fd: RawFd) -> io::Result<usize> {
-        let mut iov: [libc::iovec; BATCH] = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; BATCH];
+        let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; BATCH];
         // SAFETY: plain data, filled below.
         let mut msgs: [libc::mmsghdr; BATCH] = unsafe { MaybeUninit::zeroed().assume_init() };
         for i in 0..self.count {
@@ -160,18 +180,24 @@ fn to_storage(a: SocketAddr, s: &mut libc::sockaddr_storage) {
     match a {
         SocketAddr::V4(v) => {
             // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
-            let sin = unsafe { &mut *(s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let sin =
+                unsafe { &mut *(s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
             sin.sin_family = libc::AF_INET as u16;
             sin.sin_port = v.port().to_be();
-            sin.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(v.ip().octets()) };
+            sin.sin_addr = libc::in_addr {
+                s_addr: u32::from_ne_bytes(v.ip().octets()),
+            };
         }
         SocketAddr::V6(v) => {
             // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in6.
-            let sin6 = unsafe { &mut *(s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let sin6 =
+                unsafe { &mut *(s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
             sin6.sin6_family = libc::AF_INET6 as u16;
             sin6.sin6_port = v.port().to_be();
             sin6.sin6_flowinfo = 0;
-            sin6.sin6_addr = libc::in6_addr { s6_addr: v.ip().octets() };
+            sin6.sin6_addr = libc::in6_addr {
+                s6_addr: v.ip().octets(),
+            };
             sin6.sin6_scope_id = v.scope_id();
         }
     }
@@ -183,13 +209,22 @@ fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
             // SAFETY: the family says this is a sockaddr_in.
             let sin = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
             let ip = std::net::Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes());
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says this is a sockaddr_in6.
-            let sin6 = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let sin6 =
+                unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
             let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-            Some(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(sin6.sin6_port), 0, sin6.sin6_scope_id)))
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(sin6.sin6_port),
+                0,
+                sin6.sin6_scope_id,
+            )))
         }
         _ => None,
     }
@@ -222,6 +257,10 @@ mod tests {
             assert_eq!(d, &[i as u8; 100][..]);
             assert_eq!(from, Some(a.local_addr().unwrap()));
         }
-        assert_eq!(inb.recv(b.as_raw_fd()).unwrap(), 0, "nothing more, no blocking");
+        assert_eq!(
+            inb.recv(b.as_raw_fd()).unwrap(),
+            0,
+            "nothing more, no blocking"
+        );
     }
 }

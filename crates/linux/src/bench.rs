@@ -127,13 +127,19 @@ fn topo() -> anyhow::Result<Topo> {
     let base = netns::unique_name("hb");
     let mk = |r: &str| NetNs::new(&format!("{base}{r}"));
     let (c, e, d, s) = (mk("c")?, mk("e")?, mk("d")?, mk("s")?);
-    let v: Vec<String> = ["ce", "ec", "ed", "de", "ds", "sd"].iter().map(|x| format!("{base}{x}")).collect();
+    let v: Vec<String> = ["ce", "ec", "ed", "de", "ds", "sd"]
+        .iter()
+        .map(|x| format!("{base}{x}"))
+        .collect();
     veth(&c, &v[0], &e, &v[1])?;
     veth(&e, &v[2], &d, &v[3])?;
     veth(&d, &v[4], &s, &v[5])?;
     e.ip(&["link", "set", &v[2], "mtu", "1600"])?;
     d.ip(&["link", "set", &v[3], "mtu", "1600"])?;
-    let addr = |ns: &NetNs, dev: &str, a: &str| ns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"]).map(|_| ());
+    let addr = |ns: &NetNs, dev: &str, a: &str| {
+        ns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"])
+            .map(|_| ())
+    };
     addr(&c, &v[0], "2001:db8:1::1/64")?;
     addr(&e, &v[1], "2001:db8:1::2/64")?;
     addr(&e, &v[2], "2001:db8:2::1/64")?;
@@ -153,11 +159,20 @@ fn topo() -> anyhow::Result<Topo> {
     r(&d, "-6 route add fc00:e::/64 via 2001:db8:2::1")?;
     r(&s, "-6 route add default via 2001:db8:9::1")?;
     // Static neighbours would avoid ND delays; one warm-up packet does it as well.
-    Ok(Topo { c, e, d, s, lossy_dev: v[2].clone() })
+    Ok(Topo {
+        c,
+        e,
+        d,
+        s,
+        lossy_dev: v[2].clone(),
+    })
 }
 
 fn mono_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into the timespec we pass.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -191,13 +206,22 @@ fn sender(payload_len: usize, dur: Duration, pps: u64) -> anyhow::Result<u64> {
 }
 
 /// Receives until `idle` passes without a packet. Returns (unique packets, latencies ns).
-fn receiver(ready: std::sync::mpsc::Sender<()>, want_latency: bool) -> anyhow::Result<(u64, Vec<u64>)> {
+fn receiver(
+    ready: std::sync::mpsc::Sender<()>,
+    want_latency: bool,
+) -> anyhow::Result<(u64, Vec<u64>)> {
     let sock = UdpSocket::bind(format!("[{DST}]:9000"))?;
     // Large receive buffer so the receiver is not the bottleneck.
     let sz: libc::c_int = 8 << 20;
     // SAFETY: setsockopt with a c_int on our socket.
     unsafe {
-        libc::setsockopt(sock.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, (&sz as *const libc::c_int).cast(), 4);
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&sz as *const libc::c_int).cast(),
+            4,
+        );
     }
     sock.set_nonblocking(true)?;
     let _ = ready.send(());
@@ -209,7 +233,11 @@ fn receiver(ready: std::sync::mpsc::Sender<()>, want_latency: bool) -> anyhow::R
     loop {
         let n = batch.recv(sock.as_raw_fd())?;
         if n == 0 {
-            let idle = if started { Duration::from_millis(500) } else { Duration::from_secs(10) };
+            let idle = if started {
+                Duration::from_millis(500)
+            } else {
+                Duration::from_secs(10)
+            };
             if last.elapsed() > idle {
                 break;
             }
@@ -262,8 +290,22 @@ fn one_run(
     let _ = t.c.ip(&["-6", "route", "del", "2001:db8:9::/64"]);
     match mode {
         Mode::Kernel => {
-            t.c.ip(&["-6", "route", "add", "2001:db8:9::/64", "via", "2001:db8:1::2"])?;
-            t.e.ip(&["-6", "route", "replace", "2001:db8:9::/64", "via", "2001:db8:2::2"])?;
+            t.c.ip(&[
+                "-6",
+                "route",
+                "add",
+                "2001:db8:9::/64",
+                "via",
+                "2001:db8:1::2",
+            ])?;
+            t.e.ip(&[
+                "-6",
+                "route",
+                "replace",
+                "2001:db8:9::/64",
+                "via",
+                "2001:db8:2::2",
+            ])?;
         }
         Mode::Hirt { .. } => {
             let dev = t.c.ip(&["-o", "link", "show"])?;
@@ -274,17 +316,47 @@ fn one_run(
                 .find(|n| n != "lo")
                 .context("sender device")?;
             t.c.ip(&[
-                "-6", "route", "add", "2001:db8:9::/64", "encap", "seg6", "mode", "encap", "segs",
-                &format!("{ENC},{DEC}"), "dev", &dev,
+                "-6",
+                "route",
+                "add",
+                "2001:db8:9::/64",
+                "encap",
+                "seg6",
+                "mode",
+                "encap",
+                "segs",
+                &format!("{ENC},{DEC}"),
+                "dev",
+                &dev,
             ])?;
-            t.c.ip(&["-6", "route", "replace", "fc00::/16", "via", "2001:db8:1::2"])?;
+            t.c.ip(&[
+                "-6",
+                "route",
+                "replace",
+                "fc00::/16",
+                "via",
+                "2001:db8:1::2",
+            ])?;
             let _ = t.e.ip(&["-6", "route", "del", "2001:db8:9::/64"]);
         }
     }
     if loss > 0.0 {
         t.e.exec(&[
-            "ip6tables", "-A", "FORWARD", "-o", &t.lossy_dev, "-d", "fc00::/16", "-m", "statistic",
-            "--mode", "random", "--probability", &format!("{loss}"), "-j", "DROP",
+            "ip6tables",
+            "-A",
+            "FORWARD",
+            "-o",
+            &t.lossy_dev,
+            "-d",
+            "fc00::/16",
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            &format!("{loss}"),
+            "-j",
+            "DROP",
         ])?;
     }
     let fec = match mode {
@@ -304,9 +376,15 @@ fn one_run(
     };
     let handles = if matches!(mode, Mode::Hirt { .. }) {
         let a = mk("encoder");
-        let enc = t.e.spawn(move || srv6_run::start(a).map_err(std::io::Error::other)).join().expect("join")?;
+        let enc =
+            t.e.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
+                .join()
+                .expect("join")?;
         let a = mk("decoder");
-        let dec = t.d.spawn(move || srv6_run::start(a).map_err(std::io::Error::other)).join().expect("join")?;
+        let dec =
+            t.d.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
+                .join()
+                .expect("join")?;
         Some((enc, dec))
     } else {
         None
@@ -323,10 +401,14 @@ fn one_run(
     std::thread::sleep(Duration::from_millis(300));
     let (tx, rx) = std::sync::mpsc::channel();
     let want_lat = pps > 0;
-    let recv = t.s.spawn(move || receiver(tx, want_lat).map_err(std::io::Error::other));
+    let recv =
+        t.s.spawn(move || receiver(tx, want_lat).map_err(std::io::Error::other));
     let _ = rx.recv_timeout(Duration::from_secs(5));
     let plen = args.packet_size.saturating_sub(48).max(16);
-    let sent = t.c.spawn(move || sender(plen, dur, pps).map_err(std::io::Error::other)).join().expect("join")?;
+    let sent =
+        t.c.spawn(move || sender(plen, dur, pps).map_err(std::io::Error::other))
+            .join()
+            .expect("join")?;
     let (received, lat) = recv.join().expect("join")?;
     let mut run = Run {
         name: name.into(),
@@ -343,9 +425,14 @@ fn one_run(
     };
     if let Some((enc, dec)) = handles {
         std::thread::sleep(Duration::from_millis(300));
-        let sum = |m: &crate::metrics::Metrics, f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
-            m.streams.iter().map(|s| f(s).load(Ordering::Relaxed)).sum::<u64>()
-        };
+        let sum =
+            |m: &crate::metrics::Metrics,
+             f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
+                m.streams
+                    .iter()
+                    .map(|s| f(s).load(Ordering::Relaxed))
+                    .sum::<u64>()
+            };
         let em = enc.metrics.clone();
         let dm = dec.metrics.clone();
         enc.stop();
@@ -368,7 +455,10 @@ fn one_run(
 
 /// Runs `hirt bench dataplane`.
 pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(netns::available(), "hirt bench dataplane needs root and iproute2");
+    anyhow::ensure!(
+        netns::available(),
+        "hirt bench dataplane needs root and iproute2"
+    );
     let t = topo()?;
     let dur = Duration::from_secs_f64(args.duration);
     let mut runs = Vec::new();
@@ -380,13 +470,19 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     ] {
         let (r, _) = one_run(&t, &args, name, mode, loss, 0, dur)?;
         if !args.json {
-            eprintln!("{name}: {:.3} Mpps {:.2} Gbps recovered {}/{}", r.mpps, r.gbps, r.recovered, r.losses);
+            eprintln!(
+                "{name}: {:.3} Mpps {:.2} Gbps recovered {}/{}",
+                r.mpps, r.gbps, r.recovered, r.losses
+            );
         }
         runs.push(r);
     }
     let ldur = Duration::from_secs_f64(args.latency_duration);
     let mut latency = Vec::new();
-    for (name, mode) in [("kernel", Mode::Kernel), ("hirt_fec", Mode::Hirt { fec: true })] {
+    for (name, mode) in [
+        ("kernel", Mode::Kernel),
+        ("hirt_fec", Mode::Hirt { fec: true }),
+    ] {
         let (_, mut lat) = one_run(&t, &args, name, mode, 0.0, args.latency_pps, ldur)?;
         latency.push(Latency {
             name: name.into(),
@@ -408,7 +504,14 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         "kernel_mpps": by("kernel").mpps,
         "nofec_mpps": nofec.mpps,
     });
-    let report = Report { packet_size: args.packet_size, window: args.window, fec: args.fec.clone(), runs, latency, summary };
+    let report = Report {
+        packet_size: args.packet_size,
+        window: args.window,
+        fec: args.fec.clone(),
+        runs,
+        latency,
+        summary,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

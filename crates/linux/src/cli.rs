@@ -91,7 +91,9 @@ pub struct Srv6Args {
 impl Srv6Args {
     /// Fills unset flags from `--config`.
     pub fn resolve(mut self) -> anyhow::Result<Self> {
-        let Some(path) = self.config.clone() else { return Ok(self) };
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path:?}"))?;
         let file: Srv6Args = toml::from_str(&text).with_context(|| format!("parsing {path:?}"))?;
         let s = &mut self;
@@ -181,7 +183,9 @@ pub struct UdpArgs {
 impl UdpArgs {
     /// Fills unset flags from `--config`.
     pub fn resolve(mut self) -> anyhow::Result<Self> {
-        let Some(path) = self.config.clone() else { return Ok(self) };
+        let Some(path) = self.config.clone() else {
+            return Ok(self);
+        };
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path:?}"))?;
         let file: UdpArgs = toml::from_str(&text).with_context(|| format!("parsing {path:?}"))?;
         let s = &mut self;
@@ -248,7 +252,11 @@ pub fn run_status(args: StatusArgs) -> anyhow::Result<()> {
     }
     let v: serde_json::Value = serde_json::from_str(&r)?;
     let st = &v["status"];
-    println!("mode: {}   controller: {}", st["mode"].as_str().unwrap_or("?"), v["controller"]);
+    println!(
+        "mode: {}   controller: {}",
+        st["mode"].as_str().unwrap_or("?"),
+        v["controller"]
+    );
     if let Some(g) = st["global"].as_object() {
         for (k, val) in g {
             println!("  {k:<24} {val}");
@@ -300,7 +308,11 @@ mod tests {
             "role = \"encoder\"\nenc-sid = \"fc00::1\"\nfec = \"hirt\"\necn-ce = true\nthreads = 2\n",
         )
         .unwrap();
-        let a = Srv6Args { config: Some(dir.clone()), fec: Some("none".into()), ..Default::default() };
+        let a = Srv6Args {
+            config: Some(dir.clone()),
+            fec: Some("none".into()),
+            ..Default::default()
+        };
         let r = a.resolve().unwrap();
         assert_eq!(r.role.as_deref(), Some("encoder"));
         assert_eq!(r.enc_sid, Some("fc00::1".parse().unwrap()));
@@ -308,7 +320,10 @@ mod tests {
         assert!(r.ecn_ce);
         assert_eq!(r.threads, Some(2));
         std::fs::write(&dir, "bogus = 1\n").unwrap();
-        let a = Srv6Args { config: Some(dir.clone()), ..Default::default() };
+        let a = Srv6Args {
+            config: Some(dir.clone()),
+            ..Default::default()
+        };
         assert!(a.resolve().is_err(), "unknown keys are refused");
         let _ = std::fs::remove_file(&dir);
     }

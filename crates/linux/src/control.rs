@@ -29,7 +29,11 @@ pub struct Control {
 impl Control {
     /// Shared control state with the initial controller string.
     pub fn new(metrics: Arc<Metrics>, controller: &str) -> Arc<Control> {
-        Arc::new(Control { metrics, generation: AtomicU64::new(0), controller: Mutex::new(controller.into()) })
+        Arc::new(Control {
+            metrics,
+            generation: AtomicU64::new(0),
+            controller: Mutex::new(controller.into()),
+        })
     }
 
     /// Bumped on every accepted change; workers compare it with the last one they applied.
@@ -40,7 +44,10 @@ impl Control {
 
     /// The current controller string.
     pub fn controller(&self) -> String {
-        self.controller.lock().map(|g| g.clone()).unwrap_or_default()
+        self.controller
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default()
     }
 
     /// Sets a new controller after validating it with `validate`.
@@ -98,24 +105,28 @@ pub fn serve(
 ) -> std::io::Result<ControlServer> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
-    std::thread::Builder::new().name("hirt-control".into()).spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-            let mut w = match conn.try_clone() {
-                Ok(w) => w,
-                Err(_) => continue,
-            };
-            for line in BufReader::new(conn).lines() {
-                let Ok(line) = line else { break };
-                let reply = answer(&ctl, &line, &*validate);
-                if writeln!(w, "{reply}").is_err() {
-                    break;
+    std::thread::Builder::new()
+        .name("hirt-control".into())
+        .spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut w = match conn.try_clone() {
+                    Ok(w) => w,
+                    Err(_) => continue,
+                };
+                for line in BufReader::new(conn).lines() {
+                    let Ok(line) = line else { break };
+                    let reply = answer(&ctl, &line, &*validate);
+                    if writeln!(w, "{reply}").is_err() {
+                        break;
+                    }
                 }
             }
-        }
-    })?;
-    Ok(ControlServer { path: path.to_path_buf() })
+        })?;
+    Ok(ControlServer {
+        path: path.to_path_buf(),
+    })
 }
 
 /// Sends one request and returns the answer line.
@@ -140,7 +151,13 @@ mod tests {
         let ctl = Control::new(m, "hirt");
         let dir = std::env::temp_dir().join(format!("hirt-ctl-{}.sock", std::process::id()));
         let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> =
-            Arc::new(|s: &str| if s == "bad" { Err("nope".into()) } else { Ok(()) });
+            Arc::new(|s: &str| {
+                if s == "bad" {
+                    Err("nope".into())
+                } else {
+                    Ok(())
+                }
+            });
         let _srv = serve(&dir, ctl.clone(), validate).unwrap();
         let st = request(&dir, "status").unwrap();
         let v: serde_json::Value = serde_json::from_str(&st).unwrap();

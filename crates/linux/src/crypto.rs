@@ -78,13 +78,17 @@ pub struct Opener {
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sealer").field("encrypt", &self.encrypt).finish_non_exhaustive()
+        f.debug_struct("Sealer")
+            .field("encrypt", &self.encrypt)
+            .finish_non_exhaustive()
     }
 }
 
 impl std::fmt::Debug for Opener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Opener").field("encrypt", &self.encrypt).finish_non_exhaustive()
+        f.debug_struct("Opener")
+            .field("encrypt", &self.encrypt)
+            .finish_non_exhaustive()
     }
 }
 
@@ -96,7 +100,8 @@ pub fn derive_key(secret: &[u8], dir: Direction) -> [u8; 32] {
         Direction::ClientToServer => b"client->server",
         Direction::ServerToClient => b"server->client",
     };
-    hk.expand(info, &mut okm).expect("32 bytes is a valid HKDF-SHA-256 output length");
+    hk.expand(info, &mut okm)
+        .expect("32 bytes is a valid HKDF-SHA-256 output length");
     okm
 }
 
@@ -111,7 +116,11 @@ impl Sealer {
     /// A sealer with the given direction key; `start` is the first counter (use
     /// [`initial_counter`]).
     pub fn new(key: &[u8; 32], encrypt: bool, start: u64) -> Sealer {
-        Sealer { aead: ChaCha20Poly1305::new(Key::from_slice(key)), encrypt, counter: start }
+        Sealer {
+            aead: ChaCha20Poly1305::new(Key::from_slice(key)),
+            encrypt,
+            counter: start,
+        }
     }
 
     /// Seals the frame that lies in `buf[HEADER_LEN..HEADER_LEN + len]`, writing the header in
@@ -120,7 +129,11 @@ impl Sealer {
     pub fn seal(&mut self, buf: &mut [u8], len: usize) -> usize {
         let total = len + OVERHEAD;
         assert!(buf.len() >= total, "seal buffer too small");
-        let mode = if self.encrypt { MODE_ENCRYPT } else { MODE_AUTH };
+        let mode = if self.encrypt {
+            MODE_ENCRYPT
+        } else {
+            MODE_AUTH
+        };
         let counter = self.counter;
         self.counter = self.counter.wrapping_add(1);
         buf[0] = mode;
@@ -178,7 +191,11 @@ impl Opener {
             return Err(OpenError::Malformed);
         }
         let mode = buf[0];
-        let want = if self.encrypt { MODE_ENCRYPT } else { MODE_AUTH };
+        let want = if self.encrypt {
+            MODE_ENCRYPT
+        } else {
+            MODE_AUTH
+        };
         if mode != want {
             return Err(OpenError::Malformed);
         }
@@ -192,7 +209,9 @@ impl Opener {
         let tag = Tag::clone_from_slice(&tail[..TAG_LEN]);
         let n = nonce(mode, counter);
         let ok = if self.encrypt {
-            self.aead.decrypt_in_place_detached(&n, head, body, &tag).is_ok()
+            self.aead
+                .decrypt_in_place_detached(&n, head, body, &tag)
+                .is_ok()
         } else {
             match auth_tag(&self.aead, &n, head, body) {
                 Ok(t) => constant_time_eq(&t, &tag),
@@ -232,7 +251,11 @@ pub struct ReplayWindow {
 
 impl Default for ReplayWindow {
     fn default() -> Self {
-        ReplayWindow { top: 0, seen_any: false, bits: [0; WINDOW_WORDS] }
+        ReplayWindow {
+            top: 0,
+            seen_any: false,
+            bits: [0; WINDOW_WORDS],
+        }
     }
 }
 

@@ -117,7 +117,9 @@ impl Metrics {
     /// Counters for `streams` streams.
     pub fn new(streams: usize, mode: &str) -> Arc<Metrics> {
         Arc::new(Metrics {
-            streams: (0..streams.max(1)).map(|_| StreamCounters::default()).collect(),
+            streams: (0..streams.max(1))
+                .map(|_| StreamCounters::default())
+                .collect(),
             global: GlobalCounters::default(),
             mode: mode.to_string(),
         })
@@ -151,7 +153,11 @@ impl Metrics {
         let snaps: Vec<_> = self.streams.iter().map(|s| s.snapshot()).collect();
         if let Some(first) = snaps.first() {
             for k in first.keys() {
-                let ty = if *k == "controller_ratio_ppm" { "gauge" } else { "counter" };
+                let ty = if *k == "controller_ratio_ppm" {
+                    "gauge"
+                } else {
+                    "counter"
+                };
                 let _ = writeln!(out, "# TYPE hirt_stream_{k} {ty}");
                 for (i, s) in snaps.iter().enumerate() {
                     let _ = writeln!(out, "hirt_stream_{k}{{stream=\"{i}\"}} {}", s[k]);

@@ -10,7 +10,9 @@
 /// Clamps the MSS option of a TCP SYN in `pkt` (an IPv4 or IPv6 packet) to what fits `mtu`.
 /// Returns true when the packet was changed.
 pub fn clamp(pkt: &mut [u8], mtu: u16) -> bool {
-    let Some(&first) = pkt.first() else { return false };
+    let Some(&first) = pkt.first() else {
+        return false;
+    };
     let (l4, max_mss) = match first >> 4 {
         4 => {
             if pkt.len() < 20 || pkt[9] != 6 {
@@ -90,7 +92,11 @@ mod tests {
         let mut sum: u32 = 0;
         let mut add = |b: &[u8]| {
             for c in b.chunks(2) {
-                let w = if c.len() == 2 { u16::from_be_bytes([c[0], c[1]]) } else { u16::from(c[0]) << 8 };
+                let w = if c.len() == 2 {
+                    u16::from_be_bytes([c[0], c[1]])
+                } else {
+                    u16::from(c[0]) << 8
+                };
                 sum += u32::from(w);
             }
         };
@@ -107,7 +113,8 @@ mod tests {
     fn syn4(mss: u16) -> Vec<u8> {
         let mut p = vec![
             0x45, 0, 0, 44, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // IPv4
-            0x30, 0x39, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x02, 0xff, 0xff, 0, 0, 0, 0, // TCP
+            0x30, 0x39, 0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x60, 0x02, 0xff, 0xff, 0, 0, 0,
+            0, // TCP
             2, 4, 0, 0, // MSS option
         ];
         p[42..44].copy_from_slice(&mss.to_be_bytes());

@@ -89,14 +89,22 @@ impl Netlink {
     pub fn open() -> io::Result<Netlink> {
         // SAFETY: plain socket(2) call.
         let raw = unsafe {
-            libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE)
+            libc::socket(
+                libc::AF_NETLINK,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                libc::NETLINK_ROUTE,
+            )
         };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fresh descriptor owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        Ok(Netlink { fd, seq: 1, buf: Vec::with_capacity(256) })
+        Ok(Netlink {
+            fd,
+            seq: 1,
+            buf: Vec::with_capacity(256),
+        })
     }
 
     /// Sets a link up, optionally with an MTU.
@@ -106,8 +114,10 @@ impl Netlink {
         self.buf.push(0);
         self.buf.extend_from_slice(&0u16.to_ne_bytes());
         self.buf.extend_from_slice(&(index as i32).to_ne_bytes());
-        self.buf.extend_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
-        self.buf.extend_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
+        self.buf
+            .extend_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
+        self.buf
+            .extend_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
         if let Some(mtu) = mtu {
             self.attr(IFLA_MTU, &mtu.to_ne_bytes());
         }
@@ -152,7 +162,11 @@ impl Netlink {
 
     fn route(&mut self, ty: u16, flags: u16, r: &Route) -> io::Result<()> {
         self.begin(ty, flags);
-        let scope = if r.gateway.is_none() && matches!(r.dst, IpAddr::V4(_)) { 253 } else { 0 };
+        let scope = if r.gateway.is_none() && matches!(r.dst, IpAddr::V4(_)) {
+            253
+        } else {
+            0
+        };
         self.buf.extend_from_slice(&[
             family(&r.dst),
             r.prefix_len,
@@ -178,7 +192,8 @@ impl Netlink {
     fn rule(&mut self, ty: u16, flags: u16, r: &Rule) -> io::Result<()> {
         self.begin(ty, flags);
         let table8 = if r.table < 256 { r.table as u8 } else { 252 };
-        self.buf.extend_from_slice(&[r.family, 0, 0, 0, table8, 0, 0, FR_ACT_TO_TBL]);
+        self.buf
+            .extend_from_slice(&[r.family, 0, 0, 0, table8, 0, 0, FR_ACT_TO_TBL]);
         self.buf.extend_from_slice(&0u32.to_ne_bytes());
         let mut name = r.iif.as_bytes().to_vec();
         name.push(0);
@@ -193,7 +208,8 @@ impl Netlink {
         self.buf.clear();
         self.buf.extend_from_slice(&0u32.to_ne_bytes());
         self.buf.extend_from_slice(&ty.to_ne_bytes());
-        self.buf.extend_from_slice(&(flags | NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+        self.buf
+            .extend_from_slice(&(flags | NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
         self.buf.extend_from_slice(&self.seq.to_ne_bytes());
         self.buf.extend_from_slice(&0u32.to_ne_bytes());
     }
@@ -231,7 +247,8 @@ impl Netlink {
         let mut resp = [0u8; 4096];
         loop {
             // SAFETY: `resp` is valid for writes of its length.
-            let n = unsafe { libc::recv(self.fd.as_raw_fd(), resp.as_mut_ptr().cast(), resp.len(), 0) };
+            let n =
+                unsafe { libc::recv(self.fd.as_raw_fd(), resp.as_mut_ptr().cast(), resp.len(), 0) };
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -246,7 +263,11 @@ impl Netlink {
                 }
                 if mty == NLMSG_ERROR && mseq == self.seq && mlen >= 20 {
                     let err = i32::from_ne_bytes(resp[off + 16..off + 20].try_into().expect("4"));
-                    return if err == 0 { Ok(()) } else { Err(io::Error::from_raw_os_error(-err)) };
+                    return if err == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::from_raw_os_error(-err))
+                    };
                 }
                 off += (mlen + 3) & !3;
             }

@@ -30,7 +30,9 @@ impl NetNs {
     /// Creates the namespace `name` with loopback up.
     pub fn new(name: &str) -> io::Result<NetNs> {
         run_checked(Command::new("ip").args(["netns", "add", name]))?;
-        let ns = NetNs { name: name.to_string() };
+        let ns = NetNs {
+            name: name.to_string(),
+        };
         ns.ip(&["link", "set", "lo", "up"])?;
         Ok(ns)
     }
@@ -47,7 +49,11 @@ impl NetNs {
 
     /// Runs a command inside the namespace (`ip netns exec`), failing on a non-zero exit.
     pub fn exec(&self, args: &[&str]) -> io::Result<Output> {
-        run_checked(Command::new("ip").args(["netns", "exec", &self.name]).args(args))
+        run_checked(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name])
+                .args(args),
+        )
     }
 
     /// Runs a shell command line inside the namespace, failing on a non-zero exit.
@@ -57,7 +63,8 @@ impl NetNs {
 
     /// Sets a sysctl inside the namespace (`key` like `net.ipv6.conf.all.forwarding`).
     pub fn sysctl(&self, key: &str, value: &str) -> io::Result<()> {
-        self.exec(&["sysctl", "-qw", &format!("{key}={value}")]).map(|_| ())
+        self.exec(&["sysctl", "-qw", &format!("{key}={value}")])
+            .map(|_| ())
     }
 
     /// Moves the calling thread into this namespace. Only that thread is affected.
@@ -81,7 +88,9 @@ impl NetNs {
 
 impl Drop for NetNs {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
     }
 }
 
@@ -124,5 +133,9 @@ pub fn run_checked(cmd: &mut Command) -> io::Result<Output> {
 pub fn available() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    root && Command::new("ip").arg("-V").output().map(|o| o.status.success()).unwrap_or(false)
+    root && Command::new("ip")
+        .arg("-V")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }

@@ -50,7 +50,10 @@ impl StopFlag {
 /// Milliseconds to wait in `poll` until `deadline` (at most `cap`, at least 0; rounded up so a
 /// timer is never polled early in a busy loop).
 pub fn poll_ms(now: Instant, deadline: Option<Instant>, cap: Duration) -> i32 {
-    let d = deadline.map(|t| t.saturating_duration_since(now)).unwrap_or(cap).min(cap);
+    let d = deadline
+        .map(|t| t.saturating_duration_since(now))
+        .unwrap_or(cap)
+        .min(cap);
     let ms = d.as_micros().div_ceil(1000);
     ms as i32
 }

@@ -66,8 +66,14 @@ impl std::str::FromStr for Behavior {
         match s {
             "dt6" | "End.DT6" => Ok(Behavior::Dt6),
             "end" | "End" => Ok(Behavior::End),
-            _ => match s.strip_prefix("dx6:").or_else(|| s.strip_prefix("End.DX6:")) {
-                Some(nh) => nh.parse().map(Behavior::Dx6).map_err(|e| format!("next hop: {e}")),
+            _ => match s
+                .strip_prefix("dx6:")
+                .or_else(|| s.strip_prefix("End.DX6:"))
+            {
+                Some(nh) => nh
+                    .parse()
+                    .map(Behavior::Dx6)
+                    .map_err(|e| format!("next hop: {e}")),
                 None => Err(format!("unknown behavior `{s}` (dt6, dx6:NEXTHOP, end)")),
             },
         }
@@ -142,7 +148,9 @@ pub struct Srv6Node {
 
 impl std::fmt::Debug for Srv6Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Srv6Node").field("cfg", &self.cfg).finish_non_exhaustive()
+        f.debug_struct("Srv6Node")
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
     }
 }
 
@@ -167,7 +175,10 @@ impl Srv6Node {
             None => None,
         };
         let dec = match cfg.dec_sid {
-            Some(_) => Some(Decoder::new(DecoderConfig::new(cfg.fec.scheme.clone()), cfg.seed ^ 0x5eed)),
+            Some(_) => Some(Decoder::new(
+                DecoderConfig::new(cfg.fec.scheme.clone()),
+                cfg.seed ^ 0x5eed,
+            )),
             None => None,
         };
         let n = metrics.streams.len();
@@ -252,7 +263,9 @@ impl Srv6Node {
     }
 
     fn verify(&mut self, pkt: &[u8], stream: StreamId) -> Result<(), Drop> {
-        let Some(a) = self.cfg.auth.as_ref() else { return Ok(()) };
+        let Some(a) = self.cfg.auth.as_ref() else {
+            return Ok(());
+        };
         let key = a.key.as_slice();
         let key_id = a.key_id;
         match wsrv6::verify_auth(pkt, &self.cfg.tlv, |id| (id == key_id).then_some(key)) {
@@ -279,7 +292,9 @@ impl Srv6Node {
         now: Instant,
         emit: &mut dyn FnMut(Egress, &[u8]),
     ) -> Result<(), Drop> {
-        let Ok(l) = Srv6Layout::parse(&buf[..len]) else { return self.count_drop(Drop::Malformed) };
+        let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
+            return self.count_drop(Drop::Malformed);
+        };
         let Ok(tlvs) = HirtTlvs::parse(&buf[l.tlv_range()], &self.cfg.tlv) else {
             return self.count_drop(Drop::Malformed);
         };
@@ -291,7 +306,9 @@ impl Srv6Node {
             if !len_ok {
                 return self.count_drop(Drop::Malformed);
             }
-            let Ok(fb) = decoded else { return self.count_drop(Drop::Malformed) };
+            let Ok(fb) = decoded else {
+                return self.count_drop(Drop::Malformed);
+            };
             self.verify(&buf[..len], stream)?;
             add(&self.metrics.stream(stream).feedback_in, 1);
             if let Some(e) = self.enc.as_mut() {
@@ -314,7 +331,9 @@ impl Srv6Node {
         // Where is the decoder in the segment list (at or after the next segment)?
         let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
         let srh = l.srh(&buf[..len]);
-        let dec_idx = (0..=sl).rev().find(|&i| srh.segment(i as usize) == Some(dec_sid));
+        let dec_idx = (0..=sl)
+            .rev()
+            .find(|&i| srh.segment(i as usize) == Some(dec_sid));
         let Some(dec_idx) = dec_idx else {
             // Not a tunnel we protect: forward as a plain End.
             add(&self.metrics.global.unprotected, 1);
@@ -331,7 +350,10 @@ impl Srv6Node {
             .map(|e| e.handle_source(enc_stream, &buf[..len], now))
             .expect("encoder present");
         restore(buf, l.srh_offset, &saved);
-        let src = SourceRepr { stream: tag.stream, esi: tag.esi };
+        let src = SourceRepr {
+            stream: tag.stream,
+            esi: tag.esi,
+        };
         match wsrv6::insert_source_tlv(buf, len, self.cfg.tlv.source, &src) {
             Ok(n) => {
                 add(&c.enc_packets_out, 1);
@@ -403,7 +425,9 @@ impl Srv6Node {
         now: Instant,
         emit: &mut dyn FnMut(Egress, &[u8]),
     ) -> Result<(), Drop> {
-        let Ok(l) = Srv6Layout::parse(&buf[..len]) else { return self.count_drop(Drop::Malformed) };
+        let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
+            return self.count_drop(Drop::Malformed);
+        };
         let Ok(tlvs) = HirtTlvs::parse(&buf[l.tlv_range()], &self.cfg.tlv) else {
             return self.count_drop(Drop::Malformed);
         };
@@ -468,7 +492,11 @@ impl Srv6Node {
     }
 
     fn dec_recovered(&self, stream: StreamId) -> u64 {
-        self.dec.as_ref().and_then(|d| d.stats(stream)).map(|s| s.recovered).unwrap_or(0)
+        self.dec
+            .as_ref()
+            .and_then(|d| d.stats(stream))
+            .map(|s| s.recovered)
+            .unwrap_or(0)
     }
 
     /// Copies the core's view (losses, residual, controller rate, overload skips) into the
@@ -479,7 +507,8 @@ impl Srv6Node {
             for s in e.streams() {
                 if let Some(st) = e.stats(s) {
                     let c = self.metrics.stream(s);
-                    c.controller_ratio_ppm.store((st.rate * 1e6) as u64, Relaxed);
+                    c.controller_ratio_ppm
+                        .store((st.rate * 1e6) as u64, Relaxed);
                     c.overload_skips.store(st.overload_skips, Relaxed);
                 }
             }
@@ -511,13 +540,23 @@ impl Srv6Node {
             self.out[7] = hl;
             set_traffic_class(&mut self.out, tc);
             add(&self.metrics.stream(r.stream).recovered, 1);
-            behave(&self.cfg, &self.metrics, r.stream, &mut self.out, n, true, emit);
+            behave(
+                &self.cfg,
+                &self.metrics,
+                r.stream,
+                &mut self.out,
+                n,
+                true,
+                emit,
+            );
         }
         let src = self.cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
         let dst = [self.cfg.enc_sid.unwrap_or(self.cfg.peer_enc_sid)];
         while let Some(fb) = dec.poll_feedback(now) {
             let mut body = [0u8; Feedback::MAX_LEN];
-            let Some(blen) = fb.encode(&mut body) else { continue };
+            let Some(blen) = fb.encode(&mut body) else {
+                continue;
+            };
             let h = Srv6Header {
                 src,
                 segments: &dst,
@@ -644,7 +683,12 @@ struct Saved {
 fn normalize(buf: &mut [u8], srh_off: usize, sl: u8, dec_idx: u8, dec_sid: Ipv6Addr) -> Saved {
     let mut da = [0u8; 16];
     da.copy_from_slice(&buf[24..40]);
-    let saved = Saved { hl: buf[7], tc: traffic_class(buf), sl, da };
+    let saved = Saved {
+        hl: buf[7],
+        tc: traffic_class(buf),
+        sl,
+        da,
+    };
     buf[7] = 0;
     set_traffic_class(buf, 0);
     buf[srh_off + 3] = dec_idx;

@@ -87,8 +87,12 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     };
     let enc_sid = args.enc_sid.context("--enc-sid is required")?;
     let dec_sid = args.dec_sid.context("--dec-sid is required")?;
-    let behavior: Behavior =
-        args.behavior.as_deref().unwrap_or("dt6").parse().map_err(anyhow::Error::msg)?;
+    let behavior: Behavior = args
+        .behavior
+        .as_deref()
+        .unwrap_or("dt6")
+        .parse()
+        .map_err(anyhow::Error::msg)?;
     let fec_s = crate::cli::fec_string(args.fec.as_deref(), args.rs.as_deref());
     let fec = FecMode::parse_with_window(&fec_s, args.window.unwrap_or(hirt_core::DEFAULT_WINDOW))
         .map_err(|e| anyhow::anyhow!("--fec {fec_s}: {e}"))?;
@@ -96,9 +100,20 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     let dev = args.dev.clone().unwrap_or_else(|| "hirt0".into());
     let mut tlv = TlvTypes::default();
     if let Some(t) = &args.tlv_types {
-        let v: Vec<u8> = t.split(',').map(|x| x.trim().parse()).collect::<Result<_, _>>()?;
-        anyhow::ensure!(v.len() == 4, "--tlv-types wants source,repair,feedback,auth");
-        tlv = TlvTypes { source: v[0], repair: v[1], feedback: v[2], auth: v[3] };
+        let v: Vec<u8> = t
+            .split(',')
+            .map(|x| x.trim().parse())
+            .collect::<Result<_, _>>()?;
+        anyhow::ensure!(
+            v.len() == 4,
+            "--tlv-types wants source,repair,feedback,auth"
+        );
+        tlv = TlvTypes {
+            source: v[0],
+            repair: v[1],
+            feedback: v[2],
+            auth: v[3],
+        };
     }
     let auth = match &args.hmac_key {
         Some(k) => Some(AuthKey {
@@ -140,7 +155,13 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         for sid in own {
             installed.route(
                 &mut nl,
-                Route { dst: IpAddr::V6(sid), prefix_len: 128, gateway: None, oif: idx, table: MAIN_TABLE },
+                Route {
+                    dst: IpAddr::V6(sid),
+                    prefix_len: 128,
+                    gateway: None,
+                    oif: idx,
+                    table: MAIN_TABLE,
+                },
             )?;
         }
     }
@@ -165,7 +186,12 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         }
         installed.rule(
             &mut nl,
-            Rule { family: libc::AF_INET6 as u8, iif: decap_name.clone(), table: t, priority: 1000 },
+            Rule {
+                family: libc::AF_INET6 as u8,
+                iif: decap_name.clone(),
+                table: t,
+                priority: 1000,
+            },
         )?;
     }
 
@@ -174,8 +200,11 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         .control
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from(format!("/run/hirt-{dev}.sock")));
-    let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> =
-        Arc::new(|s: &str| s.parse::<ControllerConfig>().map(|_| ()).map_err(|e| e.to_string()));
+    let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> = Arc::new(|s: &str| {
+        s.parse::<ControllerConfig>()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
     let control_srv = match control::serve(&control_path, ctl.clone(), validate) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -215,13 +244,25 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
                 .spawn(move || worker(node, q, decap, stop, ctl))?,
         );
     }
-    Ok(Srv6Handle { stop, workers, metrics, installed, _control: control_srv })
+    Ok(Srv6Handle {
+        stop,
+        workers,
+        metrics,
+        installed,
+        _control: control_srv,
+    })
 }
 
 /// Packets read per wake-up before timers and control are looked at.
 const BATCH: usize = 64;
 
-fn worker(mut node: Srv6Node, tun: Tun, decap: Option<Tun>, stop: Arc<StopFlag>, ctl: Arc<Control>) {
+fn worker(
+    mut node: Srv6Node,
+    tun: Tun,
+    decap: Option<Tun>,
+    stop: Arc<StopFlag>,
+    ctl: Arc<Control>,
+) {
     if let Err(e) = tun.set_nonblocking(true) {
         tracing::error!("nonblocking TUN: {e}");
         return;

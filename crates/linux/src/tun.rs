@@ -33,7 +33,10 @@ impl Tun {
     /// With `multi_queue`, every call with the same name attaches one more queue.
     pub fn open(name: &str, multi_queue: bool) -> io::Result<Tun> {
         if name.len() >= libc::IFNAMSIZ || name.is_empty() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad interface name"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad interface name",
+            ));
         }
         let path = CString::new("/dev/net/tun").expect("no NUL");
         // SAFETY: `path` is a valid NUL-terminated string; open has no other preconditions.
@@ -43,17 +46,25 @@ impl Tun {
         }
         // SAFETY: `raw` is a freshly opened descriptor that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut req = IfReqFlags { name: [0; libc::IFNAMSIZ], flags: 0, _pad: [0; 22] };
+        let mut req = IfReqFlags {
+            name: [0; libc::IFNAMSIZ],
+            flags: 0,
+            _pad: [0; 22],
+        };
         for (d, s) in req.name.iter_mut().zip(name.bytes()) {
             *d = s as libc::c_char;
         }
         req.flags = IFF_TUN | IFF_NO_PI | if multi_queue { IFF_MULTI_QUEUE } else { 0 };
         // SAFETY: TUNSETIFF reads and writes a `struct ifreq`-sized buffer, which `req` is (40 B).
-        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut req as *mut IfReqFlags) };
+        let rc =
+            unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut req as *mut IfReqFlags) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Tun { fd, name: name.to_string() })
+        Ok(Tun {
+            fd,
+            name: name.to_string(),
+        })
     }
 
     /// The interface name.
@@ -103,7 +114,11 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
         if flags < 0 {
             return Err(io::Error::last_os_error());
         }
-        let flags = if on { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
+        let flags = if on {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
         if libc::fcntl(fd, libc::F_SETFL, flags) < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -114,7 +129,11 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
 /// Waits until one of `fds` is readable or `timeout_ms` passes (-1: forever). Returns a bitmask
 /// of the readable entries (bit i for `fds[i]`, at most 64 entries).
 pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<u64> {
-    let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 8];
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 8];
     let n = fds.len().min(pfds.len());
     for (p, &fd) in pfds.iter_mut().zip(fds) {
         p.fd = fd;

@@ -17,7 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use hirt_core::{ControllerConfig, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{
+    ControllerConfig, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId,
+    Verdict,
+};
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
 use crate::batch::Batch;
@@ -87,7 +90,10 @@ pub struct UdpPeer {
 
 impl std::fmt::Debug for UdpPeer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpPeer").field("cfg", &self.cfg).field("peer", &self.peer).finish_non_exhaustive()
+        f.debug_struct("UdpPeer")
+            .field("cfg", &self.cfg)
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
     }
 }
 
@@ -109,11 +115,18 @@ impl UdpPeer {
             Role::Client => (Direction::ClientToServer, Direction::ServerToClient),
             Role::Server => (Direction::ServerToClient, Direction::ClientToServer),
         };
-        let sealer = Sealer::new(&crypto::derive_key(&cfg.secret, tx), cfg.encrypt, crypto::initial_counter());
+        let sealer = Sealer::new(
+            &crypto::derive_key(&cfg.secret, tx),
+            cfg.encrypt,
+            crypto::initial_counter(),
+        );
         let opener = Opener::new(&crypto::derive_key(&cfg.secret, rx), cfg.encrypt);
         UdpPeer {
             enc: Encoder::new(EncoderConfig::new(cfg.fec.clone()), cfg.seed),
-            dec: Decoder::new(DecoderConfig::new(cfg.fec.scheme.clone()), cfg.seed ^ 0xdec0de),
+            dec: Decoder::new(
+                DecoderConfig::new(cfg.fec.scheme.clone()),
+                cfg.seed ^ 0xdec0de,
+            ),
             sealer,
             opener,
             peer: cfg.remote,
@@ -155,8 +168,14 @@ impl UdpPeer {
         let stream = self.cfg.stream;
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
-        let tag = self.enc.handle_source(stream, &buf[TUN_OFFSET..TUN_OFFSET + len], now);
-        let repr = UdpRepr::Source { stream: tag.stream, esi: tag.esi, payload: &[] };
+        let tag = self
+            .enc
+            .handle_source(stream, &buf[TUN_OFFSET..TUN_OFFSET + len], now);
+        let repr = UdpRepr::Source {
+            stream: tag.stream,
+            esi: tag.esi,
+            payload: &[],
+        };
         if repr.emit_header(&mut buf[HEADER_LEN..TUN_OFFSET]).is_err() {
             return;
         }
@@ -169,8 +188,15 @@ impl UdpPeer {
 
     fn drain_repairs(&mut self, peer: SocketAddr, send: &mut dyn FnMut(&[u8], SocketAddr)) {
         while let Some(r) = self.enc.poll_repair() {
-            let repr = UdpRepr::Repair { stream: r.stream, info: r.info, timestamp: r.timestamp, payload: r.payload };
-            let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else { continue };
+            let repr = UdpRepr::Repair {
+                stream: r.stream,
+                info: r.info,
+                timestamp: r.timestamp,
+                payload: r.payload,
+            };
+            let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
+                continue;
+            };
             let n = self.sealer.seal(&mut self.out, flen);
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
@@ -217,7 +243,11 @@ impl UdpPeer {
         };
         let mut res = Ok(());
         match repr {
-            UdpRepr::Source { stream, esi, payload } => {
+            UdpRepr::Source {
+                stream,
+                esi,
+                payload,
+            } => {
                 let c = self.metrics.stream(stream);
                 add(&c.dec_packets_in, 1);
                 match self.dec.handle_source(stream, esi, payload, now) {
@@ -231,11 +261,18 @@ impl UdpPeer {
                     }
                 }
             }
-            UdpRepr::Repair { stream, info, timestamp, payload } => {
+            UdpRepr::Repair {
+                stream,
+                info,
+                timestamp,
+                payload,
+            } => {
                 let c = self.metrics.stream(stream);
                 add(&c.repairs_received, 1);
                 let before = self.dec.stats(stream).map(|s| s.recovered).unwrap_or(0);
-                let _ = self.dec.handle_repair(stream, &info, timestamp, payload, now);
+                let _ = self
+                    .dec
+                    .handle_repair(stream, &info, timestamp, payload, now);
                 if self.dec.stats(stream).map(|s| s.recovered).unwrap_or(0) > before {
                     add(&c.repairs_used, 1);
                 }
@@ -259,7 +296,12 @@ impl UdpPeer {
         res
     }
 
-    fn drain_decoder(&mut self, now: Instant, send: &mut dyn FnMut(&[u8], SocketAddr), deliver: &mut dyn FnMut(&[u8])) {
+    fn drain_decoder(
+        &mut self,
+        now: Instant,
+        send: &mut dyn FnMut(&[u8], SocketAddr),
+        deliver: &mut dyn FnMut(&[u8]),
+    ) {
         while let Some(r) = self.dec.poll_recovered() {
             let n = r.data.len();
             if n == 0 || n > MAX_PACKET {
@@ -282,14 +324,18 @@ impl UdpPeer {
         };
         while let Some(fb) = self.dec.poll_feedback(now) {
             let mut body = [0u8; Feedback::MAX_LEN];
-            let Some(blen) = fb.encode(&mut body) else { continue };
+            let Some(blen) = fb.encode(&mut body) else {
+                continue;
+            };
             let repr = UdpRepr::Feedback {
                 stream: fb.stream,
                 path_id: fb.path,
                 timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
                 body: &body[..blen],
             };
-            let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else { continue };
+            let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
+                continue;
+            };
             let n = self.sealer.seal(&mut self.out, flen);
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
             send(&self.out[..n], peer);
@@ -298,14 +344,23 @@ impl UdpPeer {
 
     /// When [`Self::handle_timeout`] should run next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.enc.poll_timeout(), self.dec.poll_timeout(), self.next_keepalive]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.enc.poll_timeout(),
+            self.dec.poll_timeout(),
+            self.next_keepalive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Timers: time-driven repairs, feedback, keepalive.
-    pub fn handle_timeout(&mut self, now: Instant, send: &mut dyn FnMut(&[u8], SocketAddr), deliver: &mut dyn FnMut(&[u8])) {
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        send: &mut dyn FnMut(&[u8], SocketAddr),
+        deliver: &mut dyn FnMut(&[u8]),
+    ) {
         self.enc.handle_timeout(now);
         self.dec.handle_timeout(now);
         if let Some(peer) = self.peer {
@@ -332,7 +387,8 @@ impl UdpPeer {
         for s in self.enc.streams() {
             if let Some(st) = self.enc.stats(s) {
                 let c = self.metrics.stream(s);
-                c.controller_ratio_ppm.store((st.rate * 1e6) as u64, Relaxed);
+                c.controller_ratio_ppm
+                    .store((st.rate * 1e6) as u64, Relaxed);
                 c.overload_skips.store(st.overload_skips, Relaxed);
             }
         }
@@ -416,13 +472,26 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     let (sock, remote) = match role {
         Role::Server => {
             let l = args.listen.as_deref().unwrap_or("0.0.0.0:4096");
-            (UdpSocket::bind(l).with_context(|| format!("binding {l}"))?, None)
+            (
+                UdpSocket::bind(l).with_context(|| format!("binding {l}"))?,
+                None,
+            )
         }
         Role::Client => {
-            let r = args.remote.as_deref().context("-r SERVER:PORT is required with -c")?;
-            let ra = r.to_socket_addrs()?.next().context("cannot resolve the server")?;
+            let r = args
+                .remote
+                .as_deref()
+                .context("-r SERVER:PORT is required with -c")?;
+            let ra = r
+                .to_socket_addrs()?
+                .next()
+                .context("cannot resolve the server")?;
             let bind = args.listen.clone().unwrap_or_else(|| {
-                if ra.is_ipv4() { "0.0.0.0:0".into() } else { "[::]:0".into() }
+                if ra.is_ipv4() {
+                    "0.0.0.0:0".into()
+                } else {
+                    "[::]:0".into()
+                }
             });
             (UdpSocket::bind(&bind)?, Some(ra))
         }
@@ -444,7 +513,17 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         let (a, p) = parse_cidr(a6)?;
         nl.add_addr(idx, a, p)?;
     }
-    let metrics = Metrics::new(1, &format!("udp {}", if role == Role::Server { "server" } else { "client" }));
+    let metrics = Metrics::new(
+        1,
+        &format!(
+            "udp {}",
+            if role == Role::Server {
+                "server"
+            } else {
+                "client"
+            }
+        ),
+    );
     let cfg = PeerConfig {
         role,
         secret,
@@ -458,9 +537,15 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         seed: args.seed.unwrap_or_else(crypto::initial_counter),
     };
     let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
-    let control_path = args.control.clone().unwrap_or_else(|| format!("/run/hirt-{dev}.sock").into());
-    let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> =
-        Arc::new(|s: &str| s.parse::<ControllerConfig>().map(|_| ()).map_err(|e| e.to_string()));
+    let control_path = args
+        .control
+        .clone()
+        .unwrap_or_else(|| format!("/run/hirt-{dev}.sock").into());
+    let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> = Arc::new(|s: &str| {
+        s.parse::<ControllerConfig>()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
     let control_srv = match control::serve(&control_path, ctl.clone(), validate) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -482,11 +567,21 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     let worker = std::thread::Builder::new()
         .name("hirt-udp".into())
         .spawn(move || worker(peer, tun, sock, s2, ctl))?;
-    Ok(UdpHandle { stop, worker: Some(worker), metrics, local, _control: control_srv })
+    Ok(UdpHandle {
+        stop,
+        worker: Some(worker),
+        metrics,
+        local,
+        _control: control_srv,
+    })
 }
 
 fn set_tos(sock: &UdpSocket, v4: bool, tos: u32) {
-    let (level, opt) = if v4 { (libc::IPPROTO_IP, libc::IP_TOS) } else { (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) };
+    let (level, opt) = if v4 {
+        (libc::IPPROTO_IP, libc::IP_TOS)
+    } else {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    };
     let v = tos as libc::c_int;
     // SAFETY: setsockopt with a c_int value of the right size on a socket we own.
     unsafe {

@@ -21,8 +21,13 @@ fn tun_routes_and_rules_in_a_namespace() {
         nl.link_up(idx, Some(1400))?;
         nl.add_addr(idx, "fd00::2".parse().unwrap(), 64)?;
         let sid: Ipv6Addr = "fc00::1".parse().unwrap();
-        let route =
-            Route { dst: IpAddr::V6(sid), prefix_len: 128, gateway: None, oif: idx, table: 254 };
+        let route = Route {
+            dst: IpAddr::V6(sid),
+            prefix_len: 128,
+            gateway: None,
+            oif: idx,
+            table: 254,
+        };
         nl.add_route(&route, false)?;
         let sock = UdpSocket::bind("[fd00::2]:0")?;
         sock.send_to(b"to the sid", "[fc00::1]:9")?;
@@ -36,13 +41,22 @@ fn tun_routes_and_rules_in_a_namespace() {
         assert_eq!(buf[0] >> 4, 6);
         assert_eq!(&buf[24..40], &sid.octets());
         assert_eq!(&buf[n - 10..n], b"to the sid");
-        let rule = Rule { family: libc::AF_INET6 as u8, iif: "hrt0".into(), table: 100, priority: 1000 };
+        let rule = Rule {
+            family: libc::AF_INET6 as u8,
+            iif: "hrt0".into(),
+            table: 100,
+            priority: 1000,
+        };
         nl.add_rule(&rule)?;
-        let shown = std::process::Command::new("ip").args(["-6", "rule"]).output()?;
+        let shown = std::process::Command::new("ip")
+            .args(["-6", "rule"])
+            .output()?;
         let shown = String::from_utf8_lossy(&shown.stdout).to_string();
         assert!(shown.contains("iif hrt0 lookup 100"), "{shown}");
         // (/sys belongs to the mount namespace, not the network one: ask ip instead.)
-        let link = std::process::Command::new("ip").args(["-o", "link", "show", "hrt0"]).output()?;
+        let link = std::process::Command::new("ip")
+            .args(["-o", "link", "show", "hrt0"])
+            .output()?;
         let link = String::from_utf8_lossy(&link.stdout).to_string();
         assert!(link.contains("mtu 1400") && link.contains(",UP"), "{link}");
         nl.del_rule(&rule)?;

@@ -40,7 +40,8 @@ fn topo() -> Topo {
     let base = netns::unique_name("h6");
     let mk = |r: &str| NetNs::new(&format!("{base}{r}")).unwrap();
     let (c, e, m, d, s) = (mk("c"), mk("e"), mk("m"), mk("d"), mk("s"));
-    let v: [String; 8] = ["ce", "ec", "em", "me", "md", "dm", "ds", "sd"].map(|x| format!("{base}{x}"));
+    let v: [String; 8] =
+        ["ce", "ec", "em", "me", "md", "dm", "ds", "sd"].map(|x| format!("{base}{x}"));
     veth(&c, &v[0], &e, &v[1]).unwrap();
     veth(&e, &v[2], &m, &v[3]).unwrap();
     veth(&m, &v[4], &d, &v[5]).unwrap();
@@ -49,7 +50,8 @@ fn topo() -> Topo {
         ns.ip(&["link", "set", dev, "mtu", "1600"]).unwrap();
     }
     let addr = |ns: &NetNs, dev: &str, a: &str| {
-        ns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"]).unwrap();
+        ns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"])
+            .unwrap();
     };
     addr(&c, &v[0], "2001:db8:1::1/64");
     addr(&e, &v[1], "2001:db8:1::2/64");
@@ -63,18 +65,31 @@ fn topo() -> Topo {
         ns.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
         ns.sysctl("net.ipv6.conf.all.seg6_enabled", "1").unwrap();
     }
-    m.sysctl(&format!("net.ipv6.conf.{}.seg6_enabled", v[3]), "1").unwrap();
+    m.sysctl(&format!("net.ipv6.conf.{}.seg6_enabled", v[3]), "1")
+        .unwrap();
     let r = |ns: &NetNs, args: &str| {
         let a: Vec<&str> = args.split_whitespace().collect();
         ns.ip(&a).unwrap();
     };
     r(&c, "-6 route add fc00::/16 via 2001:db8:1::2");
-    r(&c, &format!("-6 route add 2001:db8:9::/64 encap seg6 mode encap segs {ENC},{MID},{DEC} dev {}", v[0]));
+    r(
+        &c,
+        &format!(
+            "-6 route add 2001:db8:9::/64 encap seg6 mode encap segs {ENC},{MID},{DEC} dev {}",
+            v[0]
+        ),
+    );
     r(&c, "-6 route add default via 2001:db8:1::2");
     r(&e, "-6 route add fc00:b::/64 via 2001:db8:2::2");
     r(&e, "-6 route add fc00:d::/64 via 2001:db8:2::2");
     r(&e, "-6 route add default via 2001:db8:2::2");
-    r(&m, &format!("-6 route add {MID}/128 encap seg6local action End dev {}", v[3]));
+    r(
+        &m,
+        &format!(
+            "-6 route add {MID}/128 encap seg6local action End dev {}",
+            v[3]
+        ),
+    );
     r(&m, "-6 route add fc00:d::/64 via 2001:db8:3::2");
     r(&m, "-6 route add fc00:e::/64 via 2001:db8:2::1");
     r(&m, "-6 route add 2001:db8:1::/64 via 2001:db8:2::1");
@@ -122,25 +137,68 @@ fn srv6_tunnel_through_namespaces() {
     let t = topo();
     // 3% random loss on everything the encoder's side sends into the tunnel (sources and repairs).
     t.e.exec(&[
-        "ip6tables", "-A", "FORWARD", "-o", &t.v[2], "-d", "fc00::/16", "-m", "statistic", "--mode",
-        "random", "--probability", "0.03", "-j", "DROP",
+        "ip6tables",
+        "-A",
+        "FORWARD",
+        "-o",
+        &t.v[2],
+        "-d",
+        "fc00::/16",
+        "-m",
+        "statistic",
+        "--mode",
+        "random",
+        "--probability",
+        "0.03",
+        "-j",
+        "DROP",
     ])
     .unwrap();
     // Counts packets with a routing header (type 4) on the server's link: must stay 0.
-    t.d.exec(&["ip6tables", "-A", "FORWARD", "-o", &t.v[6], "-m", "rt", "--rt-type", "4"]).unwrap();
+    t.d.exec(&[
+        "ip6tables",
+        "-A",
+        "FORWARD",
+        "-o",
+        &t.v[6],
+        "-m",
+        "rt",
+        "--rt-type",
+        "4",
+    ])
+    .unwrap();
     let tag = t.e.name().to_string();
     let enc = {
         let a = args("encoder", &format!("{tag}-enc.sock"));
-        t.e.spawn(move || srv6_run::start(a).map_err(std::io::Error::other)).join().unwrap().unwrap()
+        t.e.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
+            .join()
+            .unwrap()
+            .unwrap()
     };
     let dec = {
         let a = args("decoder", &format!("{tag}-dec.sock"));
-        t.d.spawn(move || srv6_run::start(a).map_err(std::io::Error::other)).join().unwrap().unwrap()
+        t.d.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
+            .join()
+            .unwrap()
+            .unwrap()
     };
     // tshark on the middle-to-decoder link.
     let pcap = std::env::temp_dir().join(format!("{tag}.pcap"));
     let tshark = Command::new("ip")
-        .args(["netns", "exec", t.m.name(), "tshark", "-q", "-i", &t.v[4], "-c", "30", "-a", "duration:20", "-w"])
+        .args([
+            "netns",
+            "exec",
+            t.m.name(),
+            "tshark",
+            "-q",
+            "-i",
+            &t.v[4],
+            "-c",
+            "30",
+            "-a",
+            "duration:20",
+            "-w",
+        ])
         .arg(&pcap)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -185,9 +243,24 @@ fn srv6_tunnel_through_namespaces() {
     }
     let missing: Vec<u32> = (0..N).filter(|&i| seen[i as usize] == 0).collect();
     let dups: Vec<u32> = (0..N + TAIL).filter(|&i| seen[i as usize] > 1).collect();
-    let recovered: u64 = dec.metrics.streams.iter().map(|s| s.recovered.load(Ordering::Relaxed)).sum();
-    let repairs: u64 = enc.metrics.streams.iter().map(|s| s.repairs_sent.load(Ordering::Relaxed)).sum();
-    let feedback: u64 = enc.metrics.streams.iter().map(|s| s.feedback_in.load(Ordering::Relaxed)).sum();
+    let recovered: u64 = dec
+        .metrics
+        .streams
+        .iter()
+        .map(|s| s.recovered.load(Ordering::Relaxed))
+        .sum();
+    let repairs: u64 = enc
+        .metrics
+        .streams
+        .iter()
+        .map(|s| s.repairs_sent.load(Ordering::Relaxed))
+        .sum();
+    let feedback: u64 = enc
+        .metrics
+        .streams
+        .iter()
+        .map(|s| s.feedback_in.load(Ordering::Relaxed))
+        .sum();
     eprintln!(
         "delivered {} recovered {recovered} repairs {repairs} feedback {feedback} missing {} dups {}",
         got.len(),
@@ -215,9 +288,8 @@ fn srv6_tunnel_through_namespaces() {
         Ok(h.finalize().to_vec())
     });
     std::thread::sleep(Duration::from_millis(200));
-    let sent = t
-        .c
-        .spawn(|| {
+    let sent =
+        t.c.spawn(|| {
             let mut c = TcpStream::connect(format!("[{SERVER}]:7001"))?;
             c.set_write_timeout(Some(Duration::from_secs(20)))?;
             let mut h = Sha256::new();
@@ -236,22 +308,42 @@ fn srv6_tunnel_through_namespaces() {
     assert_eq!(sent, received, "TCP digest mismatch");
 
     // The kernel End SID forwarded our sources; nothing with an SRH reached the server link.
-    let fwd = t.d.exec(&["ip6tables", "-L", "FORWARD", "-v", "-x", "-n"]).unwrap();
+    let fwd =
+        t.d.exec(&["ip6tables", "-L", "FORWARD", "-v", "-x", "-n"])
+            .unwrap();
     let fwd = String::from_utf8_lossy(&fwd.stdout).to_string();
-    let rt_line = fwd.lines().find(|l| l.contains("rt type:4")).unwrap_or("").to_string();
-    let pkts: u64 = rt_line.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(u64::MAX);
-    assert_eq!(pkts, 0, "packets with an SRH reached the server link: {fwd}");
+    let rt_line = fwd
+        .lines()
+        .find(|l| l.contains("rt type:4"))
+        .unwrap_or("")
+        .to_string();
+    let pkts: u64 = rt_line
+        .split_whitespace()
+        .next()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert_eq!(
+        pkts, 0,
+        "packets with an SRH reached the server link: {fwd}"
+    );
     let auth_failures = dec.metrics.streams[0].auth_failures.load(Ordering::Relaxed);
     assert_eq!(auth_failures, 0);
 
     if let Some(mut ts) = tshark {
         let _ = ts.wait();
-        let out = Command::new("tshark").arg("-r").arg(&pcap).arg("-V").output();
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .arg("-V")
+            .output();
         let _ = std::fs::remove_file(&pcap);
         match out {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
-                assert!(text.contains("Segment Routing"), "tshark did not decode an SRH");
+                assert!(
+                    text.contains("Segment Routing"),
+                    "tshark did not decode an SRH"
+                );
                 assert!(text.contains("fc00:d::1"), "segment list not decoded");
             }
             _ => eprintln!("tshark not usable here; skipping the decode check"),
@@ -261,5 +353,8 @@ fn srv6_tunnel_through_namespaces() {
     dec.stop();
     // Routes were removed on stop.
     let routes = t.e.ip(&["-6", "route", "show"]).unwrap();
-    assert!(!String::from_utf8_lossy(&routes.stdout).contains(ENC), "SID route left behind");
+    assert!(
+        !String::from_utf8_lossy(&routes.stdout).contains(ENC),
+        "SID route left behind"
+    );
 }

@@ -13,7 +13,9 @@ use hirt_linux::udp;
 
 fn payload(i: u32, dir: u8) -> Vec<u8> {
     let len = 32 + (i as usize * 7919) % 1100;
-    let mut p: Vec<u8> = (0..len).map(|k| (k as u32 ^ i.wrapping_mul(2654435761)) as u8 ^ dir).collect();
+    let mut p: Vec<u8> = (0..len)
+        .map(|k| (k as u32 ^ i.wrapping_mul(2654435761)) as u8 ^ dir)
+        .collect();
     p[..4].copy_from_slice(&i.to_be_bytes());
     p
 }
@@ -65,26 +67,49 @@ fn udp_tunnel_both_ways_with_address_change() {
     let s = NetNs::new(&format!("{base}s")).unwrap();
     let (vc, vs) = (format!("{base}vc"), format!("{base}vs"));
     veth(&c, &vc, &s, &vs).unwrap();
-    c.ip(&["addr", "add", "192.168.77.2/24", "dev", &vc]).unwrap();
+    c.ip(&["addr", "add", "192.168.77.2/24", "dev", &vc])
+        .unwrap();
     // Keep the new address when the old (primary) one is removed mid-run.
-    c.sysctl("net.ipv4.conf.all.promote_secondaries", "1").unwrap();
-    c.sysctl(&format!("net.ipv4.conf.{vc}.promote_secondaries"), "1").unwrap();
-    s.ip(&["addr", "add", "192.168.77.1/24", "dev", &vs]).unwrap();
+    c.sysctl("net.ipv4.conf.all.promote_secondaries", "1")
+        .unwrap();
+    c.sysctl(&format!("net.ipv4.conf.{vc}.promote_secondaries"), "1")
+        .unwrap();
+    s.ip(&["addr", "add", "192.168.77.1/24", "dev", &vs])
+        .unwrap();
     for (ns, port) in [(&s, "--dport"), (&c, "--sport")] {
         ns.exec(&[
-            "iptables", "-A", "INPUT", "-p", "udp", port, "4096", "-m", "statistic", "--mode",
-            "random", "--probability", "0.03", "-j", "DROP",
+            "iptables",
+            "-A",
+            "INPUT",
+            "-p",
+            "udp",
+            port,
+            "4096",
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            "0.03",
+            "-j",
+            "DROP",
         ])
         .unwrap();
     }
     let tag = base.clone();
     let server = {
         let a = args(true, &tag);
-        s.spawn(move || udp::start(a).map_err(std::io::Error::other)).join().unwrap().unwrap()
+        s.spawn(move || udp::start(a).map_err(std::io::Error::other))
+            .join()
+            .unwrap()
+            .unwrap()
     };
     let client = {
         let a = args(false, &tag);
-        c.spawn(move || udp::start(a).map_err(std::io::Error::other)).join().unwrap().unwrap()
+        c.spawn(move || udp::start(a).map_err(std::io::Error::other))
+            .join()
+            .unwrap()
+            .unwrap()
     };
     std::thread::sleep(Duration::from_millis(600));
 
@@ -130,7 +155,11 @@ fn udp_tunnel_both_ways_with_address_change() {
             if i == N / 2 {
                 // The client's underlay address changes (NAT rebinding, new network).
                 let run = |a: &[&str]| {
-                    std::process::Command::new("ip").args(["-n", &cname]).args(a).output().map(|_| ())
+                    std::process::Command::new("ip")
+                        .args(["-n", &cname])
+                        .args(a)
+                        .output()
+                        .map(|_| ())
                 };
                 run(&["addr", "add", "192.168.77.3/24", "dev", &vc2])?;
                 run(&["addr", "del", "192.168.77.2/24", "dev", &vc2])?;
@@ -152,7 +181,11 @@ fn udp_tunnel_both_ways_with_address_change() {
     let got_c = c_rx.join().unwrap().unwrap();
     let rec_s = server.metrics.streams[0].recovered.load(Ordering::Relaxed);
     let rec_c = client.metrics.streams[0].recovered.load(Ordering::Relaxed);
-    let changes = server.metrics.global.peer_address_changes.load(Ordering::Relaxed);
+    let changes = server
+        .metrics
+        .global
+        .peer_address_changes
+        .load(Ordering::Relaxed);
     let auth = server.metrics.global.auth_failures.load(Ordering::Relaxed);
     eprintln!(
         "server got {} (recovered {rec_s}), client got {} (recovered {rec_c}), address changes {changes}, auth failures {auth}",

@@ -129,7 +129,11 @@ pub fn plan(sweep: Sweep, o: &PlanOptions) -> Vec<Point> {
             pts.push(Point { sweep, label: label.into(), p, r, index, scenario });
         }
     };
+    // HIRT §VIII counts packets, not time: no scheme there has time-driven repairs (HIRT as
+    // published has none), so the §VIII sweeps turn them off for everyone. The sparse sweep is
+    // about them and keeps the configured delay.
     let base = Scenario { packets: o.packets, ..o.base.clone() };
+    let base = if sweep == Sweep::Sparse { base } else { Scenario { repair_delay: None, ..base } };
     match sweep {
         Sweep::Fig10 => {
             for i in 0..=10 {

@@ -2,12 +2,14 @@
 //! is compiled inside each ISA's `#[target_feature]` entry point.
 //!
 //! Shape of every loop: 4 registers per iteration (enough independent work to hide the shuffle /
-//! affine latency), then single registers, then one partial register for the tail (masked on
-//! AVX-512, bounced through a stack buffer on SSSE3/AVX2). Loads and stores are unaligned: packet
-//! buffers come at any offset, and on current cores an unaligned access that does not split a
-//! cache line costs the same as an aligned one.
+//! affine latency), then single registers, then the tail: one masked register on AVX-512, a
+//! table lookup per byte on SSSE3/AVX2 (cheaper than bouncing a few bytes through a stack
+//! buffer, which only `mul_add_many`'s partial chunks still do). Loads and stores are unaligned:
+//! packet buffers come at any offset, and on current cores an unaligned access that does not
+//! split a cache line costs the same as an aligned one.
 
 use super::vectors::Vector;
+use crate::tables::MUL;
 
 /// `dst[..n] ^= c * src[..n]`.
 ///
@@ -41,9 +43,16 @@ pub(super) unsafe fn mul_add<V: Vector>(dst: *mut u8, src: *const u8, n: usize, 
         }
         if i < n {
             let r = n - i;
-            V::load_partial(src.add(i), r)
-                .mul_xor(k, V::load_partial(dst.add(i), r))
-                .store_partial(dst.add(i), r);
+            if V::MASKED {
+                V::load_partial(src.add(i), r)
+                    .mul_xor(k, V::load_partial(dst.add(i), r))
+                    .store_partial(dst.add(i), r);
+            } else {
+                let row = &MUL[c as usize];
+                for j in i..n {
+                    *dst.add(j) ^= row[*src.add(j) as usize];
+                }
+            }
         }
     }
 }
@@ -78,9 +87,16 @@ pub(super) unsafe fn mul<V: Vector>(dst: *mut u8, src: *const u8, n: usize, c: u
         }
         if i < n {
             let r = n - i;
-            V::load_partial(src.add(i), r)
-                .mul(k)
-                .store_partial(dst.add(i), r);
+            if V::MASKED {
+                V::load_partial(src.add(i), r)
+                    .mul(k)
+                    .store_partial(dst.add(i), r);
+            } else {
+                let row = &MUL[c as usize];
+                for j in i..n {
+                    *dst.add(j) = row[*src.add(j) as usize];
+                }
+            }
         }
     }
 }
@@ -115,9 +131,15 @@ pub(super) unsafe fn xor<V: Vector>(dst: *mut u8, src: *const u8, n: usize) {
         }
         if i < n {
             let r = n - i;
-            V::load_partial(dst.add(i), r)
-                .xor(V::load_partial(src.add(i), r))
-                .store_partial(dst.add(i), r);
+            if V::MASKED {
+                V::load_partial(dst.add(i), r)
+                    .xor(V::load_partial(src.add(i), r))
+                    .store_partial(dst.add(i), r);
+            } else {
+                for j in i..n {
+                    *dst.add(j) ^= *src.add(j);
+                }
+            }
         }
     }
 }
@@ -161,11 +183,19 @@ unsafe fn store_upto<V: Vector>(v: V, p: *mut u8, avail: usize) {
 /// source, that halves the memory traffic (no reload/store of `dst` per source), which is what
 /// makes the RLC encoder and decoder cheap for large windows.
 ///
+/// Source `i` and its coefficient are `term(i)` for `i < terms`; `term` is called once per
+/// source per chunk, so it must be cheap (an index computation) and return the same answer
+/// every time.
+///
 /// # Safety
-/// `srcs.len() == coefs.len()`, every source is at most `dst.len()` bytes, no source overlaps
-/// `dst`; the CPU has `V`'s features and the caller is compiled with them.
+/// Every source `term(i).0` is at most `dst.len()` bytes; the CPU has `V`'s features and the
+/// caller is compiled with them. (A source cannot overlap `dst`: it is a shared borrow.)
 #[inline(always)]
-pub(super) unsafe fn mul_add_many<V: Vector>(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
+pub(super) unsafe fn mul_add_many<'a, V: Vector, F: Fn(usize) -> (&'a [u8], u8)>(
+    dst: &mut [u8],
+    terms: usize,
+    term: F,
+) {
     let l = V::LANES;
     let chunk = 4 * l;
     let n = dst.len();
@@ -203,7 +233,8 @@ pub(super) unsafe fn mul_add_many<V: Vector>(dst: &mut [u8], srcs: &[&[u8]], coe
                     a0.xor(a0)
                 };
             }
-            for (s, &c) in srcs.iter().zip(coefs) {
+            for i in 0..terms {
+                let (s, c) = term(i);
                 if c == 0 || s.len() <= off {
                     continue;
                 }

@@ -29,6 +29,12 @@ macro_rules! entry_points {
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn mul_add(dst: &mut [u8], src: &[u8], c: u8) {
                 debug_assert!(dst.len() >= src.len());
+                match c {
+                    0 => return,
+                    // SAFETY: same contract as ours.
+                    1 => return unsafe { xor(dst, src) },
+                    _ => {}
+                }
                 // SAFETY: lengths checked by the caller (contract above); features enabled.
                 unsafe { generic::mul_add::<$vector>(dst.as_mut_ptr(), src.as_ptr(), src.len(), c) }
             }
@@ -40,6 +46,9 @@ macro_rules! entry_points {
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn mul(dst: &mut [u8], src: &[u8], c: u8) {
                 debug_assert!(dst.len() >= src.len());
+                if c < 2 {
+                    return crate::mul_trivial(dst, src, c);
+                }
                 // SAFETY: as above.
                 unsafe { generic::mul::<$vector>(dst.as_mut_ptr(), src.as_ptr(), src.len(), c) }
             }
@@ -50,6 +59,11 @@ macro_rules! entry_points {
             /// The CPU supports the module's features.
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn scale(buf: &mut [u8], c: u8) {
+                match c {
+                    0 => return buf.fill(0),
+                    1 => return,
+                    _ => {}
+                }
                 let p = buf.as_mut_ptr();
                 // SAFETY: in place; every vector is loaded before the same bytes are stored.
                 unsafe { generic::mul::<$vector>(p, p, buf.len(), c) }
@@ -74,8 +88,26 @@ macro_rules! entry_points {
             /// source is at most `dst.len()` long.
             #[target_feature(enable = $features)]
             pub(crate) unsafe fn mul_add_many(dst: &mut [u8], srcs: &[&[u8]], coefs: &[u8]) {
+                debug_assert_eq!(srcs.len(), coefs.len());
                 // SAFETY: as above.
-                unsafe { generic::mul_add_many::<$vector>(dst, srcs, coefs) }
+                unsafe {
+                    generic::mul_add_many::<$vector, _>(dst, srcs.len(), |i| (srcs[i], coefs[i]))
+                }
+            }
+
+            /// `dst ^= sum of term(i).1 * term(i).0` for `i < terms`.
+            ///
+            /// # Safety
+            /// The CPU supports the module's features and every source is at most `dst.len()`
+            /// long.
+            #[target_feature(enable = $features)]
+            pub(crate) unsafe fn mul_add_terms<'a, F: Fn(usize) -> (&'a [u8], u8)>(
+                dst: &mut [u8],
+                terms: usize,
+                term: F,
+            ) {
+                // SAFETY: as above.
+                unsafe { generic::mul_add_many::<$vector, F>(dst, terms, term) }
             }
         }
     };

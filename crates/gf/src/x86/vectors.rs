@@ -12,6 +12,9 @@ use crate::tables::{AFFINE, NIBBLE};
 pub(crate) trait Vector: Copy {
     /// Bytes per register.
     const LANES: usize;
+    /// Whether partial loads/stores are native masked accesses (AVX-512) rather than a bounce
+    /// through a stack buffer; without them, region tails are done a byte at a time.
+    const MASKED: bool;
     /// A coefficient prepared for [`Vector::mul`] (nibble tables or an affine matrix), set up
     /// once per region and source.
     type Coef: Copy;
@@ -52,6 +55,7 @@ pub(crate) struct Ssse3(__m128i);
 
 impl Vector for Ssse3 {
     const LANES: usize = 16;
+    const MASKED: bool = false;
     type Coef = Nibbles<__m128i>;
 
     #[inline(always)]
@@ -119,6 +123,7 @@ pub(crate) struct Avx2(__m256i);
 
 impl Vector for Avx2 {
     const LANES: usize = 32;
+    const MASKED: bool = false;
     type Coef = Nibbles<__m256i>;
 
     #[inline(always)]
@@ -192,6 +197,7 @@ pub(crate) struct Avx512(__m512i);
 
 impl Vector for Avx512 {
     const LANES: usize = 64;
+    const MASKED: bool = true;
     type Coef = Nibbles<__m512i>;
 
     #[inline(always)]
@@ -264,6 +270,7 @@ pub(crate) struct Gfni(__m512i);
 
 impl Vector for Gfni {
     const LANES: usize = 64;
+    const MASKED: bool = true;
     type Coef = __m512i;
 
     #[inline(always)]

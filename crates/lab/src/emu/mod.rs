@@ -43,6 +43,7 @@ pub struct SharedCounters {
     truncated: AtomicU64,
     overflow: AtomicU64,
     socket_drops: AtomicU64,
+    cpu_ns: AtomicU64,
 }
 
 /// A snapshot of one direction's counters.
@@ -71,6 +72,8 @@ pub struct DirectionStats {
     /// Frames the kernel dropped because the emulator did not read them in time (its receive
     /// buffer was full): the emulator's own losses.
     pub socket_drops: u64,
+    /// CPU time the direction's thread used, nanoseconds (its cost per packet).
+    pub cpu_ns: u64,
 }
 
 impl DirectionStats {
@@ -105,6 +108,7 @@ impl SharedCounters {
             truncated: l(&self.truncated),
             overflow: l(&self.overflow),
             socket_drops: l(&self.socket_drops),
+            cpu_ns: l(&self.cpu_ns),
         }
     }
 }
@@ -301,6 +305,7 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
         }
     }
     ctr.socket_drops.fetch_add(rx.take_drops(), Ordering::Relaxed);
+    ctr.cpu_ns.store(sys::thread_cpu_time().as_nanos() as u64, Ordering::Relaxed);
     pipe_publish(&pipe, ctr, tx_packets, tx_errors, truncated, overflow);
 }
 

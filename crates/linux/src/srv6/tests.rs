@@ -127,16 +127,21 @@ fn run(
             let pkt = encapsulated(segs, i);
             buf[..pkt.len()].copy_from_slice(&pkt);
             let mut out = Vec::new();
-            p.enc.handle_packet(&mut buf, pkt.len(), now, &mut |e, b| out.push((e, b.to_vec()))).unwrap();
+            p.enc
+                .handle_packet(&mut buf, pkt.len(), now, &mut |e, b| {
+                    out.push((e, b.to_vec()))
+                })
+                .unwrap();
             for (e, mut b) in out {
                 assert_eq!(e, Egress::Kernel);
-                let is_repair = b.len() > 40 && HirtTlvs::parse(
-                    &b[Srv6Layout::parse(&b).unwrap().tlv_range()],
-                    &TlvTypes::default(),
-                )
-                .unwrap()
-                .repair
-                .is_some();
+                let is_repair = b.len() > 40
+                    && HirtTlvs::parse(
+                        &b[Srv6Layout::parse(&b).unwrap().tlv_range()],
+                        &TlvTypes::default(),
+                    )
+                    .unwrap()
+                    .repair
+                    .is_some();
                 let lost = if is_repair {
                     ri += 1;
                     lose(ri - 1, 'r')
@@ -163,7 +168,9 @@ fn run(
         for pkt in to_dec.drain(..) {
             buf[..pkt.len()].copy_from_slice(&pkt);
             let mut out = Vec::new();
-            let _ = p.dec.handle_packet(&mut buf, pkt.len(), now, &mut |e, b| out.push((e, b.to_vec())));
+            let _ = p.dec.handle_packet(&mut buf, pkt.len(), now, &mut |e, b| {
+                out.push((e, b.to_vec()))
+            });
             for (e, b) in out {
                 match e {
                     Egress::Decap => decap.push(b),
@@ -174,7 +181,9 @@ fn run(
         }
         for pkt in to_enc.drain(..) {
             buf[..pkt.len()].copy_from_slice(&pkt);
-            let _ = p.enc.handle_packet(&mut buf, pkt.len(), now, &mut |_, _| {});
+            let _ = p
+                .enc
+                .handle_packet(&mut buf, pkt.len(), now, &mut |_, _| {});
         }
         now += Duration::from_micros(100);
     }
@@ -184,7 +193,9 @@ fn run(
 fn check_exactly_once(delivered: &[Vec<u8>], n: u32, f: impl Fn(u32) -> Vec<u8>) {
     let mut seen = vec![0u32; n as usize];
     for d in delivered {
-        let idx = (0..n).find(|&i| f(i) == *d).expect("delivered packet is bit-exact some original");
+        let idx = (0..n)
+            .find(|&i| f(i) == *d)
+            .expect("delivered packet is bit-exact some original");
         seen[idx as usize] += 1;
     }
     for (i, c) in seen.iter().enumerate() {
@@ -196,20 +207,46 @@ fn check_exactly_once(delivered: &[Vec<u8>], n: u32, f: impl Fn(u32) -> Vec<u8>)
 fn dt6_recovers_losses_bit_exact_and_exactly_once() {
     let mut p = pair(Behavior::Dt6, None);
     let segs = [a(DEC), a(ENC)];
-    let (decap, end) = run(&mut p, &segs, 200, |i, k| k == 's' && i % 13 == 5, |_| vec![]);
+    let (decap, end) = run(
+        &mut p,
+        &segs,
+        200,
+        |i, k| k == 's' && i % 13 == 5,
+        |_| vec![],
+    );
     assert!(end.is_empty());
     check_exactly_once(&decap, 200, inner);
-    let rec = p.dm.stream(0).recovered.load(std::sync::atomic::Ordering::Relaxed);
+    let rec =
+        p.dm.stream(0)
+            .recovered
+            .load(std::sync::atomic::Ordering::Relaxed);
     assert!(rec >= 10, "recovered {rec}");
-    assert!(p.em.stream(0).repairs_sent.load(std::sync::atomic::Ordering::Relaxed) > 0);
-    assert!(p.em.stream(0).feedback_in.load(std::sync::atomic::Ordering::Relaxed) > 0, "feedback reached the encoder");
+    assert!(
+        p.em.stream(0)
+            .repairs_sent
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+    assert!(
+        p.em.stream(0)
+            .feedback_in
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0,
+        "feedback reached the encoder"
+    );
 }
 
 #[test]
 fn end_behavior_rebuilds_the_outer_packet_through_a_middle_sid() {
     let mut p = pair(Behavior::End, None);
     let segs = [a(FINAL), a(DEC), a(MID), a(ENC)];
-    let (decap, end) = run(&mut p, &segs, 120, |i, k| k == 's' && i % 11 == 3, |_| vec![]);
+    let (decap, end) = run(
+        &mut p,
+        &segs,
+        120,
+        |i, k| k == 's' && i % 11 == 3,
+        |_| vec![],
+    );
     assert!(decap.is_empty());
     // Reference: the packet as it arrives at FINAL when nothing is lost.
     let mut q = pair(Behavior::End, None);
@@ -218,14 +255,27 @@ fn end_behavior_rebuilds_the_outer_packet_through_a_middle_sid() {
     assert_eq!(end.len(), 120);
     for r in &reference {
         assert_eq!(da(r), a(FINAL));
-        assert_eq!(end.iter().filter(|e| *e == r).count(), 1, "recovered packets are bit-exact");
+        assert_eq!(
+            end.iter().filter(|e| *e == r).count(),
+            1,
+            "recovered packets are bit-exact"
+        );
     }
-    assert!(p.dm.stream(0).recovered.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(
+        p.dm.stream(0)
+            .recovered
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
 }
 
 #[test]
 fn forged_and_replayed_repairs_change_nothing() {
-    let key = AuthKey { key_id: 9, key: b"k3y".to_vec(), rfc8754: false };
+    let key = AuthKey {
+        key_id: 9,
+        key: b"k3y".to_vec(),
+        rfc8754: false,
+    };
     let mut p = pair(Behavior::Dt6, Some(key.clone()));
     let segs = [a(DEC), a(ENC)];
     let (decap, _) = run(
@@ -254,11 +304,25 @@ fn forged_and_replayed_repairs_change_nothing() {
     // A node with another key refuses everything.
     let mut other = pair(Behavior::Dt6, Some(key.clone()));
     other.dec = Srv6Node::new(
-        cfg(false, true, Behavior::Dt6, Some(AuthKey { key: b"other".to_vec(), ..key })),
+        cfg(
+            false,
+            true,
+            Behavior::Dt6,
+            Some(AuthKey {
+                key: b"other".to_vec(),
+                ..key
+            }),
+        ),
         other.dm.clone(),
     )
     .unwrap();
-    let (decap2, _) = run(&mut other, &segs, 50, |i, k| k == 's' && i % 10 == 4, |_| vec![]);
+    let (decap2, _) = run(
+        &mut other,
+        &segs,
+        50,
+        |i, k| k == 's' && i % 10 == 4,
+        |_| vec![],
+    );
     assert_eq!(decap2.len(), 45, "nothing recovered with a wrong key");
 }
 
@@ -277,7 +341,12 @@ fn garbage_never_panics_and_is_counted() {
         }
         let _ = p.dec.handle_packet(&mut buf, len, now, &mut |_, _| {});
     }
-    assert!(p.em.global.malformed.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert!(
+        p.em.global
+            .malformed
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
 }
 
 #[test]
@@ -295,7 +364,10 @@ fn ce_marking_only_touches_ect_packets() {
 #[test]
 fn behavior_parsing() {
     assert_eq!("dt6".parse::<Behavior>().unwrap(), Behavior::Dt6);
-    assert_eq!("dx6:2001:db8::9".parse::<Behavior>().unwrap(), Behavior::Dx6(a("2001:db8::9")));
+    assert_eq!(
+        "dx6:2001:db8::9".parse::<Behavior>().unwrap(),
+        Behavior::Dx6(a("2001:db8::9"))
+    );
     assert!("dx6:nope".parse::<Behavior>().is_err());
     assert!("x".parse::<Behavior>().is_err());
 }

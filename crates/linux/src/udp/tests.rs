@@ -59,7 +59,12 @@ fn net(secret_c: &[u8], secret_s: &[u8], encrypt: bool) -> Net {
 impl Net {
     /// Sends `n` packets from the client TUN; `lose(k)` drops the k-th datagram client->server;
     /// `extra` may add datagrams (replays, forgeries). Returns what the server TUN got.
-    fn c2s(&mut self, range: std::ops::Range<u32>, lose: impl Fn(u32) -> bool, mut extra: impl FnMut(&[u8]) -> Wire) -> Vec<Vec<u8>> {
+    fn c2s(
+        &mut self,
+        range: std::ops::Range<u32>,
+        lose: impl Fn(u32) -> bool,
+        mut extra: impl FnMut(&[u8]) -> Wire,
+    ) -> Vec<Vec<u8>> {
         let mut delivered = Vec::new();
         let mut k = 0;
         let mut buf = vec![0u8; BUF_LEN];
@@ -68,10 +73,17 @@ impl Net {
             if i < range.end {
                 let p = ip_packet(i);
                 buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
-                self.client.handle_tun(&mut buf, p.len(), self.now, &mut |d, to| wire.push((d.to_vec(), to)));
+                self.client
+                    .handle_tun(&mut buf, p.len(), self.now, &mut |d, to| {
+                        wire.push((d.to_vec(), to))
+                    });
             } else {
                 self.now += Duration::from_millis(100);
-                self.client.handle_timeout(self.now, &mut |d, to| wire.push((d.to_vec(), to)), &mut |_| {});
+                self.client.handle_timeout(
+                    self.now,
+                    &mut |d, to| wire.push((d.to_vec(), to)),
+                    &mut |_| {},
+                );
             }
             let mut back: Wire = Vec::new();
             for (d, _) in wire {
@@ -82,11 +94,23 @@ impl Net {
                 let mut all = vec![(d.clone(), self.client_addr)];
                 all.extend(extra(&d));
                 for (mut d, from) in all {
-                    let _ = self.server.handle_udp(&mut d, from, self.now, &mut |d, to| back.push((d.to_vec(), to)), &mut |p| delivered.push(p.to_vec()));
+                    let _ = self.server.handle_udp(
+                        &mut d,
+                        from,
+                        self.now,
+                        &mut |d, to| back.push((d.to_vec(), to)),
+                        &mut |p| delivered.push(p.to_vec()),
+                    );
                 }
             }
             for (mut d, _) in back {
-                let _ = self.client.handle_udp(&mut d, "192.0.2.1:4096".parse().unwrap(), self.now, &mut |_, _| {}, &mut |_| {});
+                let _ = self.client.handle_udp(
+                    &mut d,
+                    "192.0.2.1:4096".parse().unwrap(),
+                    self.now,
+                    &mut |_, _| {},
+                    &mut |_| {},
+                );
             }
             self.now += Duration::from_micros(200);
         }
@@ -112,8 +136,19 @@ fn both_modes_recover_losses_exactly_once() {
         let mut n = net(b"key", b"key", encrypt);
         let got = n.c2s(0..300, |k| k % 9 == 4, |_| vec![]);
         exactly_once(&got, 0..300);
-        assert!(n.sm.stream(0).recovered.load(std::sync::atomic::Ordering::Relaxed) > 10);
-        assert!(n.cm.stream(0).feedback_in.load(std::sync::atomic::Ordering::Relaxed) > 0, "feedback came back");
+        assert!(
+            n.sm.stream(0)
+                .recovered
+                .load(std::sync::atomic::Ordering::Relaxed)
+                > 10
+        );
+        assert!(
+            n.cm.stream(0)
+                .feedback_in
+                .load(std::sync::atomic::Ordering::Relaxed)
+                > 0,
+            "feedback came back"
+        );
         assert_eq!(n.server.peer(), Some(n.client_addr));
     }
 }
@@ -121,27 +156,46 @@ fn both_modes_recover_losses_exactly_once() {
 #[test]
 fn forged_and_replayed_datagrams_change_nothing() {
     let mut n = net(b"key", b"key", true);
-    let mut attacker = UdpPeer::new(cfg(Role::Client, b"wrong key", true), Metrics::new(1, "x"), n.now);
+    let mut attacker = UdpPeer::new(
+        cfg(Role::Client, b"wrong key", true),
+        Metrics::new(1, "x"),
+        n.now,
+    );
     let evil: SocketAddr = "203.0.113.66:666".parse().unwrap();
     let mut j = 0u32;
-    let got = n.c2s(0..200, |k| k % 10 == 3, |d| {
-        j += 1;
-        let mut forged = d.to_vec();
-        let l = forged.len();
-        forged[l / 2] ^= 1;
-        let mut own = vec![0u8; BUF_LEN];
-        let p = ip_packet(100_000 + j);
-        own[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
-        let mut out = Vec::new();
-        attacker.handle_tun(&mut own, p.len(), Instant::now(), &mut |d, _| out.push((d.to_vec(), evil)));
-        let mut v = vec![(d.to_vec(), evil), (forged, evil)];
-        v.extend(out);
-        v
-    });
+    let got = n.c2s(
+        0..200,
+        |k| k % 10 == 3,
+        |d| {
+            j += 1;
+            let mut forged = d.to_vec();
+            let l = forged.len();
+            forged[l / 2] ^= 1;
+            let mut own = vec![0u8; BUF_LEN];
+            let p = ip_packet(100_000 + j);
+            own[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
+            let mut out = Vec::new();
+            attacker.handle_tun(&mut own, p.len(), Instant::now(), &mut |d, _| {
+                out.push((d.to_vec(), evil))
+            });
+            let mut v = vec![(d.to_vec(), evil), (forged, evil)];
+            v.extend(out);
+            v
+        },
+    );
     exactly_once(&got, 0..200);
     assert_eq!(got.len(), 200, "nothing else was delivered");
-    assert_eq!(n.server.peer(), Some(n.client_addr), "replays from elsewhere do not move the peer");
-    assert!(n.sm.global.auth_failures.load(std::sync::atomic::Ordering::Relaxed) >= 400);
+    assert_eq!(
+        n.server.peer(),
+        Some(n.client_addr),
+        "replays from elsewhere do not move the peer"
+    );
+    assert!(
+        n.sm.global
+            .auth_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 400
+    );
 }
 
 #[test]
@@ -153,7 +207,12 @@ fn server_follows_a_client_address_change() {
     let got = n.c2s(50..100, |k| k == 5, |_| vec![]);
     exactly_once(&got, 50..100);
     assert_eq!(n.server.peer(), Some(n.client_addr));
-    assert_eq!(n.sm.global.peer_address_changes.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(
+        n.sm.global
+            .peer_address_changes
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
 }
 
 #[test]
