@@ -42,17 +42,26 @@ fuzz_target!(|data: &[u8]| {
     let (mut enc, mut dec): (Box<dyn FecEncoder>, Box<dyn FecDecoder>) = match sel % 3 {
         0 => {
             let r = 1 + (sel as u16 >> 2) % 16;
-            (Box::new(BlockXorEncoder::new(r)), Box::new(BlockXorDecoder::new(16)))
+            (
+                Box::new(BlockXorEncoder::new(r)),
+                Box::new(BlockXorDecoder::new(16)),
+            )
         }
         1 => {
             let r = 2 + (sel as u16 >> 2) % 6;
             let il = [1, 3 + (sel as u16 >> 5)];
-            (Box::new(LayeredEncoder::new(r, &il)), Box::new(LayeredDecoder::new(r, &il)))
+            (
+                Box::new(LayeredEncoder::new(r, &il)),
+                Box::new(LayeredDecoder::new(r, &il)),
+            )
         }
         _ => {
             let k = 1 + (sel as u16 >> 2) % 8;
             let m = 1 + (sel as u16 >> 5) % 4;
-            (Box::new(RsEncoder::new(k, m)), Box::new(RsDecoder::new(k, m)))
+            (
+                Box::new(RsEncoder::new(k, m)),
+                Box::new(RsDecoder::new(k, m)),
+            )
         }
     };
     let mut delivered: HashSet<Esi> = HashSet::new();
@@ -67,7 +76,8 @@ fuzz_target!(|data: &[u8]| {
                 let Some(len) = c.u8() else { return };
                 let esi = last.wrapping_add(d as u32).wrapping_sub(8);
                 let bytes = c.take(len as usize).to_vec();
-                if let Ok(SourceOutcome::New) = dec.on_source(esi, &bytes, &mut |e, _| rec.push(e)) {
+                if let Ok(SourceOutcome::New) = dec.on_source(esi, &bytes, &mut |e, _| rec.push(e))
+                {
                     // A forged repair may have "recovered" garbage for this ESI earlier; then
                     // the decoder must say Duplicate, never New.
                     check(esi, &mut delivered);
@@ -102,7 +112,9 @@ fuzz_target!(|data: &[u8]| {
                     if mask & (1 << (i % 8)) == 0 {
                         evs.push((None, esi, bytes.clone()));
                     }
-                    enc.push_source(esi, &bytes, &mut |info, p| evs.push((Some(info), 0, p.to_vec())));
+                    enc.push_source(esi, &bytes, &mut |info, p| {
+                        evs.push((Some(info), 0, p.to_vec()))
+                    });
                 }
                 enc.repair_now(&mut |info, p| evs.push((Some(info), 0, p.to_vec())));
                 for (info, esi, b) in evs {

@@ -10,7 +10,9 @@ use hirt_core::{Encoder, EncoderConfig, FecMode, Feedback};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(fb) = Feedback::decode(data) else { return };
+    let Ok(fb) = Feedback::decode(data) else {
+        return;
+    };
     let bytes = fb.to_bytes();
     assert_eq!(Feedback::decode(&bytes), Ok(fb));
     assert_eq!(bytes[0], data[0]);

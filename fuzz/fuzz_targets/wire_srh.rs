@@ -23,7 +23,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = srv6::decapsulate(data);
     let _ = srv6::verify_auth(data, &types, |_| Some(KEY));
     let _ = srv6::verify_rfc8754_hmac(data, |_| Some(KEY));
-    let Ok(l) = Srv6Layout::parse(data) else { return };
+    let Ok(l) = Srv6Layout::parse(data) else {
+        return;
+    };
     let _ = HirtTlvs::parse(&data[l.tlv_range()], &types);
 
     let mut buf = vec![0u8; data.len() + 128];
@@ -35,7 +37,9 @@ fuzz_target!(|data: &[u8]| {
         // Only a lone source TLV of ours is removed again byte-exactly.
         let had = HirtTlvs::parse(&data[l.tlv_range()], &types).map(|h| h.source.is_none());
         if had == Ok(true) && data.len() == l.packet_len {
-            let m = srv6::remove_tlv(&mut buf, n, types.source).unwrap().unwrap();
+            let m = srv6::remove_tlv(&mut buf, n, types.source)
+                .unwrap()
+                .unwrap();
             assert_eq!(&buf[..m], data);
         }
     }
@@ -43,7 +47,13 @@ fuzz_target!(|data: &[u8]| {
     if srv6::advance_segment(&mut b2, data.len()).is_ok() {
         Srv6Layout::parse(&b2[..data.len()]).expect("advanced packet must parse");
     }
-    let auth = srv6::Auth { tlv_type: types.auth, key_id: 1, key: KEY, seq: 9, rfc8754_hmac: true };
+    let auth = srv6::Auth {
+        tlv_type: types.auth,
+        key_id: 1,
+        key: KEY,
+        seq: 9,
+        rfc8754_hmac: true,
+    };
     let mut b3 = vec![0u8; data.len() + 128];
     b3[..data.len()].copy_from_slice(data);
     if let Ok(n) = srv6::sign(&mut b3, data.len(), &auth) {

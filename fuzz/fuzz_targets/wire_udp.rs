@@ -6,7 +6,9 @@ use hirt_wire::{UdpPacket, UdpRepr};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(p) = UdpPacket::new_checked(data) else { return };
+    let Ok(p) = UdpPacket::new_checked(data) else {
+        return;
+    };
     let _ = (p.kind(), p.stream(), p.payload().len());
     let Ok(r) = UdpRepr::parse(&p) else { return };
     let mut buf = vec![0u8; r.buffer_len()];

@@ -198,7 +198,11 @@ fn multi_source(budget: Budget, isal: Option<&Isal>, errors: &mut Vec<String>) -
     let s = measure(budget.gf, || {
         dst.get_mut().fill(0);
         k.mul_add_terms(black_box(dst.get_mut()), W, |j| {
-            let i = if start + j >= W { start + j - W } else { start + j };
+            let i = if start + j >= W {
+                start + j - W
+            } else {
+                start + j
+            };
             (views[i], coefs[i])
         })
     });
@@ -245,9 +249,23 @@ pub fn collect(budget: Budget) -> Result<Value> {
             None
         }
     };
+    let sched0 = crate::timing::SchedStat::read();
     let gf = gf_figures(budget, isal.as_ref(), &mut errors);
     let many = multi_source(budget, isal.as_ref(), &mut errors);
     let rlc = rlc_bench::run(budget, &mut errors);
+    let contention = crate::timing::SchedStat::read()
+        .zip(sched0)
+        .map(|(b, a)| b.since(&a));
+    if let Some(c) = &contention {
+        if c.cpu_share < 0.7 {
+            errors.push(format!(
+                "machine busy: this run was on a CPU {:.0}% of its wall time (waiting for one \
+                 {:.0}%); figures are likely low, rerun on an idle machine",
+                c.cpu_share * 100.0,
+                c.wait_share * 100.0
+            ));
+        }
+    }
 
     let ours = best_at(&gf, 1280, false);
     let theirs = best_at(&gf, 1280, true);
@@ -274,6 +292,10 @@ pub fn collect(budget: Budget) -> Result<Value> {
     }
     Ok(json!({
         "machine": machine(),
+        "contention": contention.map(|c| json!({
+            "cpu_share": round(c.cpu_share, 3),
+            "runqueue_wait_share": round(c.wait_share, 3),
+        })),
         "method": "best of many ~300 us batches per figure (median alongside); GB/s = 1e9 source bytes/s",
         "gf_mul_add": gf.iter().map(GfFigure::to_json).collect::<Vec<_>>(),
         "gf_multi_source": many,
@@ -317,6 +339,9 @@ fn print_tables(r: &Value) {
         "machine: {} ({} cores), kernels {}",
         m["cpu"], m["cores"], m["kernels"]
     );
+    if let Some(c) = r["contention"]["cpu_share"].as_f64() {
+        println!("this run was on a CPU {:.0}% of its wall time", c * 100.0);
+    }
     println!("\nGF(2^8) mul_add (dst ^= c*src), GB/s, best batch [median]");
     print!("{:<14}", "impl");
     for b in SIZES {
@@ -399,10 +424,10 @@ mod tests {
         }
         assert!(s.get("isal_best_gbps_1280").is_some());
         let errors = r["errors"].as_array().expect("errors");
+        // Only notes about the environment, never a mismatch.
+        let benign = |e: &str| e.starts_with("ISA-L unavailable") || e.starts_with("machine busy");
         assert!(
-            errors.iter().all(|e| e
-                .as_str()
-                .is_some_and(|e| e.starts_with("ISA-L unavailable"))),
+            errors.iter().all(|e| e.as_str().is_some_and(benign)),
             "{errors:?}"
         );
     }

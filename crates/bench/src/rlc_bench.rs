@@ -4,7 +4,7 @@
 //!
 //! The traffic is a deterministic trace: a seeded uniform loss pattern hits source and repair
 //! packets alike, so every run (and every machine) codes exactly the same symbols. The trace is
-//! timed in segments of [`SEGMENT`] source packets; it is replayed until the time budget is
+//! timed in segments of 1024 source packets; it is replayed until the time budget is
 //! spent, and each segment's fastest replay is kept (a preempted segment only gets slower). The
 //! decoder's recovered bytes are checked against the originals in an untimed first pass.
 

@@ -55,6 +55,46 @@ pub fn measure(budget: Duration, mut op: impl FnMut()) -> Sample {
     }
 }
 
+/// The scheduler's view of this thread (`/proc/thread-self/schedstat`, Linux): nanoseconds on
+/// a CPU and nanoseconds runnable but waiting for one. Tells whether a run was disturbed.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedStat {
+    run_ns: u64,
+    wait_ns: u64,
+    at: Instant,
+}
+
+/// Share of a wall-time interval spent on a CPU and waiting in the run queue.
+#[derive(Clone, Copy, Debug)]
+pub struct Contention {
+    /// On a CPU / wall time (1.0 on an idle machine for a single-threaded benchmark).
+    pub cpu_share: f64,
+    /// Runnable but not running / wall time.
+    pub wait_share: f64,
+}
+
+impl SchedStat {
+    /// Reads the counters; `None` where `/proc` does not provide them.
+    pub fn read() -> Option<SchedStat> {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        let mut it = text.split_whitespace().map(|f| f.parse::<u64>().ok());
+        Some(SchedStat {
+            run_ns: it.next()??,
+            wait_ns: it.next()??,
+            at: Instant::now(),
+        })
+    }
+
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &SchedStat) -> Contention {
+        let wall = self.at.duration_since(earlier.at).as_nanos().max(1) as f64;
+        Contention {
+            cpu_share: self.run_ns.saturating_sub(earlier.run_ns) as f64 / wall,
+            wait_share: self.wait_ns.saturating_sub(earlier.wait_ns) as f64 / wall,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +107,19 @@ mod tests {
         });
         assert!(s.best > 0.0 && s.best <= s.median);
         assert!(s.calls >= 5);
+    }
+
+    #[test]
+    fn schedstat_sees_a_busy_loop() {
+        let (Some(a), t) = (SchedStat::read(), Instant::now()) else {
+            return; // not Linux
+        };
+        let mut x = 1u64;
+        while t.elapsed() < Duration::from_millis(20) {
+            x = std::hint::black_box(x.wrapping_mul(3));
+        }
+        let c = SchedStat::read().expect("readable once").since(&a);
+        assert!(c.cpu_share > 0.0 && c.cpu_share <= 1.2, "{c:?}");
+        assert!(c.wait_share >= 0.0);
     }
 }

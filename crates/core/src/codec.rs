@@ -153,9 +153,9 @@ impl DecCodec {
                 ..RlcConfig::rlc(*window)
             })),
             SchemeConfig::Xor { window } => DecCodec::Rlc(RlcDecoder::new(RlcConfig::xor(*window))),
-            SchemeConfig::BlockXor { .. } => {
-                DecCodec::BlockXor(BlockXorDecoder::new(scheme.max_window().clamp(1, MAX_BLOCK)))
-            }
+            SchemeConfig::BlockXor { .. } => DecCodec::BlockXor(BlockXorDecoder::new(
+                scheme.max_window().clamp(1, MAX_BLOCK),
+            )),
             SchemeConfig::Layered { r, interleaves } => {
                 let (r, il) = layered_params(*r, interleaves);
                 DecCodec::Layered(LayeredDecoder::new(r, &il))

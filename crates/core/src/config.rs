@@ -138,7 +138,7 @@ impl SchemeConfig {
     pub fn max_window(&self) -> u16 {
         match self {
             SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => *window,
-            SchemeConfig::BlockXor { r } => (*r).max(BLOCK_XOR_MIN_MAX).min(MAX_BLOCK),
+            SchemeConfig::BlockXor { r } => (*r).clamp(BLOCK_XOR_MIN_MAX, MAX_BLOCK),
             other => other.span().min(u32::from(u16::MAX)) as u16,
         }
     }

@@ -348,7 +348,7 @@ impl Decoder {
         let iv: Duration = self.cfg.feedback_interval?;
         self.streams
             .iter()
-            .filter_map(|s| Some(s.period_start? + iv))
+            .filter_map(|s| s.period_start?.checked_add(iv))
             .min()
     }
 

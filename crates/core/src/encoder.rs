@@ -314,7 +314,7 @@ impl Encoder {
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.streams
             .iter()
-            .filter_map(|s| Some(s.unprotected_since? + self.repair_delay(s)?))
+            .filter_map(|s| s.unprotected_since?.checked_add(self.repair_delay(s)?))
             .min()
     }
 
@@ -326,8 +326,9 @@ impl Encoder {
             let (Some(since), Some(delay)) = (s.unprotected_since, delay) else {
                 continue;
             };
-            if since + delay > now {
-                continue;
+            match since.checked_add(delay) {
+                Some(due) if due <= now => {}
+                _ => continue,
             }
             Self::repair(s, &mut self.out, &mut self.rng, RepairTrigger::Timer, now);
             // Even if skipped or empty: wait for new sources before trying again.

@@ -118,7 +118,9 @@ impl LossTracker {
     /// the history; a shorter horizon finalizes the ESIs it passes at the next input.
     pub(crate) fn set_horizon(&mut self, horizon: u32) {
         // The ring holds at least the initial horizon + 2, so the result stays >= tolerance + 1.
-        self.horizon = horizon.saturating_add(self.tolerance + 1).min(self.mask - 1);
+        self.horizon = horizon
+            .saturating_add(self.tolerance + 1)
+            .min(self.mask - 1);
     }
 
     fn size(&self) -> i64 {

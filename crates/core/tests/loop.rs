@@ -531,7 +531,10 @@ fn sparse_traffic_gets_time_driven_feedback() {
         let at = base + Duration::from_millis(10 * u64::from(k));
         dec.handle_source(0, k * 2, &payload(0, k), at); // every other ESI lost
     }
-    assert!(dec.poll_feedback(base).is_none(), "period (200 ESIs) not complete");
+    assert!(
+        dec.poll_feedback(base).is_none(),
+        "period (200 ESIs) not complete"
+    );
     let due = dec.poll_timeout().unwrap();
     assert_eq!(due, base + Duration::from_millis(50));
     dec.handle_timeout(due);
@@ -566,7 +569,10 @@ fn refused_repairs_change_nothing_and_streams_are_bounded() {
     assert!(dec.handle_repair(0, &bad, ts, &pl, now).is_err());
     let after = dec.stats(0).unwrap();
     assert_eq!(after.repairs_invalid, 2);
-    assert_eq!((after.lost, after.recovered), (before.lost, before.recovered));
+    assert_eq!(
+        (after.lost, after.recovered),
+        (before.lost, before.recovered)
+    );
     assert!(dec.poll_recovered().is_none());
     // The genuine repair still recovers ESI 2.
     dec.handle_repair(0, &info, ts, &pl, now).unwrap();
@@ -581,10 +587,32 @@ fn refused_repairs_change_nothing_and_streams_are_bounded() {
 #[test]
 fn rquic_steers_the_block_by_residual_loss() {
     // Clean link: the block grows (r_init 10 -> r_max 255).
-    let r = run("rquic", &[0], 20_000, 0.0, Duration::from_micros(100), 2, false);
-    assert_eq!(r.enc.stats(0).unwrap().window, 255, "{:?} {:?}", r.enc.stats(0), r.dec.stats(0));
+    let r = run(
+        "rquic",
+        &[0],
+        20_000,
+        0.0,
+        Duration::from_micros(100),
+        2,
+        false,
+    );
+    assert_eq!(
+        r.enc.stats(0).unwrap().window,
+        255,
+        "{:?} {:?}",
+        r.enc.stats(0),
+        r.dec.stats(0)
+    );
     // 5 % loss: residual above 1 % keeps shrinking the block.
-    let r = run("rquic", &[0], 20_000, 0.05, Duration::from_micros(100), 2, false);
+    let r = run(
+        "rquic",
+        &[0],
+        20_000,
+        0.05,
+        Duration::from_micros(100),
+        2,
+        false,
+    );
     let st = r.enc.stats(0).unwrap();
     assert!(st.window < 10, "{st:?}");
     assert!(recovered_ratio(&r) > 0.5, "{}", recovered_ratio(&r));
@@ -688,10 +716,43 @@ fn fixed_block_schemes_send_their_nominal_overhead() {
         ("xor:w=10", 1000, 0),
         ("none", 1000, 0),
     ] {
-        let r = run_with(mode, &[0], n, 0.0, Duration::from_micros(100), 1, false, None);
+        let r = run_with(
+            mode,
+            &[0],
+            n,
+            0.0,
+            Duration::from_micros(100),
+            1,
+            false,
+            None,
+        );
         let st = r.enc.stats(0).unwrap();
         // Layered bins fill at different times: at most one partial bin per bin is pending.
         let slack = if mode.starts_with("maelstrom") { 61 } else { 0 };
-        assert!(st.repairs <= want && st.repairs + slack >= want, "{mode}: {} vs {want}", st.repairs);
+        assert!(
+            st.repairs <= want && st.repairs + slack >= want,
+            "{mode}: {} vs {want}",
+            st.repairs
+        );
     }
+}
+
+#[test]
+fn huge_delays_do_not_overflow() {
+    let mode: FecMode = "hirt".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.repair_delay = Some(Duration::MAX);
+    let mut enc = Encoder::new(cfg, 1);
+    let mut dcfg = DecoderConfig::new(mode.scheme);
+    dcfg.feedback_interval = Some(Duration::MAX);
+    let mut dec = Decoder::new(dcfg, 1);
+    let now = t0();
+    let tag = enc.handle_source(0, b"abc", now);
+    dec.handle_source(0, tag.esi, b"abc", now);
+    assert_eq!(enc.poll_timeout(), None);
+    assert_eq!(dec.poll_timeout(), None);
+    enc.handle_timeout(now + Duration::from_secs(3600));
+    dec.handle_timeout(now + Duration::from_secs(3600));
+    assert!(enc.poll_repair().is_none());
+    assert!(dec.poll_feedback(now).is_none());
 }

@@ -8,7 +8,9 @@
 //! before a block's sources is kept until they arrive.
 
 use crate::layered::{xor_protected, XorPeeler};
-use crate::scheme::{DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome};
+use crate::scheme::{
+    DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome,
+};
 
 /// Largest block accepted.
 pub const MAX_BLOCK: u16 = 1024;
@@ -26,14 +28,26 @@ pub struct BlockXorEncoder {
 impl BlockXorEncoder {
     /// One repair per `r` sources. Panics (configuration error) unless `1 <= r <= MAX_BLOCK`.
     pub fn new(r: u16) -> Self {
-        assert!((1..=MAX_BLOCK).contains(&r), "block size must be in 1..={MAX_BLOCK}");
-        BlockXorEncoder { r, next_r: r, first: 0, count: 0, acc: Vec::new() }
+        assert!(
+            (1..=MAX_BLOCK).contains(&r),
+            "block size must be in 1..={MAX_BLOCK}"
+        );
+        BlockXorEncoder {
+            r,
+            next_r: r,
+            first: 0,
+            count: 0,
+            acc: Vec::new(),
+        }
     }
 
     /// Changes R; takes effect when the current block is complete (or flushed). Panics unless
     /// `1 <= r <= MAX_BLOCK`.
     pub fn set_block(&mut self, r: u16) {
-        assert!((1..=MAX_BLOCK).contains(&r), "block size must be in 1..={MAX_BLOCK}");
+        assert!(
+            (1..=MAX_BLOCK).contains(&r),
+            "block size must be in 1..={MAX_BLOCK}"
+        );
         self.next_r = r;
         if self.count == 0 {
             self.r = r;
@@ -102,7 +116,10 @@ impl BlockXorDecoder {
     /// power of two) source symbols and up to 64 incomplete blocks. Panics unless
     /// `1 <= max_block <= MAX_BLOCK`.
     pub fn new(max_block: u16) -> Self {
-        assert!((1..=MAX_BLOCK).contains(&max_block), "block size must be in 1..={MAX_BLOCK}");
+        assert!(
+            (1..=MAX_BLOCK).contains(&max_block),
+            "block size must be in 1..={MAX_BLOCK}"
+        );
         BlockXorDecoder {
             max_block,
             peel: XorPeeler::new((8 * max_block as usize).max(256), 64),
@@ -129,7 +146,8 @@ impl FecDecoder for BlockXorDecoder {
         if info.scheme == SchemeId::BlockXor && info.stride != 1 {
             return Err(DecodeError::InvalidParameters);
         }
-        self.peel.check_repair(info, payload, SchemeId::BlockXor, self.max_block, 1)?;
+        self.peel
+            .check_repair(info, payload, SchemeId::BlockXor, self.max_block, 1)?;
         self.peel.on_repair(info, payload, recovered)
     }
 
@@ -173,14 +191,22 @@ mod tests {
         let (info, p) = rep.unwrap();
         let mut d = BlockXorDecoder::new(8);
         let mut rec = Vec::new();
-        d.on_repair(&info, &p, &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+        d.on_repair(&info, &p, &mut |e, b| rec.push((e, b.to_vec())))
+            .unwrap();
         for i in [0usize, 1, 3] {
-            d.on_source(i as u32, &syms[i], &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+            d.on_source(i as u32, &syms[i], &mut |e, b| rec.push((e, b.to_vec())))
+                .unwrap();
         }
         assert_eq!(rec, vec![(2, syms[2].clone())]);
         let info2 = RepairInfo { stride: 2, ..info };
-        assert_eq!(d.on_repair(&info2, &p, &mut |_, _| {}), Err(DecodeError::InvalidParameters));
+        assert_eq!(
+            d.on_repair(&info2, &p, &mut |_, _| {}),
+            Err(DecodeError::InvalidParameters)
+        );
         let info3 = RepairInfo { nss: 9, ..info };
-        assert_eq!(d.on_repair(&info3, &p, &mut |_, _| {}), Err(DecodeError::InvalidNss));
+        assert_eq!(
+            d.on_repair(&info3, &p, &mut |_, _| {}),
+            Err(DecodeError::InvalidNss)
+        );
     }
 }

@@ -19,7 +19,9 @@
 //! Not implemented from the paper: staggered bin start and delayed XOR sending (rate shaping on
 //! the sender; neither changes what the decoder can recover).
 
-use crate::scheme::{DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome};
+use crate::scheme::{
+    DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome,
+};
 use crate::symbol::{decode_len, LEN_FIELD, MAX_PROTECTED_LEN};
 use crate::MAX_SYMBOL_LEN;
 
@@ -67,7 +69,10 @@ impl LayeredEncoder {
         LayeredEncoder {
             r,
             interleaves: interleaves.to_vec(),
-            bins: interleaves.iter().map(|&i| vec![Bin::default(); i as usize]).collect(),
+            bins: interleaves
+                .iter()
+                .map(|&i| vec![Bin::default(); i as usize])
+                .collect(),
         }
     }
 
@@ -102,9 +107,7 @@ impl FecEncoder for LayeredEncoder {
             let bin = &mut layer[(esi % stride as u32) as usize];
             // A bin holds consecutive members of its residue class; a gap (the caller skipped
             // ESIs, or the 32-bit wrap broke the residues) flushes what the bin had.
-            if bin.count > 0
-                && bin.first.wrapping_add(bin.count as u32 * stride as u32) != esi
-            {
+            if bin.count > 0 && bin.first.wrapping_add(bin.count as u32 * stride as u32) != esi {
                 Self::fire(bin, stride, repairs);
             }
             if bin.count == 0 {
@@ -166,7 +169,11 @@ impl SymbolStore {
     /// A store of `cap` slots (rounded up to a power of two).
     pub(crate) fn new(cap: usize) -> Self {
         let cap = cap.next_power_of_two().max(2);
-        SymbolStore { slots: vec![Slot::default(); cap], mask: cap as u32 - 1, newest: None }
+        SymbolStore {
+            slots: vec![Slot::default(); cap],
+            mask: cap as u32 - 1,
+            newest: None,
+        }
     }
 
     pub(crate) fn cap(&self) -> u32 {
@@ -490,7 +497,11 @@ impl LayeredDecoder {
         let max_stride = *interleaves.iter().max().expect("at least one layer");
         let cap = (4 * r as usize * max_stride as usize).max(256);
         let max_pending = 4 * interleaves.iter().map(|&i| i as usize).sum::<usize>() + 64;
-        LayeredDecoder { r, max_stride, peel: XorPeeler::new(cap, max_pending) }
+        LayeredDecoder {
+            r,
+            max_stride,
+            peel: XorPeeler::new(cap, max_pending),
+        }
     }
 
     /// How many source symbols behind the newest ESI are still tracked.
@@ -515,7 +526,8 @@ impl FecDecoder for LayeredDecoder {
         payload: &[u8],
         recovered: &mut dyn FnMut(Esi, &[u8]),
     ) -> Result<(), DecodeError> {
-        self.peel.check_repair(info, payload, SchemeId::Layered, self.r, self.max_stride)?;
+        self.peel
+            .check_repair(info, payload, SchemeId::Layered, self.r, self.max_stride)?;
         self.peel.on_repair(info, payload, recovered)
     }
 
@@ -530,7 +542,9 @@ mod tests {
 
     fn sym(esi: Esi) -> Vec<u8> {
         let len = 1 + (esi as usize * 7) % 40;
-        (0..len).map(|i| (esi as u8).wrapping_mul(31).wrapping_add(i as u8)).collect()
+        (0..len)
+            .map(|i| (esi as u8).wrapping_mul(31).wrapping_add(i as u8))
+            .collect()
     }
 
     #[test]
@@ -538,12 +552,23 @@ mod tests {
         let mut e = LayeredEncoder::new(3, &[1, 4]);
         let mut got = Vec::new();
         for esi in 0..12 {
-            e.push_source(esi, &sym(esi), &mut |i, _| got.push((i.first_esi, i.nss, i.stride)));
+            e.push_source(esi, &sym(esi), &mut |i, _| {
+                got.push((i.first_esi, i.nss, i.stride))
+            });
         }
         // Layer 0: every 3 consecutive; layer 1: bins 0..3 fire at esi 8, 9, 10, 11.
         assert_eq!(
             got,
-            vec![(0, 3, 1), (3, 3, 1), (6, 3, 1), (0, 3, 4), (1, 3, 4), (2, 3, 4), (9, 3, 1), (3, 3, 4)]
+            vec![
+                (0, 3, 1),
+                (3, 3, 1),
+                (6, 3, 1),
+                (0, 3, 4),
+                (1, 3, 4),
+                (2, 3, 4),
+                (9, 3, 1),
+                (3, 3, 4)
+            ]
         );
         assert_eq!(e.unprotected(), 0);
         e.push_source(12, &sym(12), &mut |_, _| {});
@@ -570,14 +595,22 @@ mod tests {
         let mut d = LayeredDecoder::new(2, &[1, 2]);
         let mut rec = Vec::new();
         for (i, p) in &reps {
-            d.on_repair(i, p, &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+            d.on_repair(i, p, &mut |e, b| rec.push((e, b.to_vec())))
+                .unwrap();
         }
         assert!(rec.is_empty());
-        d.on_source(2, &sym(2), &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+        d.on_source(2, &sym(2), &mut |e, b| rec.push((e, b.to_vec())))
+            .unwrap();
         rec.sort();
         assert_eq!(rec, vec![(0, sym(0)), (1, sym(1)), (3, sym(3))]);
-        assert_eq!(d.on_source(3, &sym(3), &mut |_, _| {}), Ok(SourceOutcome::Duplicate));
-        assert_eq!(d.on_source(0, &sym(0), &mut |_, _| {}), Ok(SourceOutcome::Duplicate));
+        assert_eq!(
+            d.on_source(3, &sym(3), &mut |_, _| {}),
+            Ok(SourceOutcome::Duplicate)
+        );
+        assert_eq!(
+            d.on_source(0, &sym(0), &mut |_, _| {}),
+            Ok(SourceOutcome::Duplicate)
+        );
     }
 
     #[test]
@@ -592,36 +625,75 @@ mod tests {
             dt: 15,
         };
         let cb = &mut |_: Esi, _: &[u8]| panic!("nothing to recover");
-        assert_eq!(d.on_repair(&RepairInfo { nss: 0, ..ok }, &[0; 4], cb), Err(DecodeError::InvalidNss));
-        assert_eq!(d.on_repair(&RepairInfo { nss: 5, ..ok }, &[0; 4], cb), Err(DecodeError::InvalidNss));
+        assert_eq!(
+            d.on_repair(&RepairInfo { nss: 0, ..ok }, &[0; 4], cb),
+            Err(DecodeError::InvalidNss)
+        );
+        assert_eq!(
+            d.on_repair(&RepairInfo { nss: 5, ..ok }, &[0; 4], cb),
+            Err(DecodeError::InvalidNss)
+        );
         assert_eq!(
             d.on_repair(&RepairInfo { stride: 6, ..ok }, &[0; 4], cb),
             Err(DecodeError::InvalidParameters)
         );
         assert_eq!(
-            d.on_repair(&RepairInfo { scheme: SchemeId::Rlc, ..ok }, &[0; 4], cb),
+            d.on_repair(
+                &RepairInfo {
+                    scheme: SchemeId::Rlc,
+                    ..ok
+                },
+                &[0; 4],
+                cb
+            ),
             Err(DecodeError::WrongScheme)
         );
         assert_eq!(d.on_repair(&ok, &[0; 1], cb), Err(DecodeError::BadLength));
-        assert_eq!(d.on_repair(&ok, &vec![0; MAX_PROTECTED_LEN + 1], cb), Err(DecodeError::SymbolTooLong));
+        assert_eq!(
+            d.on_repair(&ok, &vec![0; MAX_PROTECTED_LEN + 1], cb),
+            Err(DecodeError::SymbolTooLong)
+        );
         d.on_source(100_000, &[1, 2, 3], cb).unwrap();
         assert_eq!(
             d.on_repair(&RepairInfo { first_esi: 5, ..ok }, &[0; 8], cb),
             Err(DecodeError::OutOfRange)
         );
         assert_eq!(
-            d.on_repair(&RepairInfo { first_esi: 3_000_000, ..ok }, &[0; 8], cb),
+            d.on_repair(
+                &RepairInfo {
+                    first_esi: 3_000_000,
+                    ..ok
+                },
+                &[0; 8],
+                cb
+            ),
             Err(DecodeError::OutOfRange)
         );
         // A known source longer than the repair payload.
         assert_eq!(
-            d.on_repair(&RepairInfo { first_esi: 100_000, nss: 1, ..ok }, &[0; 3], cb),
+            d.on_repair(
+                &RepairInfo {
+                    first_esi: 100_000,
+                    nss: 1,
+                    ..ok
+                },
+                &[0; 3],
+                cb
+            ),
             Err(DecodeError::BadLength)
         );
         // Recovered length field inconsistent.
         let mut rec = 0;
         assert_eq!(
-            d.on_repair(&RepairInfo { first_esi: 100_001, nss: 1, ..ok }, &[0xff, 0xff, 0], &mut |_, _| rec += 1),
+            d.on_repair(
+                &RepairInfo {
+                    first_esi: 100_001,
+                    nss: 1,
+                    ..ok
+                },
+                &[0xff, 0xff, 0],
+                &mut |_, _| rec += 1
+            ),
             Err(DecodeError::BadLength)
         );
         assert_eq!(rec, 0);

@@ -18,7 +18,9 @@
 //! repair index j, `dt` = 15.
 
 use crate::layered::{Pos, SymbolStore};
-use crate::scheme::{DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome};
+use crate::scheme::{
+    DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome,
+};
 use crate::symbol::{decode_len, LEN_FIELD, MAX_PROTECTED_LEN};
 use crate::MAX_SYMBOL_LEN;
 
@@ -63,7 +65,12 @@ impl RsEncoder {
     /// `1 <= m <= 128`.
     pub fn new(k: u16, m: u16) -> Self {
         check_config(k, m);
-        RsEncoder { k, first: 0, count: 0, parity: vec![Vec::new(); m as usize] }
+        RsEncoder {
+            k,
+            first: 0,
+            count: 0,
+            parity: vec![Vec::new(); m as usize],
+        }
     }
 
     fn flush(&mut self, repairs: &mut dyn FnMut(RepairInfo, &[u8])) {
@@ -136,6 +143,8 @@ pub struct RsDecoder {
     max_blocks: usize,
     scratch: Vec<Vec<u8>>,
     missing: Vec<u16>,
+    /// `[A | I]` rows for the inversion, kept to avoid allocating per decoded block.
+    mat: Vec<[u8; 2 * MAX_M as usize]>,
     ops: u64,
 }
 
@@ -154,6 +163,7 @@ impl RsDecoder {
             max_blocks: 32,
             scratch: Vec::new(),
             missing: Vec::new(),
+            mat: Vec::new(),
             ops: 0,
         }
     }
@@ -233,7 +243,9 @@ impl RsDecoder {
             r.extend_from_slice(&b.repairs[a].1);
         }
         for i in 0..nss {
-            let Some(s) = self.store.get(first.wrapping_add(i as u32)) else { continue };
+            let Some(s) = self.store.get(first.wrapping_add(i as u32)) else {
+                continue;
+            };
             if s.len() > len {
                 return self.drop_block(bi);
             }
@@ -243,7 +255,8 @@ impl RsDecoder {
             }
         }
         // Invert the e x e Cauchy submatrix (rows: repairs used, columns: missing positions).
-        let mut mat = [[0u8; 2 * MAX_M as usize]; 0].to_vec();
+        let mat = &mut self.mat;
+        mat.clear();
         mat.resize(e, [0u8; 2 * MAX_M as usize]);
         for (a, row) in mat.iter_mut().enumerate() {
             for (c, &mi) in self.missing.iter().enumerate() {
@@ -251,7 +264,7 @@ impl RsDecoder {
             }
             row[e + a] = 1;
         }
-        if !invert(&mut mat, e) {
+        if !invert(mat, e) {
             return self.drop_block(bi);
         }
         for (c, o) in out.iter_mut().enumerate() {
@@ -266,7 +279,8 @@ impl RsDecoder {
             let esi = first.wrapping_add(self.missing[c] as u32);
             if let Some(l) = decode_len(o) {
                 recovered(esi, &o[LEN_FIELD..LEN_FIELD + l]);
-                self.store.insert(esi, |buf| buf.extend_from_slice(&o[..LEN_FIELD + l]));
+                self.store
+                    .insert(esi, |buf| buf.extend_from_slice(&o[..LEN_FIELD + l]));
             }
         }
         self.drop_block(bi);
@@ -287,7 +301,9 @@ impl RsDecoder {
 /// Gauss-Jordan on `[A | I]` (rows of width 2e): on success the right half holds A^-1.
 fn invert(mat: &mut [[u8; 2 * MAX_M as usize]], e: usize) -> bool {
     for col in 0..e {
-        let Some(p) = (col..e).find(|&r| mat[r][col] != 0) else { return false };
+        let Some(p) = (col..e).find(|&r| mat[r][col] != 0) else {
+            return false;
+        };
         mat.swap(col, p);
         let iv = hirt_gf::inv(mat[col][col]);
         for x in mat[col][..2 * e].iter_mut() {
@@ -383,11 +399,15 @@ mod tests {
     #[test]
     fn any_k_of_k_plus_m() {
         let (k, m) = (4u16, 3u16);
-        let syms: Vec<Vec<u8>> = (0..k).map(|i| vec![0x10 + i as u8; 5 + 3 * i as usize]).collect();
+        let syms: Vec<Vec<u8>> = (0..k)
+            .map(|i| vec![0x10 + i as u8; 5 + 3 * i as usize])
+            .collect();
         let mut e = RsEncoder::new(k, m);
         let mut reps = Vec::new();
         for (i, s) in syms.iter().enumerate() {
-            e.push_source(100 + i as u32, s, &mut |info, p| reps.push((info, p.to_vec())));
+            e.push_source(100 + i as u32, s, &mut |info, p| {
+                reps.push((info, p.to_vec()))
+            });
         }
         assert_eq!(reps.len(), m as usize);
         // Every subset of 3 lost sources, recovered with every choice of 3 repairs' order.
@@ -399,11 +419,13 @@ mod tests {
             let mut rec = Vec::new();
             for (i, s) in syms.iter().enumerate() {
                 if lost & (1 << i) == 0 {
-                    d.on_source(100 + i as u32, s, &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+                    d.on_source(100 + i as u32, s, &mut |e, b| rec.push((e, b.to_vec())))
+                        .unwrap();
                 }
             }
             for (info, p) in reps.iter().rev() {
-                d.on_repair(info, p, &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+                d.on_repair(info, p, &mut |e, b| rec.push((e, b.to_vec())))
+                    .unwrap();
             }
             rec.sort();
             let want: Vec<_> = (0..k)
@@ -427,7 +449,8 @@ mod tests {
         let mut d = RsDecoder::new(8, 2);
         let mut rec = Vec::new();
         for (i, p) in &reps {
-            d.on_repair(i, p, &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+            d.on_repair(i, p, &mut |e, b| rec.push((e, b.to_vec())))
+                .unwrap();
         }
         assert_eq!(rec, vec![(0, b"hello".to_vec()), (1, b"w".to_vec())]);
     }
@@ -444,19 +467,43 @@ mod tests {
             dt: 15,
         };
         let cb = &mut |_: Esi, _: &[u8]| {};
-        assert_eq!(d.on_repair(&RepairInfo { nss: 5, ..ok }, &[0; 4], cb), Err(DecodeError::InvalidNss));
         assert_eq!(
-            d.on_repair(&RepairInfo { repair_key: 2, ..ok }, &[0; 4], cb),
+            d.on_repair(&RepairInfo { nss: 5, ..ok }, &[0; 4], cb),
+            Err(DecodeError::InvalidNss)
+        );
+        assert_eq!(
+            d.on_repair(
+                &RepairInfo {
+                    repair_key: 2,
+                    ..ok
+                },
+                &[0; 4],
+                cb
+            ),
             Err(DecodeError::InvalidParameters)
         );
         assert_eq!(
-            d.on_repair(&RepairInfo { scheme: SchemeId::Xor, ..ok }, &[0; 4], cb),
+            d.on_repair(
+                &RepairInfo {
+                    scheme: SchemeId::Xor,
+                    ..ok
+                },
+                &[0; 4],
+                cb
+            ),
             Err(DecodeError::WrongScheme)
         );
         d.on_repair(&ok, &[0; 4], cb).unwrap();
         // Same block, different payload length: conflicting.
         assert_eq!(
-            d.on_repair(&RepairInfo { repair_key: 1, ..ok }, &[0; 6], cb),
+            d.on_repair(
+                &RepairInfo {
+                    repair_key: 1,
+                    ..ok
+                },
+                &[0; 6],
+                cb
+            ),
             Err(DecodeError::InvalidParameters)
         );
     }

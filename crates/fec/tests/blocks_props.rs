@@ -24,7 +24,11 @@ enum Ev {
 fn symbols(rng: &mut ChaCha8Rng, n: usize) -> Vec<Vec<u8>> {
     (0..n)
         .map(|_| {
-            let len = if rng.gen_ratio(1, 20) { rng.gen_range(0..300) } else { rng.gen_range(0..40) };
+            let len = if rng.gen_ratio(1, 20) {
+                rng.gen_range(0..300)
+            } else {
+                rng.gen_range(0..40)
+            };
             (0..len).map(|_| rng.gen()).collect()
         })
         .collect()
@@ -39,7 +43,10 @@ fn channel(rng: &mut ChaCha8Rng, evs: Vec<Ev>, p: f64) -> (Vec<Ev>, BTreeSet<Esi
             out.swap(i - 1, i);
         }
     }
-    let got = out.iter().filter_map(|e| if let Ev::Src(s) = e { Some(*s) } else { None }).collect();
+    let got = out
+        .iter()
+        .filter_map(|e| if let Ev::Src(s) = e { Some(*s) } else { None })
+        .collect();
     (out, got)
 }
 
@@ -51,7 +58,9 @@ fn run(d: &mut dyn FecDecoder, evs: &[Ev], syms: &[Vec<u8>], base: Esi) -> BTree
         match e {
             Ev::Src(s) => {
                 let i = s.wrapping_sub(base) as usize;
-                let out = d.on_source(*s, &syms[i], &mut |e, b| rec.push((e, b.to_vec()))).unwrap();
+                let out = d
+                    .on_source(*s, &syms[i], &mut |e, b| rec.push((e, b.to_vec())))
+                    .unwrap();
                 if out == SourceOutcome::New {
                     assert!(delivered.insert(*s, syms[i].clone()).is_none(), "{s} twice");
                 } else {
@@ -59,7 +68,9 @@ fn run(d: &mut dyn FecDecoder, evs: &[Ev], syms: &[Vec<u8>], base: Esi) -> BTree
                     assert!(delivered.contains_key(s));
                 }
             }
-            Ev::Rep(info, p) => d.on_repair(info, p, &mut |e, b| rec.push((e, b.to_vec()))).unwrap(),
+            Ev::Rep(info, p) => d
+                .on_repair(info, p, &mut |e, b| rec.push((e, b.to_vec())))
+                .unwrap(),
         }
         for (e, b) in rec {
             let i = e.wrapping_sub(base) as usize;
@@ -93,7 +104,12 @@ fn peel(known: &BTreeSet<Esi>, evs: &[Ev]) -> BTreeSet<Esi> {
     }
 }
 
-fn encode(enc: &mut dyn FecEncoder, syms: &[Vec<u8>], base: Esi, mut between: impl FnMut(&mut dyn FecEncoder, usize)) -> Vec<Ev> {
+fn encode(
+    enc: &mut dyn FecEncoder,
+    syms: &[Vec<u8>],
+    base: Esi,
+    mut between: impl FnMut(&mut dyn FecEncoder, usize),
+) -> Vec<Ev> {
     let mut evs = Vec::new();
     for (i, s) in syms.iter().enumerate() {
         between(enc, i);
@@ -228,6 +244,13 @@ fn reed_solomon_boundary() {
             .collect();
         let mut d = RsDecoder::new(k, m);
         let delivered = run(&mut d, &rx, &syms, 0);
-        assert_eq!(delivered.len(), if losses <= m as usize { k as usize } else { k as usize - losses });
+        assert_eq!(
+            delivered.len(),
+            if losses <= m as usize {
+                k as usize
+            } else {
+                k as usize - losses
+            }
+        );
     }
 }

@@ -419,6 +419,45 @@ mod tests {
         assert_eq!(choose(0b1, Some("ssse3")), Kernel::Portable);
     }
 
+    /// Runs in a child process (see `environment_variable_forces_the_kernel`).
+    #[test]
+    #[ignore = "run by environment_variable_forces_the_kernel with HIRT_GF_KERNEL set"]
+    fn active_kernel_matches_environment() {
+        let want = std::env::var("HIRT_GF_KERNEL").expect("HIRT_GF_KERNEL set by the parent");
+        let want = Kernel::from_name(&want).expect("known kernel");
+        assert_eq!(
+            active(),
+            if want.is_supported() {
+                want
+            } else {
+                Kernel::best()
+            }
+        );
+    }
+
+    #[test]
+    fn environment_variable_forces_the_kernel() {
+        let exe = std::env::current_exe().expect("test binary");
+        for &k in Kernel::ALL {
+            let out = std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "tests::active_kernel_matches_environment",
+                    "--ignored",
+                ])
+                .env("HIRT_GF_KERNEL", k.name())
+                .output()
+                .expect("run child");
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{}: {text}", k.name());
+            assert!(
+                text.contains("1 passed"),
+                "{}: child did not run the check: {text}",
+                k.name()
+            );
+        }
+    }
+
     #[test]
     fn every_coefficient_and_every_byte_on_every_kernel() {
         let src: Vec<u8> = (0..=255u8).chain(0..=255u8).rev().collect();

@@ -27,9 +27,9 @@ const fn build_tables() -> ([u8; 512], [u8; 256]) {
 }
 
 const TABLES: ([u8; 512], [u8; 256]) = build_tables();
-/// exp[i] = alpha^i, doubled so that exp[log a + log b] needs no reduction.
+/// `exp[i] = alpha^i`, doubled so that `exp[log a + log b]` needs no reduction.
 pub static EXP: [u8; 512] = TABLES.0;
-/// log[a] for a != 0; log[0] is unused.
+/// `log[a]` for `a != 0`; `log[0]` is unused.
 pub static LOG: [u8; 256] = TABLES.1;
 
 /// a * b in GF(2^8).

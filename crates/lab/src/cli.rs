@@ -573,6 +573,14 @@ impl<'a> Lab<'a> {
         bar.finish_and_clear();
         let samples = samples?;
         let fec = tunnel.as_ref().map(|t| t.stats());
+        if let Some(t) = &tunnel {
+            let raw: Vec<_> = t
+                .raw_status()
+                .into_iter()
+                .map(|(c, r)| serde_json::json!({"control": c, "status": serde_json::from_str::<serde_json::Value>(&r).unwrap_or(serde_json::Value::String(r))}))
+                .collect();
+            let _ = std::fs::write(self.dir.join(format!("{name}-hirt-status.json")), serde_json::to_string_pretty(&raw).unwrap_or_default());
+        }
         drop(tunnel);
         self.topo.route_plain()?;
         let (ab, ba) = emu.stop();
@@ -689,19 +697,20 @@ fn progress(hidden: bool, msg: &str, d: Duration, done: Arc<AtomicU64>) -> indic
 fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<serde_json::Value> {
     let none = DirectionConfig { seed: args.seed, ..Default::default() };
     let emu = Emulator::start(Some(&topo.link), "la", "lb", &none, &none)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let received = Arc::new(AtomicU64::new(0));
-    let (st, rc) = (stop.clone(), received.clone());
-    let sink = netns::in_ns(&topo.server, move || workload::bulk::udp_sink(st, rc));
+    // What reaches the server's interface (kernel counter): the emulator's delivery, whatever
+    // the receiving application manages to read on a busy machine.
+    let rx_before = if_rx_packets(&topo.server, "b0")?;
     std::thread::sleep(Duration::from_millis(200));
     let d = args.duration.min(Duration::from_secs(10));
     let gbps = args.bench_gbps;
-    let sent = netns::join(netns::in_ns(&topo.client, move || workload::bulk::udp_blast(gbps, d)))?;
+    let sent = netns::join(netns::in_ns(&topo.client, move || {
+        // The sender must get the CPU to offer the load (below the emulator's priority).
+        crate::sys::set_realtime(10);
+        workload::bulk::udp_blast(gbps, d)
+    }))?;
     std::thread::sleep(Duration::from_millis(300));
-    stop.store(true, Ordering::Relaxed);
-    let _ = netns::join(sink);
     let (ab, _) = emu.stop();
-    let got = received.load(Ordering::Relaxed);
+    let got = if_rx_packets(&topo.server, "b0")?.saturating_sub(rx_before);
     let secs = sent.1.as_secs_f64();
     let j = serde_json::json!({
         "offered_gbps": sent.0 as f64 * 1280.0 * 8.0 / secs / 1e9,
@@ -726,6 +735,13 @@ fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<serde_json:
         println!("{}", serde_json::to_string_pretty(&j)?);
     }
     Ok(j)
+}
+
+/// Packets received by interface `dev` of namespace `ns`.
+fn if_rx_packets(ns: &str, dev: &str) -> anyhow::Result<u64> {
+    let out = std::process::Command::new("ip").args(["-n", ns, "-j", "-s", "link", "show", dev]).output()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("ip -j output")?;
+    v[0]["stats64"]["rx"]["packets"].as_u64().context("no rx counter")
 }
 
 /// Parses `25ms`, `2s`, `1.5s`, `500us`, `1m`.

@@ -35,6 +35,15 @@ pub fn set_timer_slack_min() {
     }
 }
 
+/// Gives the calling thread real-time priority (SCHED_FIFO `prio`), like the softirq a kernel
+/// emulator would run in: a link must not stall because the endpoints it connects are busy.
+/// Returns false when not permitted (the emulator then runs at normal priority).
+pub fn set_realtime(prio: i32) -> bool {
+    let p = libc::sched_param { sched_priority: prio };
+    // SAFETY: `p` is a valid sched_param; pid 0 is the calling thread.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+}
+
 /// Interface index of `ifname` in the calling thread's namespace.
 pub fn if_index(ifname: &str) -> io::Result<i32> {
     let c = CString::new(ifname).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;

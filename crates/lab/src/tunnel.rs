@@ -164,6 +164,14 @@ impl Tunnel {
         Ok(())
     }
 
+    /// The raw `status` answer of every instance (saved with the results).
+    pub fn raw_status(&self) -> Vec<(String, String)> {
+        self.controls
+            .iter()
+            .map(|c| (c.display().to_string(), request(c, "status").unwrap_or_else(|e| format!("error: {e}"))))
+            .collect()
+    }
+
     /// FEC counters of both ends, summed over streams (both directions of the tunnel).
     pub fn stats(&self) -> FecStats {
         let mut f = FecStats { source: "hirt status (control socket), both ends".into(), ..Default::default() };

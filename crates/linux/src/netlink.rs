@@ -26,6 +26,7 @@ const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_TABLE: u16 = 15;
 const IFLA_MTU: u16 = 4;
+const IFLA_TXQLEN: u16 = 13;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
 const FRA_IIFNAME: u16 = 3;
@@ -109,6 +110,17 @@ impl Netlink {
 
     /// Sets a link up, optionally with an MTU.
     pub fn link_up(&mut self, index: u32, mtu: Option<u32>) -> io::Result<()> {
+        self.link_up_qlen(index, mtu, None)
+    }
+
+    /// Sets a link up, optionally with an MTU and a transmit queue length (for a TUN device:
+    /// how many packets the kernel queues towards hirt before dropping).
+    pub fn link_up_qlen(
+        &mut self,
+        index: u32,
+        mtu: Option<u32>,
+        txqlen: Option<u32>,
+    ) -> io::Result<()> {
         self.begin(RTM_NEWLINK, 0);
         self.buf.push(libc::AF_UNSPEC as u8);
         self.buf.push(0);
@@ -120,6 +132,9 @@ impl Netlink {
             .extend_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
         if let Some(mtu) = mtu {
             self.attr(IFLA_MTU, &mtu.to_ne_bytes());
+        }
+        if let Some(q) = txqlen {
+            self.attr(IFLA_TXQLEN, &q.to_ne_bytes());
         }
         self.finish()
     }

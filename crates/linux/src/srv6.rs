@@ -29,6 +29,8 @@
 //! SIDs and never leave the tunnel.
 
 use std::net::Ipv6Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use hirt_core::{
@@ -130,20 +132,91 @@ pub struct NodeConfig {
     pub seed: u64,
 }
 
-/// One worker's encoder and decoder state.
+/// Encoder and decoder state of an instance, shared by its workers: one slot per worker, and
+/// stream `s` lives in slot `s % slots`. A worker encodes its own stream in its own slot
+/// (uncontended lock); a repair, source or feedback of stream `s` that the kernel queued to
+/// another worker is handled in slot `s % slots` under its lock: this is how the decoder (and
+/// the encoder's feedback path) steer by stream id.
+pub struct Shared {
+    encs: Vec<Mutex<Encoder>>,
+    decs: Vec<Mutex<DecState>>,
+    /// Replay windows of the auth TLV sequence, per stream.
+    replay: Mutex<Vec<ReplayWindow>>,
+    /// Sequence number of our auth TLVs (one space per instance).
+    auth_seq: AtomicU64,
+}
+
+struct DecState {
+    dec: Decoder,
+    /// Latest (hop limit, traffic class) seen per stream of this slot.
+    last_hl_tc: Vec<(u8, u8)>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("slots", &self.encs.len().max(self.decs.len()))
+            .finish()
+    }
+}
+
+impl Shared {
+    /// State for `slots` workers and up to `streams` stream ids (for the replay windows).
+    pub fn new(cfg: &NodeConfig, slots: usize, streams: usize) -> Arc<Shared> {
+        let slots = slots.max(1);
+        let encs = match cfg.enc_sid {
+            Some(_) => (0..slots)
+                .map(|i| {
+                    let c = EncoderConfig::new(cfg.fec.clone());
+                    Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let decs = match cfg.dec_sid {
+            Some(_) => (0..slots)
+                .map(|i| {
+                    let c = DecoderConfig::new(cfg.fec.scheme.clone());
+                    let dec = Decoder::new(c, (cfg.seed ^ 0x5eed).wrapping_add(i as u64));
+                    Mutex::new(DecState {
+                        dec,
+                        last_hl_tc: vec![(64, 0); streams.max(1)],
+                    })
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Arc::new(Shared {
+            encs,
+            decs,
+            replay: Mutex::new((0..streams.max(1)).map(|_| ReplayWindow::new()).collect()),
+            auth_seq: AtomicU64::new(crate::crypto::initial_counter()),
+        })
+    }
+
+    fn enc(&self, stream: StreamId) -> Option<MutexGuard<'_, Encoder>> {
+        let n = self.encs.len();
+        (n > 0).then(|| lock(&self.encs[stream as usize % n]))
+    }
+
+    fn dec(&self, stream: StreamId) -> Option<MutexGuard<'_, DecState>> {
+        let n = self.decs.len();
+        (n > 0).then(|| lock(&self.decs[stream as usize % n]))
+    }
+}
+
+/// Locks, ignoring poisoning (a panicking worker must not stop the others).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One worker: its configuration (its own stream), the shared state, scratch buffers.
 pub struct Srv6Node {
     cfg: NodeConfig,
-    enc: Option<Encoder>,
-    dec: Option<Decoder>,
-    metrics: std::sync::Arc<Metrics>,
+    shared: Arc<Shared>,
+    metrics: Arc<Metrics>,
     /// Scratch for building repair / feedback / recovered packets.
     out: Vec<u8>,
-    /// Latest (hop limit, traffic class) seen per decoder stream.
-    last_hl_tc: Vec<(u8, u8)>,
-    /// Replay windows of the auth TLV sequence, per stream (each sender thread owns one stream).
-    replay: Vec<ReplayWindow>,
-    /// Sequence number for our auth TLVs.
-    auth_seq: u64,
 }
 
 impl std::fmt::Debug for Srv6Node {
@@ -168,30 +241,20 @@ pub enum Drop {
 }
 
 impl Srv6Node {
-    /// A node; `metrics` must have a slot for every stream id in use.
-    pub fn new(cfg: NodeConfig, metrics: std::sync::Arc<Metrics>) -> anyhow::Result<Srv6Node> {
-        let enc = match cfg.enc_sid {
-            Some(_) => Some(Encoder::new(EncoderConfig::new(cfg.fec.clone()), cfg.seed)),
-            None => None,
-        };
-        let dec = match cfg.dec_sid {
-            Some(_) => Some(Decoder::new(
-                DecoderConfig::new(cfg.fec.scheme.clone()),
-                cfg.seed ^ 0x5eed,
-            )),
-            None => None,
-        };
-        let n = metrics.streams.len();
-        Ok(Srv6Node {
+    /// A single-worker node with its own state; `metrics` has a slot per stream id in use.
+    pub fn new(cfg: NodeConfig, metrics: Arc<Metrics>) -> anyhow::Result<Srv6Node> {
+        let shared = Shared::new(&cfg, 1, metrics.streams.len());
+        Ok(Srv6Node::with_shared(cfg, metrics, shared))
+    }
+
+    /// A worker of a multi-worker instance; `cfg.stream` is the worker's index (its slot).
+    pub fn with_shared(cfg: NodeConfig, metrics: Arc<Metrics>, shared: Arc<Shared>) -> Srv6Node {
+        Srv6Node {
             cfg,
-            enc,
-            dec,
+            shared,
             metrics,
             out: vec![0u8; BUF_LEN],
-            last_hl_tc: vec![(64, 0); n],
-            replay: (0..n).map(|_| ReplayWindow::new()).collect(),
-            auth_seq: crate::crypto::initial_counter(),
-        })
+        }
     }
 
     /// The node's configuration.
@@ -201,7 +264,7 @@ impl Srv6Node {
 
     /// Switches the encoder's repair-rate controller (live change from the control socket).
     pub fn set_controller(&mut self, c: &ControllerConfig) {
-        if let Some(e) = self.enc.as_mut() {
+        if let Some(mut e) = self.shared.enc(self.cfg.stream) {
             e.set_controller(c);
         }
         self.cfg.fec.controller = c.clone();
@@ -209,8 +272,14 @@ impl Srv6Node {
 
     /// When [`Self::handle_timeout`] should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let a = self.enc.as_ref().and_then(|e| e.poll_timeout());
-        let b = self.dec.as_ref().and_then(|d| d.poll_timeout());
+        let a = self
+            .shared
+            .enc(self.cfg.stream)
+            .and_then(|e| e.poll_timeout());
+        let b = self
+            .shared
+            .dec(self.cfg.stream)
+            .and_then(|d| d.dec.poll_timeout());
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -219,14 +288,30 @@ impl Srv6Node {
 
     /// Time-driven work (sparse-traffic repairs, feedback); emits what it produces.
     pub fn handle_timeout(&mut self, now: Instant, emit: &mut dyn FnMut(Egress, &[u8])) {
-        if let Some(e) = self.enc.as_mut() {
+        let shared = self.shared.clone();
+        if let Some(mut e) = shared.enc(self.cfg.stream) {
             e.handle_timeout(now);
+            drain_repairs(
+                &self.cfg,
+                &self.metrics,
+                &shared,
+                &mut self.out,
+                &mut e,
+                emit,
+            );
         }
-        if let Some(d) = self.dec.as_mut() {
-            d.handle_timeout(now);
-        }
-        self.drain_repairs(emit);
-        self.drain_decoder(now, emit);
+        if let Some(mut d) = shared.dec(self.cfg.stream) {
+            d.dec.handle_timeout(now);
+            drain_decoder(
+                &self.cfg,
+                &self.metrics,
+                &shared,
+                &mut self.out,
+                &mut d,
+                now,
+                emit,
+            );
+        };
     }
 
     /// Processes one packet from the SID device. `buf[..len]` holds it; `buf` must be
@@ -270,8 +355,9 @@ impl Srv6Node {
         let key_id = a.key_id;
         match wsrv6::verify_auth(pkt, &self.cfg.tlv, |id| (id == key_id).then_some(key)) {
             Ok(r) => {
-                let i = (stream as usize).min(self.replay.len() - 1);
-                if self.replay[i].update(r.seq) {
+                let mut replay = lock(&self.shared.replay);
+                let i = (stream as usize).min(replay.len() - 1);
+                if replay[i].update(r.seq) {
                     Ok(())
                 } else {
                     add(&self.metrics.stream(stream).auth_failures, 1);
@@ -311,10 +397,18 @@ impl Srv6Node {
             };
             self.verify(&buf[..len], stream)?;
             add(&self.metrics.stream(stream).feedback_in, 1);
-            if let Some(e) = self.enc.as_mut() {
+            let shared = self.shared.clone();
+            if let Some(mut e) = shared.enc(stream) {
                 e.handle_feedback(&fb, now);
+                drain_repairs(
+                    &self.cfg,
+                    &self.metrics,
+                    &shared,
+                    &mut self.out,
+                    &mut e,
+                    emit,
+                );
             }
-            self.drain_repairs(emit);
             return Ok(());
         }
         if tlvs.repair.is_some() || tlvs.source.is_some() || l.segments_left == 0 {
@@ -325,7 +419,9 @@ impl Srv6Node {
         if wsrv6::advance_segment(buf, len).is_err() {
             return self.count_drop(Drop::Malformed);
         }
-        let Some(enc_stream) = self.enc.as_ref().map(|_| self.cfg.stream) else {
+        let shared = self.shared.clone();
+        let enc_stream = self.cfg.stream;
+        let Some(mut enc) = shared.enc(enc_stream) else {
             return self.count_drop(Drop::NotOurs);
         };
         // Where is the decoder in the segment list (at or after the next segment)?
@@ -344,11 +440,7 @@ impl Srv6Node {
         add(&c.enc_packets_in, 1);
         // Normalise into the symbol, hand it to the core, restore.
         let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
-        let tag = self
-            .enc
-            .as_mut()
-            .map(|e| e.handle_source(enc_stream, &buf[..len], now))
-            .expect("encoder present");
+        let tag = enc.handle_source(enc_stream, &buf[..len], now);
         restore(buf, l.srh_offset, &saved);
         let src = SourceRepr {
             stream: tag.stream,
@@ -367,55 +459,15 @@ impl Srv6Node {
                 emit(Egress::Kernel, &buf[..len]);
             }
         }
-        self.drain_repairs(emit);
+        drain_repairs(
+            &self.cfg,
+            &self.metrics,
+            &shared,
+            &mut self.out,
+            &mut enc,
+            emit,
+        );
         Ok(())
-    }
-
-    fn drain_repairs(&mut self, emit: &mut dyn FnMut(Egress, &[u8])) {
-        let Some(enc) = self.enc.as_mut() else { return };
-        let src = self.cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
-        let dst = [self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid)];
-        while let Some(r) = enc.poll_repair() {
-            let h = Srv6Header {
-                src,
-                segments: &dst,
-                segments_left: 0,
-                hop_limit: 64,
-                traffic_class: self.cfg.repair_tclass,
-                flow_label: 0,
-                next_header: NH_NONE,
-                tag: 0,
-            };
-            let repr = RepairRepr {
-                stream: r.stream,
-                info: r.info,
-                timestamp: r.timestamp,
-                payload_len: r.payload.len() as u16,
-            };
-            let auth = self.cfg.auth.as_ref().map(|a| {
-                self.auth_seq += 1;
-                Auth {
-                    tlv_type: self.cfg.tlv.auth,
-                    key_id: a.key_id,
-                    key: &a.key,
-                    seq: self.auth_seq,
-                    rfc8754_hmac: a.rfc8754,
-                }
-            });
-            let built = Srv6Builder::new(&mut self.out, &h).and_then(|mut b| {
-                b.push_repair(self.cfg.tlv.repair, &repr)?;
-                b.finish(r.payload, auth.as_ref())
-            });
-            let c = self.metrics.stream(r.stream);
-            match built {
-                Ok(n) => {
-                    add(&c.repairs_sent, 1);
-                    add(&c.repair_bytes_sent, r.payload.len() as u64);
-                    emit(Egress::Kernel, &self.out[..n]);
-                }
-                Err(_) => add(&self.metrics.global.send_errors, 1),
-            }
-        }
     }
 
     fn decoder_packet(
@@ -439,15 +491,29 @@ impl Srv6Node {
             self.verify(&buf[..len], rep.stream)?;
             let c = self.metrics.stream(rep.stream);
             add(&c.repairs_received, 1);
-            let before = self.dec_recovered(rep.stream);
-            if let Some(d) = self.dec.as_mut() {
-                // A refused repair (wrong scheme, out of range) is counted by the core.
-                let _ = d.handle_repair(rep.stream, &rep.info, rep.timestamp, &buf[payload], now);
-            }
-            if self.dec_recovered(rep.stream) > before {
+            let shared = self.shared.clone();
+            let Some(mut d) = shared.dec(rep.stream) else {
+                return self.count_drop(Drop::NotOurs);
+            };
+            let recovered =
+                |d: &DecState| d.dec.stats(rep.stream).map(|s| s.recovered).unwrap_or(0);
+            let before = recovered(&d);
+            // A refused repair (wrong scheme, out of range) is counted by the core.
+            let _ = d
+                .dec
+                .handle_repair(rep.stream, &rep.info, rep.timestamp, &buf[payload], now);
+            if recovered(&d) > before {
                 add(&c.repairs_used, 1);
             }
-            self.drain_decoder(now, emit);
+            drain_decoder(
+                &self.cfg,
+                &self.metrics,
+                &shared,
+                &mut self.out,
+                &mut d,
+                now,
+                emit,
+            );
             return Ok(());
         }
         if tlvs.feedback.is_some() {
@@ -466,15 +532,15 @@ impl Srv6Node {
         add(&c.dec_packets_in, 1);
         let hl = buf[7];
         let tc = traffic_class(buf);
-        let slot = (src.stream as usize).min(self.last_hl_tc.len() - 1);
-        self.last_hl_tc[slot] = (hl, tc);
+        let shared = self.shared.clone();
+        let Some(mut d) = shared.dec(src.stream) else {
+            return self.count_drop(Drop::NotOurs);
+        };
+        let slot = (src.stream as usize).min(d.last_hl_tc.len() - 1);
+        d.last_hl_tc[slot] = (hl, tc);
         buf[7] = 0;
         set_traffic_class(buf, 0);
-        let verdict = self
-            .dec
-            .as_mut()
-            .map(|d| d.handle_source(src.stream, src.esi, &buf[..len], now))
-            .unwrap_or(Verdict::Duplicate);
+        let verdict = d.dec.handle_source(src.stream, src.esi, &buf[..len], now);
         buf[7] = hl;
         set_traffic_class(buf, tc);
         let res = match verdict {
@@ -487,23 +553,23 @@ impl Srv6Node {
                 Err(Drop::Duplicate)
             }
         };
-        self.drain_decoder(now, emit);
+        drain_decoder(
+            &self.cfg,
+            &self.metrics,
+            &shared,
+            &mut self.out,
+            &mut d,
+            now,
+            emit,
+        );
         res
-    }
-
-    fn dec_recovered(&self, stream: StreamId) -> u64 {
-        self.dec
-            .as_ref()
-            .and_then(|d| d.stats(stream))
-            .map(|s| s.recovered)
-            .unwrap_or(0)
     }
 
     /// Copies the core's view (losses, residual, controller rate, overload skips) into the
     /// metrics. Called periodically by the runtime, not per packet.
     pub fn publish_stats(&self) {
         use std::sync::atomic::Ordering::Relaxed;
-        if let Some(e) = self.enc.as_ref() {
+        if let Some(e) = self.shared.enc(self.cfg.stream) {
             for s in e.streams() {
                 if let Some(st) = e.stats(s) {
                     let c = self.metrics.stream(s);
@@ -513,84 +579,134 @@ impl Srv6Node {
                 }
             }
         }
-        if let Some(d) = self.dec.as_ref() {
-            for s in d.streams() {
-                if let Some(st) = d.stats(s) {
+        let no_enc = self.shared.encs.is_empty();
+        if let Some(d) = self.shared.dec(self.cfg.stream) {
+            for s in d.dec.streams() {
+                if let Some(st) = d.dec.stats(s) {
                     let c = self.metrics.stream(s);
                     c.losses.store(st.lost, Relaxed);
                     c.unrecoverable.store(st.residual, Relaxed);
-                    if self.enc.is_none() {
+                    if no_enc {
                         c.overload_skips.store(st.overload_skips, Relaxed);
                     }
                 }
             }
         }
     }
+}
 
-    fn drain_decoder(&mut self, now: Instant, emit: &mut dyn FnMut(Egress, &[u8])) {
-        let Some(dec) = self.dec.as_mut() else { return };
-        while let Some(r) = dec.poll_recovered() {
-            let n = r.data.len();
-            if n < 40 || n > self.out.len() {
-                continue;
+/// Sends every repair the encoder has ready, as SRv6 repair packets to the decoder SID.
+fn drain_repairs(
+    cfg: &NodeConfig,
+    metrics: &Metrics,
+    shared: &Shared,
+    out: &mut [u8],
+    enc: &mut Encoder,
+    emit: &mut dyn FnMut(Egress, &[u8]),
+) {
+    let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+    let dst = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
+    while let Some(r) = enc.poll_repair() {
+        let h = Srv6Header {
+            src,
+            segments: &dst,
+            segments_left: 0,
+            hop_limit: 64,
+            traffic_class: cfg.repair_tclass,
+            flow_label: 0,
+            next_header: NH_NONE,
+            tag: 0,
+        };
+        let repr = RepairRepr {
+            stream: r.stream,
+            info: r.info,
+            timestamp: r.timestamp,
+            payload_len: r.payload.len() as u16,
+        };
+        let auth = cfg.auth.as_ref().map(|a| Auth {
+            tlv_type: cfg.tlv.auth,
+            key_id: a.key_id,
+            key: &a.key,
+            seq: shared.auth_seq.fetch_add(1, Ordering::Relaxed),
+            rfc8754_hmac: a.rfc8754,
+        });
+        let built = Srv6Builder::new(out, &h).and_then(|mut b| {
+            b.push_repair(cfg.tlv.repair, &repr)?;
+            b.finish(r.payload, auth.as_ref())
+        });
+        let c = metrics.stream(r.stream);
+        match built {
+            Ok(n) => {
+                add(&c.repairs_sent, 1);
+                add(&c.repair_bytes_sent, r.payload.len() as u64);
+                emit(Egress::Kernel, &out[..n]);
             }
-            self.out[..n].copy_from_slice(r.data);
-            let slot = (r.stream as usize).min(self.last_hl_tc.len() - 1);
-            let (hl, tc) = self.last_hl_tc[slot];
-            self.out[7] = hl;
-            set_traffic_class(&mut self.out, tc);
-            add(&self.metrics.stream(r.stream).recovered, 1);
-            behave(
-                &self.cfg,
-                &self.metrics,
-                r.stream,
-                &mut self.out,
-                n,
-                true,
-                emit,
-            );
+            Err(_) => add(&metrics.global.send_errors, 1),
         }
-        let src = self.cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
-        let dst = [self.cfg.enc_sid.unwrap_or(self.cfg.peer_enc_sid)];
-        while let Some(fb) = dec.poll_feedback(now) {
-            let mut body = [0u8; Feedback::MAX_LEN];
-            let Some(blen) = fb.encode(&mut body) else {
-                continue;
-            };
-            let h = Srv6Header {
-                src,
-                segments: &dst,
-                segments_left: 0,
-                hop_limit: 64,
-                traffic_class: self.cfg.repair_tclass,
-                flow_label: 0,
-                next_header: NH_NONE,
-                tag: 0,
-            };
-            let repr = FeedbackRepr {
-                stream: fb.stream,
-                path_id: fb.path,
-                timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
-                body: &body[..blen],
-            };
-            let auth = self.cfg.auth.as_ref().map(|a| {
-                self.auth_seq += 1;
-                Auth {
-                    tlv_type: self.cfg.tlv.auth,
-                    key_id: a.key_id,
-                    key: &a.key,
-                    seq: self.auth_seq,
-                    rfc8754_hmac: a.rfc8754,
-                }
-            });
-            let built = Srv6Builder::new(&mut self.out, &h).and_then(|mut b| {
-                b.push_feedback(self.cfg.tlv.feedback, &repr)?;
-                b.finish(&[], auth.as_ref())
-            });
-            if let Ok(n) = built {
-                add(&self.metrics.stream(fb.stream).feedback_sent, 1);
-                emit(Egress::Kernel, &self.out[..n]);
-            }
+    }
+}
+
+/// Delivers recovered packets (rebuilt, then the behaviour) and sends pending feedback.
+fn drain_decoder(
+    cfg: &NodeConfig,
+    metrics: &Metrics,
+    shared: &Shared,
+    out: &mut [u8],
+    st: &mut DecState,
+    now: Instant,
+    emit: &mut dyn FnMut(Egress, &[u8]),
+) {
+    let DecState { dec, last_hl_tc } = st;
+    while let Some(r) = dec.poll_recovered() {
+        let n = r.data.len();
+        if n < 40 || n > out.len() {
+            continue;
+        }
+        out[..n].copy_from_slice(r.data);
+        let slot = (r.stream as usize).min(last_hl_tc.len() - 1);
+        let (hl, tc) = last_hl_tc[slot];
+        out[7] = hl;
+        set_traffic_class(out, tc);
+        add(&metrics.stream(r.stream).recovered, 1);
+        behave(cfg, metrics, r.stream, out, n, true, emit);
+    }
+    let src = cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+    let dst = [cfg.enc_sid.unwrap_or(cfg.peer_enc_sid)];
+    while let Some(fb) = dec.poll_feedback(now) {
+        let mut body = [0u8; Feedback::MAX_LEN];
+        let Some(blen) = fb.encode(&mut body) else {
+            continue;
+        };
+        let h = Srv6Header {
+            src,
+            segments: &dst,
+            segments_left: 0,
+            hop_limit: 64,
+            traffic_class: cfg.repair_tclass,
+            flow_label: 0,
+            next_header: NH_NONE,
+            tag: 0,
+        };
+        let repr = FeedbackRepr {
+            stream: fb.stream,
+            path_id: fb.path,
+            timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
+            body: &body[..blen],
+        };
+        let auth = cfg.auth.as_ref().map(|a| Auth {
+            tlv_type: cfg.tlv.auth,
+            key_id: a.key_id,
+            key: &a.key,
+            seq: shared.auth_seq.fetch_add(1, Ordering::Relaxed),
+            rfc8754_hmac: a.rfc8754,
+        });
+        let built = Srv6Builder::new(out, &h).and_then(|mut b| {
+            b.push_feedback(cfg.tlv.feedback, &repr)?;
+            b.finish(&[], auth.as_ref())
+        });
+        if let Ok(n) = built {
+            add(&metrics.stream(fb.stream).feedback_sent, 1);
+            emit(Egress::Kernel, &out[..n]);
         }
     }
 }

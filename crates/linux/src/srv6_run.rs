@@ -21,12 +21,14 @@ use crate::control::{self, Control};
 use crate::metrics::{self, add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
 use crate::runtime::{self, StopFlag};
-use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Srv6Node, BUF_LEN};
+use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
 
 /// Default table hirt fills for End.DX6.
 pub const DX6_TABLE: u32 = 4869;
 const MAIN_TABLE: u32 = 254;
+/// Transmit queue length of our TUN devices (the kernel default is 500).
+pub const TUN_TXQLEN: u32 = 8192;
 
 /// A running SRv6 instance (in-process; the CLI waits on it).
 #[derive(Debug)]
@@ -144,7 +146,9 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     }
     let mut nl = Netlink::open()?;
     let idx = if_index(&dev)?;
-    nl.link_up(idx, Some(args.mtu.unwrap_or(9000)))?;
+    // A long queue absorbs bursts while a worker is busy (a drop here happens before the encoder
+    // numbers the packet, or after the tunnel at the decoder, where it would look like loss).
+    nl.link_up_qlen(idx, Some(args.mtu.unwrap_or(9000)), Some(TUN_TXQLEN))?;
     let mut installed = Installed::default();
     if !args.no_routes {
         let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
@@ -167,7 +171,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     }
     if !decap_queues.is_empty() {
         let didx = if_index(&decap_name)?;
-        nl.link_up(didx, Some(args.mtu.unwrap_or(9000)))?;
+        nl.link_up_qlen(didx, Some(args.mtu.unwrap_or(9000)), Some(TUN_TXQLEN))?;
         let t = match behavior {
             Behavior::Dx6(_) => table.unwrap_or(DX6_TABLE),
             _ => table.unwrap_or(MAIN_TABLE),
@@ -219,22 +223,27 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     let stop = Arc::new(StopFlag::default());
     let mut workers = Vec::new();
     let mut decap_iter = decap_queues.into_iter();
+    let base = NodeConfig {
+        enc_sid: enc.then_some(enc_sid),
+        dec_sid: dec.then_some(dec_sid),
+        peer_dec_sid: dec_sid,
+        peer_enc_sid: enc_sid,
+        behavior,
+        stream: 0,
+        fec: fec.clone(),
+        tlv,
+        auth,
+        ecn_ce: args.ecn_ce,
+        repair_tclass,
+        seed,
+    };
+    let shared = Shared::new(&base, threads, threads);
     for (i, q) in queues.into_iter().enumerate() {
         let cfg = NodeConfig {
-            enc_sid: enc.then_some(enc_sid),
-            dec_sid: dec.then_some(dec_sid),
-            peer_dec_sid: dec_sid,
-            peer_enc_sid: enc_sid,
-            behavior,
             stream: i as u16,
-            fec: fec.clone(),
-            tlv,
-            auth: auth.clone(),
-            ecn_ce: args.ecn_ce,
-            repair_tclass,
-            seed: seed.wrapping_add(i as u64),
+            ..base.clone()
         };
-        let node = Srv6Node::new(cfg, metrics.clone())?;
+        let node = Srv6Node::with_shared(cfg, metrics.clone(), shared.clone());
         let decap = decap_iter.next();
         let stop = stop.clone();
         let ctl = ctl.clone();

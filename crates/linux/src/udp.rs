@@ -502,7 +502,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     tun.set_nonblocking(true)?;
     let mut nl = Netlink::open()?;
     let idx = if_index(&dev)?;
-    nl.link_up(idx, Some(mtu))?;
+    nl.link_up_qlen(idx, Some(mtu), Some(crate::srv6_run::TUN_TXQLEN))?;
     let tun_addr = args.tun_addr.clone().unwrap_or_else(|| match role {
         Role::Server => "10.77.0.1/24".into(),
         Role::Client => "10.77.0.2/24".into(),

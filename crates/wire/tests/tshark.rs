@@ -12,9 +12,7 @@ use hirt_wire::{SourceRepr, TlvTypes};
 fn pcap(packets: &[&[u8]]) -> Vec<u8> {
     let mut v = Vec::new();
     // Global header: magic, v2.4, tz 0, sigfigs 0, snaplen 65535, LINKTYPE_RAW (101).
-    for x in [0xa1b2c3d4u32] {
-        v.extend_from_slice(&x.to_le_bytes());
-    }
+    v.extend_from_slice(&0xa1b2c3d4u32.to_le_bytes());
     v.extend_from_slice(&2u16.to_le_bytes());
     v.extend_from_slice(&4u16.to_le_bytes());
     v.extend_from_slice(&[0; 8]);

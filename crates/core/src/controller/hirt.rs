@@ -133,7 +133,9 @@ impl Controller for Hirt {
             return;
         }
         if fb.loss_window > 0 {
-            self.nf = f64::from(fb.loss_window);
+            // n_f comes from the decoder; bounded by the largest RLC window so a bogus value
+            // cannot stretch the step without limit.
+            self.nf = f64::from(fb.loss_window.min(crate::config::MAX_WINDOW));
         }
         let n = f64::from(fb.windows);
         let mean = f64::from(fb.loss_sum) / n;

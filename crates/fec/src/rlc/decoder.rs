@@ -35,8 +35,6 @@ use crate::symbol::{decode_len, encode_into, LEN_FIELD, MAX_PROTECTED_LEN};
 use crate::{DecodeError, Esi, FecDecoder, RepairInfo, SourceOutcome, MAX_SYMBOL_LEN};
 
 const NONE: u32 = u32::MAX;
-/// Known sources subtracted per `mul_add_many` call.
-const BATCH: usize = 16;
 
 /// Counters, for tests, the simulator's cost report and debugging.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -501,40 +499,37 @@ impl FecDecoder for RlcDecoder {
             row.payload.extend_from_slice(payload);
         }
         // Subtract the known sources; keep the unknown ones as coefficients.
+        // Subtract the known sources in one pass over the payload (`mul_add_terms`); keep the
+        // unknown ones as coefficients.
         let mut lo = None;
         let mut hi = first;
-        {
-            // Known sources go through `mul_add_many` in batches (one pass over the payload per
-            // batch instead of per source).
-            let mut srcs: [&[u8]; BATCH] = [&[]; BATCH];
-            let mut cs = [0u8; BATCH];
-            let mut k = 0;
-            let (cols, row, mask) = (&self.cols, &mut self.rows[r as usize], self.mask);
-            for (j, &c) in self.coefs[..nss as usize].iter().enumerate() {
-                if c == 0 {
-                    continue;
-                }
-                let e = first.wrapping_add(j as u32);
-                let ci = (e & mask) as usize;
-                let col = &cols[ci];
+        let mut known = 0;
+        for j in 0..nss {
+            let c = self.coefs[j as usize];
+            let e = first.wrapping_add(j);
+            let ci = self.idx(e);
+            if c == 0 {
+                continue;
+            }
+            if self.cols[ci].known {
+                known += 1;
+            } else {
+                self.rows[r as usize].coef[ci] = c;
+                lo.get_or_insert(e);
+                hi = e;
+            }
+        }
+        if known > 0 {
+            let (cols, coefs, mask) = (&self.cols, &self.coefs, self.mask);
+            hirt_gf::active().mul_add_terms(&mut self.rows[r as usize].payload, nss as usize, |j| {
+                let col = &cols[(first.wrapping_add(j as u32) & mask) as usize];
                 if col.known {
-                    srcs[k] = &col.data;
-                    cs[k] = c;
-                    k += 1;
-                    if k == BATCH {
-                        hirt_gf::mul_add_many(&mut row.payload, &srcs, &cs);
-                        k = 0;
-                    }
-                    self.ops += 1;
+                    (&col.data[..], coefs[j])
                 } else {
-                    row.coef[ci] = c;
-                    lo.get_or_insert(e);
-                    hi = e;
+                    (&[][..], 0)
                 }
-            }
-            if k > 0 {
-                hirt_gf::mul_add_many(&mut row.payload, &srcs[..k], &cs[..k]);
-            }
+            });
+            self.ops += known;
         }
         let Some(lo) = lo else {
             // Only zero coefficients on the unknowns (sparse code).

@@ -5,9 +5,6 @@ use crate::coefficients::generate_coding_coefficients;
 use crate::symbol::{encode_into, MAX_PROTECTED_LEN};
 use crate::{Esi, FecEncoder, RepairInfo, MAX_SYMBOL_LEN};
 
-/// Sources combined per `mul_add_many` call.
-const BATCH: usize = 16;
-
 /// RFC 8681 sliding-window encoder: keeps the last W source symbols and makes repair symbols over
 /// them on demand.
 ///
@@ -102,25 +99,16 @@ impl RlcEncoder {
         }
         self.repair.clear();
         self.repair.resize(len, 0);
-        // One pass over the repair per BATCH sources (`mul_add_many` keeps it in registers).
-        let mut srcs: [&[u8]; BATCH] = [&[]; BATCH];
-        let mut cs = [0u8; BATCH];
-        let mut k = 0;
-        for (j, &c) in coefs.iter().enumerate() {
-            if c == 0 {
-                continue;
+        // One pass over the repair for the whole window: each chunk of it stays in registers
+        // while every source is multiplied in (see `hirt_gf::Kernel::mul_add_terms`).
+        let slots = &self.slots;
+        hirt_gf::active().mul_add_terms(&mut self.repair, n, |j| {
+            let mut i = first_slot + j;
+            if i >= cap {
+                i -= cap;
             }
-            srcs[k] = &self.slots[(first_slot + j) % cap];
-            cs[k] = c;
-            k += 1;
-            if k == BATCH {
-                hirt_gf::mul_add_many(&mut self.repair, &srcs, &cs);
-                k = 0;
-            }
-        }
-        if k > 0 {
-            hirt_gf::mul_add_many(&mut self.repair, &srcs[..k], &cs[..k]);
-        }
+            (&slots[i][..], coefs[j])
+        });
         let info = RepairInfo {
             scheme: self.cfg.scheme(),
             first_esi: self.next_esi.wrapping_sub(n as u32),

@@ -151,6 +151,9 @@ impl Emulator {
                             sys::enter_netns(ns).with_context(|| format!("entering netns {ns}"))?;
                         }
                         sys::set_timer_slack_min();
+                        if std::env::var_os("HIRT_EMU_NO_RT").is_none() {
+                            sys::set_realtime(20);
+                        }
                         let rx = PacketSocket::open(&rx_if, true).with_context(|| format!("packet socket on {rx_if}"))?;
                         let tx = PacketSocket::open(&tx_if, false).with_context(|| format!("packet socket on {tx_if}"))?;
                         let pipe = Pipeline::<u32>::new(&cfg, SLOTS)?;
