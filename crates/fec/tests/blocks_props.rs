@@ -108,11 +108,13 @@ fn encode(
     enc: &mut dyn FecEncoder,
     syms: &[Vec<u8>],
     base: Esi,
-    mut between: impl FnMut(&mut dyn FecEncoder, usize),
+    flush: &[bool],
 ) -> Vec<Ev> {
     let mut evs = Vec::new();
     for (i, s) in syms.iter().enumerate() {
-        between(enc, i);
+        if flush.get(i) == Some(&true) {
+            enc.repair_now(&mut |info, p| evs.push(Ev::Rep(info, p.to_vec())));
+        }
         let esi = base.wrapping_add(i as u32);
         evs.push(Ev::Src(esi));
         enc.push_source(esi, s, &mut |info, p| evs.push(Ev::Rep(info, p.to_vec())));
@@ -182,7 +184,9 @@ proptest! {
             il.push(rng.gen_range(last + 1..last + 8));
         }
         let mut enc = LayeredEncoder::new(r, &il);
-        let evs = encode(&mut enc, &syms, base, |_, _| {});
+        // Sparse traffic: the controller sometimes asks for a repair mid-block (partial flush).
+        let flush: Vec<bool> = (0..n).map(|_| rng.gen_ratio(1, 12)).collect();
+        let evs = encode(&mut enc, &syms, base, &flush);
         let (rx, got) = channel(&mut rng, evs, p);
         let mut d = LayeredDecoder::new(r, &il);
         let delivered = run(&mut d, &rx, &syms, base);
@@ -200,7 +204,9 @@ proptest! {
         let k = rng.gen_range(1..10u16);
         let m = rng.gen_range(1..5u16);
         let mut enc = RsEncoder::new(k, m);
-        let evs = encode(&mut enc, &syms, base, |_, _| {});
+        // Sparse traffic: the controller sometimes asks for a repair mid-block (partial flush).
+        let flush: Vec<bool> = (0..n).map(|_| rng.gen_ratio(1, 12)).collect();
+        let evs = encode(&mut enc, &syms, base, &flush);
         let (rx, got) = channel(&mut rng, evs.clone(), p);
         let mut d = RsDecoder::new(k, m);
         let delivered = run(&mut d, &rx, &syms, base);
@@ -235,7 +241,7 @@ fn reed_solomon_boundary() {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let syms = symbols(&mut rng, k as usize);
     let mut enc = RsEncoder::new(k, m);
-    let evs = encode(&mut enc, &syms, 0, |_, _| {});
+    let evs = encode(&mut enc, &syms, 0, &[]);
     for losses in [m as usize, m as usize + 1] {
         let rx: Vec<Ev> = evs
             .iter()

@@ -170,7 +170,9 @@ impl Comparison {
         if let Some(l) = &self.lossless {
             row(&mut out, "lossless", l);
         }
-        row(&mut out, "no FEC", &self.baseline);
+        if self.baseline.requests > 0 || self.baseline.errors > 0 || self.fec.is_none() {
+            row(&mut out, "no FEC", &self.baseline);
+        }
         if let Some(f) = &self.fec {
             row(&mut out, "FEC", f);
         }

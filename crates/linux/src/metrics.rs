@@ -211,6 +211,14 @@ mod tests {
         assert!(t.contains("hirt_malformed 3"));
         let s = m.snapshot();
         assert_eq!(s.streams[1]["recovered"], 7);
+        // Served over HTTP.
+        let addr = serve_prometheus("127.0.0.1:0".parse().unwrap(), m.clone()).unwrap();
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        c.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        assert!(body.contains("hirt_stream_recovered{stream=\"1\"} 7"));
         // Out-of-range stream ids do not panic.
         add(&m.stream(900).losses, 1);
         assert_eq!(m.snapshot().streams[1]["losses"], 1);

@@ -74,7 +74,6 @@ macro_rules! entry_points {
             /// # Safety
             /// The CPU supports the module's features and `dst.len() >= src.len()`.
             #[target_feature(enable = $features)]
-            #[allow(dead_code)] // GFNI adds nothing to XOR; the Gfni kernel uses AVX-512's.
             pub(crate) unsafe fn xor(dst: &mut [u8], src: &[u8]) {
                 debug_assert!(dst.len() >= src.len());
                 // SAFETY: as above.

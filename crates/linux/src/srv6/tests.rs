@@ -371,3 +371,65 @@ fn behavior_parsing() {
     assert!("dx6:nope".parse::<Behavior>().is_err());
     assert!("x".parse::<Behavior>().is_err());
 }
+
+#[test]
+fn decoder_workers_steer_by_stream_through_shared_state() {
+    // Two encoder workers (streams 0 and 1) and two decoder workers; the "kernel" hands every
+    // tunnel packet to a decoder worker at random, not the one owning its stream.
+    let em = Metrics::new(2, "enc");
+    let dm = Metrics::new(2, "dec");
+    let ecfg = cfg(true, false, Behavior::Dt6, None);
+    let dcfg = cfg(false, true, Behavior::Dt6, None);
+    let es = Shared::new(&ecfg, 2, 2);
+    let ds = Shared::new(&dcfg, 2, 2);
+    let mut encs: Vec<Srv6Node> = (0..2)
+        .map(|i| Srv6Node::with_shared(NodeConfig { stream: i, ..ecfg.clone() }, em.clone(), es.clone()))
+        .collect();
+    let mut decs: Vec<Srv6Node> = (0..2)
+        .map(|i| Srv6Node::with_shared(NodeConfig { stream: i, ..dcfg.clone() }, dm.clone(), ds.clone()))
+        .collect();
+    let segs = [a(DEC), a(ENC)];
+    let now = Instant::now();
+    let mut buf = vec![0u8; BUF_LEN];
+    let mut delivered = Vec::new();
+    let mut k = 0u32;
+    for i in 0..400u32 {
+        let pkt = encapsulated(&segs, i);
+        buf[..pkt.len()].copy_from_slice(&pkt);
+        let mut out = Vec::new();
+        encs[(i % 2) as usize]
+            .handle_packet(&mut buf, pkt.len(), now, &mut |_, b| out.push(b.to_vec()))
+            .unwrap();
+        for b in out {
+            k += 1;
+            if k % 17 == 5 {
+                continue; // lost
+            }
+            buf[..b.len()].copy_from_slice(&b);
+            let w = (k.wrapping_mul(2654435761) >> 7) as usize % 2;
+            let _ = decs[w].handle_packet(&mut buf, b.len(), now, &mut |e, d| {
+                if e == Egress::Decap {
+                    delivered.push(d.to_vec())
+                }
+            });
+        }
+    }
+    // Flush: time-driven repairs of both encoder workers.
+    let later = now + Duration::from_millis(200);
+    for e in encs.iter_mut() {
+        let mut out = Vec::new();
+        e.handle_timeout(later, &mut |_, b| out.push(b.to_vec()));
+        for b in out {
+            buf[..b.len()].copy_from_slice(&b);
+            let _ = decs[0].handle_packet(&mut buf, b.len(), later, &mut |e, d| {
+                if e == Egress::Decap {
+                    delivered.push(d.to_vec())
+                }
+            });
+        }
+    }
+    check_exactly_once(&delivered, 400, inner);
+    let rec: u64 = dm.streams.iter().map(|s| s.recovered.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    assert!(rec > 10, "recovered {rec}");
+    assert!(dm.streams.iter().all(|s| s.recovered.load(std::sync::atomic::Ordering::Relaxed) > 0));
+}
