@@ -32,7 +32,8 @@ impl<'a> Cursor<'a> {
         self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
     }
     fn u32(&mut self) -> Option<u32> {
-        self.take(4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        self.take(4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 }
 
@@ -50,7 +51,11 @@ fuzz_target!(|data: &[u8]| {
     let mut c = Cursor(data);
     let Some(sel) = c.u8() else { return };
     let window = [1u16, 4, 16, 200][(sel & 3) as usize];
-    let cfg = if sel & 4 == 0 { RlcConfig::rlc(window) } else { RlcConfig::xor(window) };
+    let cfg = if sel & 4 == 0 {
+        RlcConfig::rlc(window)
+    } else {
+        RlcConfig::xor(window)
+    };
     let mut dec = RlcDecoder::new(cfg);
     let mut enc = RlcEncoder::new(cfg);
     let mut sent: HashMap<u32, Vec<u8>> = HashMap::new();
@@ -62,7 +67,9 @@ fuzz_target!(|data: &[u8]| {
         else {
             break;
         };
-        let Some(bytes) = c.take(len as usize) else { break };
+        let Some(bytes) = c.take(len as usize) else {
+            break;
+        };
         match kind & 3 {
             0 => {
                 // Sources follow the encoder's numbering so genuine repairs stay consistent.
@@ -79,7 +86,14 @@ fuzz_target!(|data: &[u8]| {
             1 => {
                 forged = true;
                 let scheme = SchemeId::from_u8(kind >> 2);
-                let info = RepairInfo { scheme, first_esi: esi, nss, stride: 1, repair_key: key, dt };
+                let info = RepairInfo {
+                    scheme,
+                    first_esi: esi,
+                    nss,
+                    stride: 1,
+                    repair_key: key,
+                    dt,
+                };
                 let _ = dec.on_repair(&info, bytes, &mut checker(&sent, forged));
             }
             2 => {

@@ -16,7 +16,9 @@ const REPAIR_EVERY: usize = 28;
 
 fn packets() -> Vec<Vec<u8>> {
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    (0..64).map(|_| (0..LEN).map(|_| rng.gen()).collect()).collect()
+    (0..64)
+        .map(|_| (0..LEN).map(|_| rng.gen()).collect())
+        .collect()
 }
 
 enum Ev {

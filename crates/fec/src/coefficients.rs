@@ -84,7 +84,11 @@ pub fn generate_coding_coefficients(
                 }
             } else {
                 for c in cc.iter_mut() {
-                    *c = if s.rand16() <= dt { nonzero_rand256(&mut s) } else { 0 };
+                    *c = if s.rand16() <= dt {
+                        nonzero_rand256(&mut s)
+                    } else {
+                        0
+                    };
                 }
             }
         }
@@ -196,7 +200,13 @@ mod tests {
     #[test]
     fn bad_parameters() {
         let mut cc = [0u8; 4];
-        assert_eq!(generate_coding_coefficients(1, &mut cc, 16, 8), Err(CoefficientError::BadDt));
-        assert_eq!(generate_coding_coefficients(1, &mut cc, 15, 4), Err(CoefficientError::BadM));
+        assert_eq!(
+            generate_coding_coefficients(1, &mut cc, 16, 8),
+            Err(CoefficientError::BadDt)
+        );
+        assert_eq!(
+            generate_coding_coefficients(1, &mut cc, 15, 4),
+            Err(CoefficientError::BadM)
+        );
     }
 }

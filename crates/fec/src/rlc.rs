@@ -43,12 +43,20 @@ pub struct RlcConfig {
 impl RlcConfig {
     /// RLC over GF(2^8) with a dense code (DT = 15) and window `window`.
     pub fn rlc(window: u16) -> Self {
-        RlcConfig { window, dt: 15, field: Field::Gf256 }
+        RlcConfig {
+            window,
+            dt: 15,
+            field: Field::Gf256,
+        }
     }
 
     /// XOR: m = 1, DT = 15, i.e. every repair is the XOR of its whole window.
     pub fn xor(window: u16) -> Self {
-        RlcConfig { window, dt: 15, field: Field::Gf2 }
+        RlcConfig {
+            window,
+            dt: 15,
+            field: Field::Gf2,
+        }
     }
 
     /// The scheme announced in repair headers.

@@ -1,8 +1,8 @@
 //! Malformed symbols are refused with a typed error and leave the decoder's state intact.
 
 use hirt_fec::rlc::{RlcConfig, RlcDecoder, RlcEncoder};
-use hirt_fec::{DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome};
 use hirt_fec::MAX_SYMBOL_LEN;
+use hirt_fec::{DecodeError, Esi, FecDecoder, FecEncoder, RepairInfo, SchemeId, SourceOutcome};
 
 fn noop() -> impl FnMut(Esi, &[u8]) {
     |_, _| {}
@@ -29,16 +29,31 @@ fn primed() -> (RlcDecoder, Vec<(RepairInfo, Vec<u8>)>) {
 
 fn bad(info: RepairInfo, payload: &[u8], want: DecodeError) {
     let (mut dec, repairs) = primed();
-    let before = (dec.pending_equations(), dec.unknown_symbols(), dec.stats(), dec.symbol_ops());
-    assert_eq!(dec.on_repair(&info, payload, &mut noop()), Err(want), "{info:?}");
+    let before = (
+        dec.pending_equations(),
+        dec.unknown_symbols(),
+        dec.stats(),
+        dec.symbol_ops(),
+    );
     assert_eq!(
-        (dec.pending_equations(), dec.unknown_symbols(), dec.stats(), dec.symbol_ops()),
+        dec.on_repair(&info, payload, &mut noop()),
+        Err(want),
+        "{info:?}"
+    );
+    assert_eq!(
+        (
+            dec.pending_equations(),
+            dec.unknown_symbols(),
+            dec.stats(),
+            dec.symbol_ops()
+        ),
         before
     );
     // Still decodes afterwards: two good repairs recover 103 and 107 exactly.
     let mut got = Vec::new();
     for (i, p) in &repairs[..2] {
-        dec.on_repair(i, p, &mut |e, d| got.push((e, d.to_vec()))).unwrap();
+        dec.on_repair(i, p, &mut |e, d| got.push((e, d.to_vec())))
+            .unwrap();
     }
     got.sort();
     assert_eq!(got, vec![(103, vec![103u8; 13]), (107, vec![107u8; 12])]);
@@ -48,25 +63,102 @@ fn bad(info: RepairInfo, payload: &[u8], want: DecodeError) {
 fn malformed_repairs_are_refused_without_side_effects() {
     let (_, repairs) = primed();
     let (good, payload) = repairs[0].clone();
-    bad(RepairInfo { nss: 0, ..good }, &payload, DecodeError::InvalidNss);
-    bad(RepairInfo { nss: 17, ..good }, &payload, DecodeError::InvalidNss);
-    bad(RepairInfo { nss: 4096, ..good }, &payload, DecodeError::InvalidNss);
-    bad(RepairInfo { dt: 16, ..good }, &payload, DecodeError::InvalidParameters);
-    bad(RepairInfo { dt: 255, ..good }, &payload, DecodeError::InvalidParameters);
-    bad(RepairInfo { stride: 2, ..good }, &payload, DecodeError::InvalidParameters);
-    bad(RepairInfo { scheme: SchemeId::Xor, ..good }, &payload, DecodeError::WrongScheme);
-    bad(RepairInfo { scheme: SchemeId::Unknown(9), ..good }, &payload, DecodeError::WrongScheme);
-    bad(good, &vec![0u8; MAX_SYMBOL_LEN + 3], DecodeError::SymbolTooLong);
+    bad(
+        RepairInfo { nss: 0, ..good },
+        &payload,
+        DecodeError::InvalidNss,
+    );
+    bad(
+        RepairInfo { nss: 17, ..good },
+        &payload,
+        DecodeError::InvalidNss,
+    );
+    bad(
+        RepairInfo { nss: 4096, ..good },
+        &payload,
+        DecodeError::InvalidNss,
+    );
+    bad(
+        RepairInfo { dt: 16, ..good },
+        &payload,
+        DecodeError::InvalidParameters,
+    );
+    bad(
+        RepairInfo { dt: 255, ..good },
+        &payload,
+        DecodeError::InvalidParameters,
+    );
+    bad(
+        RepairInfo { stride: 2, ..good },
+        &payload,
+        DecodeError::InvalidParameters,
+    );
+    bad(
+        RepairInfo {
+            scheme: SchemeId::Xor,
+            ..good
+        },
+        &payload,
+        DecodeError::WrongScheme,
+    );
+    bad(
+        RepairInfo {
+            scheme: SchemeId::Unknown(9),
+            ..good
+        },
+        &payload,
+        DecodeError::WrongScheme,
+    );
+    bad(
+        good,
+        &vec![0u8; MAX_SYMBOL_LEN + 3],
+        DecodeError::SymbolTooLong,
+    );
     bad(good, &[], DecodeError::BadLength);
     bad(good, &[1], DecodeError::BadLength);
     // Shorter than a known source it covers: cannot come from a correct encoder.
     bad(good, &payload[..8], DecodeError::BadLength);
     // Far past, far future, and wrapped-around ESIs.
-    bad(RepairInfo { first_esi: 0, ..good }, &payload, DecodeError::OutOfRange);
-    bad(RepairInfo { first_esi: 100u32.wrapping_sub(1000), ..good }, &payload, DecodeError::OutOfRange);
-    bad(RepairInfo { first_esi: 100_000, ..good }, &payload, DecodeError::OutOfRange);
-    bad(RepairInfo { first_esi: 100 + (1 << 31), ..good }, &payload, DecodeError::OutOfRange);
-    bad(RepairInfo { first_esi: u32::MAX - 3, ..good }, &payload, DecodeError::OutOfRange);
+    bad(
+        RepairInfo {
+            first_esi: 0,
+            ..good
+        },
+        &payload,
+        DecodeError::OutOfRange,
+    );
+    bad(
+        RepairInfo {
+            first_esi: 100u32.wrapping_sub(1000),
+            ..good
+        },
+        &payload,
+        DecodeError::OutOfRange,
+    );
+    bad(
+        RepairInfo {
+            first_esi: 100_000,
+            ..good
+        },
+        &payload,
+        DecodeError::OutOfRange,
+    );
+    bad(
+        RepairInfo {
+            first_esi: 100 + (1 << 31),
+            ..good
+        },
+        &payload,
+        DecodeError::OutOfRange,
+    );
+    bad(
+        RepairInfo {
+            first_esi: u32::MAX - 3,
+            ..good
+        },
+        &payload,
+        DecodeError::OutOfRange,
+    );
 }
 
 #[test]
@@ -78,17 +170,32 @@ fn oversized_source_is_refused() {
         Err(DecodeError::SymbolTooLong)
     );
     assert_eq!(dec.unknown_symbols(), u);
-    assert_eq!(dec.on_source(103, &[0; MAX_SYMBOL_LEN], &mut noop()), Ok(SourceOutcome::New));
+    assert_eq!(
+        dec.on_source(103, &[0; MAX_SYMBOL_LEN], &mut noop()),
+        Ok(SourceOutcome::New)
+    );
 }
 
 #[test]
 fn stale_and_duplicate_sources() {
     let (mut dec, _) = primed();
-    assert_eq!(dec.on_source(101, &[1], &mut noop()), Ok(SourceOutcome::Duplicate));
-    assert_eq!(dec.on_source(100u32.wrapping_sub(1000), &[1], &mut noop()), Ok(SourceOutcome::Stale));
+    assert_eq!(
+        dec.on_source(101, &[1], &mut noop()),
+        Ok(SourceOutcome::Duplicate)
+    );
+    assert_eq!(
+        dec.on_source(100u32.wrapping_sub(1000), &[1], &mut noop()),
+        Ok(SourceOutcome::Stale)
+    );
     // A jump far ahead (a long outage) is accepted and restarts the span.
-    assert_eq!(dec.on_source(1_000_000, &[1], &mut noop()), Ok(SourceOutcome::New));
-    assert_eq!(dec.on_source(105, &[1], &mut noop()), Ok(SourceOutcome::Stale));
+    assert_eq!(
+        dec.on_source(1_000_000, &[1], &mut noop()),
+        Ok(SourceOutcome::New)
+    );
+    assert_eq!(
+        dec.on_source(105, &[1], &mut noop()),
+        Ok(SourceOutcome::Stale)
+    );
 }
 
 #[test]
@@ -107,7 +214,8 @@ fn forged_repair_cannot_deliver_garbage_lengths() {
     };
     // Known source 0 is [0,2,1,2]; solve gives ESI 1 = payload ^ that = [0xff, 0xff, ..].
     let mut delivered = false;
-    dec.on_repair(&info, &[0xff, 0xfd, 1, 2], &mut |_, _| delivered = true).unwrap();
+    dec.on_repair(&info, &[0xff, 0xfd, 1, 2], &mut |_, _| delivered = true)
+        .unwrap();
     assert!(!delivered);
     assert_eq!(dec.stats().bad_recoveries, 1);
     assert_eq!(dec.pending_equations(), 0);

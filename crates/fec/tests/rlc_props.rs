@@ -31,7 +31,10 @@ enum Ev {
 enum Loss {
     Uniform(f64),
     /// `count` bursts of up to `len` consecutive events.
-    Burst { len: usize, count: usize },
+    Burst {
+        len: usize,
+        count: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -88,7 +91,11 @@ fn case_strategy(max_n: usize, max_w: u16) -> impl Strategy<Value = Case> {
 /// Source symbols (by ESI) and the received event sequence.
 fn build(c: &Case) -> (HashMap<Esi, Vec<u8>>, Vec<Ev>) {
     let mut rng = ChaCha8Rng::seed_from_u64(c.seed);
-    let cfg = RlcConfig { window: c.window, dt: c.dt, field: c.field };
+    let cfg = RlcConfig {
+        window: c.window,
+        dt: c.dt,
+        field: c.field,
+    };
     let mut enc = RlcEncoder::new(cfg);
     let mut sources = HashMap::new();
     let mut sent = Vec::new();
@@ -117,7 +124,9 @@ fn build(c: &Case) -> (HashMap<Esi, Vec<u8>>, Vec<Ev>) {
             for _ in 0..count {
                 let at = rng.gen_range(0..sent.len());
                 let l = rng.gen_range(1..=len);
-                keep[at..(at + l).min(sent.len())].iter_mut().for_each(|k| *k = false);
+                keep[at..(at + l).min(sent.len())]
+                    .iter_mut()
+                    .for_each(|k| *k = false);
             }
         }
     }
@@ -126,7 +135,11 @@ fn build(c: &Case) -> (HashMap<Esi, Vec<u8>>, Vec<Ev>) {
         if !k {
             continue;
         }
-        let jitter = if c.reorder > 0 { rng.gen_range(0.0..c.reorder as f64) } else { 0.0 };
+        let jitter = if c.reorder > 0 {
+            rng.gen_range(0.0..c.reorder as f64)
+        } else {
+            0.0
+        };
         if rng.gen_bool(c.dup_p) {
             recv.push((i as f64 + rng.gen_range(0.0..10.0), e.clone()));
         }
@@ -169,7 +182,9 @@ fn determined(received: &HashMap<Esi, Vec<u8>>, repairs: &[RepairInfo], m: u8) -
     // Gauss-Jordan.
     let mut rank = 0;
     for col in 0..cols.len() {
-        let Some(p) = (rank..matrix.len()).find(|&r| matrix[r][col] != 0) else { continue };
+        let Some(p) = (rank..matrix.len()).find(|&r| matrix[r][col] != 0) else {
+            continue;
+        };
         matrix.swap(rank, p);
         let inv = hirt_gf::inv(matrix[rank][col]);
         for x in matrix[rank].iter_mut() {
@@ -206,16 +221,33 @@ struct Run {
 /// also checks rank-optimality after every arrival (the "as soon as decodable" property).
 fn run(c: &Case, check_each: bool) -> Result<Run, TestCaseError> {
     let (sources, events) = build(c);
-    let cfg = RlcConfig { window: c.window, dt: c.dt, field: c.field };
+    let cfg = RlcConfig {
+        window: c.window,
+        dt: c.dt,
+        field: c.field,
+    };
     let mut dec = RlcDecoder::new(cfg);
-    let mut r = Run { recovered: HashMap::new(), received: HashMap::new(), repairs: Vec::new() };
+    let mut r = Run {
+        recovered: HashMap::new(),
+        received: HashMap::new(),
+        repairs: Vec::new(),
+    };
     for ev in &events {
         let mut got: Vec<(Esi, Vec<u8>)> = Vec::new();
         match ev {
             Ev::Src(esi, data) => {
-                let out = dec.on_source(*esi, data, &mut |e, d| got.push((e, d.to_vec()))).unwrap();
+                let out = dec
+                    .on_source(*esi, data, &mut |e, d| got.push((e, d.to_vec())))
+                    .unwrap();
                 let dup = r.received.contains_key(esi) || r.recovered.contains_key(esi);
-                prop_assert_eq!(out, if dup { SourceOutcome::Duplicate } else { SourceOutcome::New });
+                prop_assert_eq!(
+                    out,
+                    if dup {
+                        SourceOutcome::Duplicate
+                    } else {
+                        SourceOutcome::New
+                    }
+                );
                 if !dup {
                     // Only sources that arrived before any recovery count as received for the
                     // oracle; a late copy of a recovered one adds no information.
@@ -223,12 +255,17 @@ fn run(c: &Case, check_each: bool) -> Result<Run, TestCaseError> {
                 }
             }
             Ev::Rep(info, p) => {
-                dec.on_repair(info, p, &mut |e, d| got.push((e, d.to_vec()))).unwrap();
+                dec.on_repair(info, p, &mut |e, d| got.push((e, d.to_vec())))
+                    .unwrap();
                 r.repairs.push(*info);
             }
         }
         for (e, d) in got {
-            prop_assert!(!r.received.contains_key(&e), "recovered {} which was received", e);
+            prop_assert!(
+                !r.received.contains_key(&e),
+                "recovered {} which was received",
+                e
+            );
             prop_assert_eq!(Some(&d), sources.get(&e), "bytes of {}", e);
             prop_assert!(r.recovered.insert(e, d).is_none(), "{} recovered twice", e);
         }
@@ -302,7 +339,13 @@ fn recovers_everything_at_moderate_loss() {
         vary_window: false,
     };
     let r = run(&c, false).unwrap();
-    let lost = (0..1000u32).filter(|i| !r.received.contains_key(&c.start.wrapping_add(*i))).count();
+    let lost = (0..1000u32)
+        .filter(|i| !r.received.contains_key(&c.start.wrapping_add(*i)))
+        .count();
     assert!(lost > 20);
-    assert!(r.recovered.len() + 5 >= lost, "lost {lost}, recovered {}", r.recovered.len());
+    assert!(
+        r.recovered.len() + 5 >= lost,
+        "lost {lost}, recovered {}",
+        r.recovered.len()
+    );
 }

@@ -213,6 +213,11 @@ impl Comparison {
                 );
             }
         }
+        for (name, s) in [("no FEC", Some(&self.baseline)), ("FEC", self.fec.as_ref())] {
+            if let Some(s) = s.filter(|s| s.corrupt > 0) {
+                let _ = writeln!(out, "WRONG BYTES: {} responses of the {name} run did not match", s.corrupt);
+            }
+        }
         for n in &self.notes {
             let _ = writeln!(out, "note: {n}");
         }

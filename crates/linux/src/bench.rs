@@ -5,11 +5,15 @@
 //!  sender ns --veth--> encoder ns [hirt] --veth (loss)--> decoder ns [hirt] --veth--> receiver ns
 //! ```
 //!
-//! Runs, each with fresh hirt instances: plain kernel forwarding (no encap, no hirt), hirt with
-//! `--fec none` (tag/strip only), hirt FEC at 0% and at 3% random loss (ip6tables statistic on
-//! the encoder->decoder link). The sender blasts 1280-byte IPv6 packets with `sendmmsg` for the
-//! run's duration; the rate is what the receiver gets. Then the added one-way latency at a
-//! paced 100 kpps without loss: hirt FEC vs kernel forwarding, from send timestamps carried in
+//! Configurations, each with fresh hirt instances: plain kernel forwarding (no encap, no hirt),
+//! hirt with `--fec none` (tag/strip only), hirt FEC at 0% and at 3% random loss (ip6tables
+//! statistic on the encoder->decoder link). For each, the sender offers paced 1280-byte IPv6
+//! packets at 10k, 20k, 40k, ... packets/s (1 s each, `sendmmsg` bursts) until fewer than 99%
+//! arrive; the capacity is the delivered rate of the last load that passed (with FEC, recovered
+//! packets count as arrived; duplicates do not). Blasting at full speed would measure the
+//! sender and the receiver more than the dataplane on a small machine. Then the added one-way
+//! latency at a paced 100 kpps without loss: hirt FEC vs kernel forwarding, from send
+//! timestamps carried in
 //! the payload (all namespaces share CLOCK_MONOTONIC).
 
 use std::net::{SocketAddr, UdpSocket};
@@ -31,8 +35,8 @@ pub struct DataplaneBenchArgs {
     /// Print the full result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Seconds per throughput run.
-    #[arg(long, default_value_t = 2.0)]
+    /// Seconds per offered load of the throughput sweep.
+    #[arg(long, default_value_t = 1.0)]
     pub duration: f64,
     /// Size of the inner IPv6 packets.
     #[arg(long, default_value_t = 1280)]
@@ -46,6 +50,12 @@ pub struct DataplaneBenchArgs {
     /// Loss of the lossy run.
     #[arg(long, default_value_t = 0.03)]
     pub loss: f64,
+    /// First offered load of the throughput sweep (packets/s; doubled until < 99% arrive).
+    #[arg(long, default_value_t = 10_000)]
+    pub sweep_start: u64,
+    /// Highest offered load of the sweep.
+    #[arg(long, default_value_t = 1_280_000)]
+    pub sweep_max: u64,
     /// Paced rate of the latency runs (packets per second).
     #[arg(long, default_value_t = 100_000)]
     pub latency_pps: u64,
@@ -59,11 +69,13 @@ pub struct DataplaneBenchArgs {
 pub struct Run {
     /// Configuration name.
     pub name: String,
-    /// Packets sent by the sender.
+    /// Every offered load tried: (packets/s, sent, received).
+    pub offered: Vec<(u64, u64, u64)>,
+    /// Packets sent at the highest rate that delivered >= 99%.
     pub sent: u64,
-    /// Packets received (unique) by the receiver.
+    /// Packets received (unique) at that rate.
     pub received: u64,
-    /// Million packets per second delivered.
+    /// Million packets per second delivered at that rate (the capacity).
     pub mpps: f64,
     /// Gbit/s delivered (inner packet bytes).
     pub gbps: f64,
@@ -186,7 +198,12 @@ fn sender(payload_len: usize, dur: Duration, pps: u64) -> anyhow::Result<u64> {
     let mut p = vec![0u8; payload_len];
     let start = Instant::now();
     let mut seq: u64 = 0;
-    let burst = if pps == 0 { crate::batch::BATCH } else { 10 };
+    // Bursts of at most 32, at most ~10k bursts per second.
+    let burst = if pps == 0 {
+        crate::batch::BATCH
+    } else {
+        (pps / 10_000).clamp(1, 32) as usize
+    };
     while start.elapsed() < dur {
         if pps > 0 {
             let due = Duration::from_nanos(seq * 1_000_000_000 / pps);
@@ -212,13 +229,13 @@ fn receiver(
 ) -> anyhow::Result<(u64, Vec<u64>)> {
     let sock = UdpSocket::bind(format!("[{DST}]:9000"))?;
     // Large receive buffer so the receiver is not the bottleneck.
-    let sz: libc::c_int = 8 << 20;
+    let sz: libc::c_int = 64 << 20;
     // SAFETY: setsockopt with a c_int on our socket.
     unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
             libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
+            libc::SO_RCVBUFFORCE,
             (&sz as *const libc::c_int).cast(),
             4,
         );
@@ -234,9 +251,9 @@ fn receiver(
         let n = batch.recv(sock.as_raw_fd())?;
         if n == 0 {
             let idle = if started {
-                Duration::from_millis(500)
+                Duration::from_millis(300)
             } else {
-                Duration::from_secs(10)
+                Duration::from_secs(5)
             };
             if last.elapsed() > idle {
                 break;
@@ -399,23 +416,26 @@ fn one_run(
     });
     let _ = warm.join();
     std::thread::sleep(Duration::from_millis(300));
-    let (tx, rx) = std::sync::mpsc::channel();
-    let want_lat = pps > 0;
-    let recv =
-        t.s.spawn(move || receiver(tx, want_lat).map_err(std::io::Error::other));
-    let _ = rx.recv_timeout(Duration::from_secs(5));
-    let plen = args.packet_size.saturating_sub(48).max(16);
-    let sent =
-        t.c.spawn(move || sender(plen, dur, pps).map_err(std::io::Error::other))
-            .join()
-            .expect("join")?;
-    let (received, lat) = recv.join().expect("join")?;
+    // Offered loads: one paced rate for latency runs; otherwise a doubling sweep that stops at
+    // the first rate where fewer than 99% of the packets arrive (capacity = best rate before).
+    let rates: Vec<u64> = if pps > 0 {
+        vec![pps]
+    } else {
+        let mut v = Vec::new();
+        let mut r = args.sweep_start.max(1);
+        while r <= args.sweep_max {
+            v.push(r);
+            r *= 2;
+        }
+        v
+    };
     let mut run = Run {
         name: name.into(),
-        sent,
-        received,
-        mpps: received as f64 / dur.as_secs_f64() / 1e6,
-        gbps: received as f64 * args.packet_size as f64 * 8.0 / dur.as_secs_f64() / 1e9,
+        offered: Vec::new(),
+        sent: 0,
+        received: 0,
+        mpps: 0.0,
+        gbps: 0.0,
         losses: 0,
         recovered: 0,
         unrecoverable: 0,
@@ -423,6 +443,34 @@ fn one_run(
         repairs: 0,
         overhead: 0.0,
     };
+    let mut lat_all = Vec::new();
+    for rate in rates {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let want_lat = pps > 0;
+        let recv =
+            t.s.spawn(move || receiver(tx, want_lat).map_err(std::io::Error::other));
+        let _ = rx.recv_timeout(Duration::from_secs(5));
+        let plen = args.packet_size.saturating_sub(48).max(16);
+        let sent =
+            t.c.spawn(move || sender(plen, dur, rate).map_err(std::io::Error::other))
+                .join()
+                .expect("join")?;
+        let (received, lat) = recv.join().expect("join")?;
+        lat_all = lat;
+        let ratio = received as f64 / sent.max(1) as f64;
+        if !args.json {
+            eprintln!("  {name} offered {rate} pps: sent {sent} received {received} ({ratio:.4})");
+        }
+        run.offered.push((rate, sent, received));
+        if ratio < 0.99 && pps == 0 {
+            break;
+        }
+        run.sent = sent;
+        run.received = received;
+        run.mpps = received as f64 / dur.as_secs_f64() / 1e6;
+        run.gbps = received as f64 * args.packet_size as f64 * 8.0 / dur.as_secs_f64() / 1e9;
+    }
+    let lat = lat_all;
     if let Some((enc, dec)) = handles {
         std::thread::sleep(Duration::from_millis(300));
         let sum =

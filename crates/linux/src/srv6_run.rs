@@ -44,11 +44,12 @@ pub struct Srv6Handle {
 impl Srv6Handle {
     /// Stops the workers, removes routes and rules.
     pub fn stop(mut self) {
+        // Routes first: closing the TUN queues deletes the device and its routes with it.
+        self.installed.remove_all();
         self.stop.stop();
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
-        self.installed.remove_all();
     }
 
     /// Waits until a signal asks to stop, then stops.
@@ -62,6 +63,7 @@ impl Srv6Handle {
 
 impl Drop for Srv6Handle {
     fn drop(&mut self) {
+        self.installed.remove_all();
         self.stop.stop();
         for w in self.workers.drain(..) {
             let _ = w.join();

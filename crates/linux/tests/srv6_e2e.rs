@@ -191,25 +191,20 @@ fn srv6_tunnel_through_namespaces() {
     // tshark on the middle-to-decoder link.
     let pcap = std::env::temp_dir().join(format!("{tag}.pcap"));
     let tshark = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            t.m.name(),
-            "tshark",
-            "-q",
-            "-i",
-            &t.v[4],
-            "-c",
-            "30",
-            "-a",
-            "duration:20",
-            "-w",
-        ])
+        .args(["netns", "exec", t.m.name(), "tshark", "-q", "-i", &t.v[4]])
+        .args(["-f", "ip6 proto 43", "-c", "20", "-a", "duration:30", "-w"])
         .arg(&pcap)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .ok();
+    // tshark creates the file once it captures; give it a moment to start (it is slow to).
+    for _ in 0..100 {
+        if tshark.is_none() || pcap.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Warm the path up (neighbour discovery on every hop, TUN queues) until a datagram makes it
     // through the tunnel, so a slow start on a loaded machine is not counted as loss.
     let warm_rx = t.s.spawn(|| {
@@ -367,7 +362,7 @@ fn srv6_tunnel_through_namespaces() {
             .output();
         let _ = std::fs::remove_file(&pcap);
         match out {
-            Ok(o) if o.status.success() => {
+            Ok(o) if o.status.success() && !o.stdout.is_empty() => {
                 let text = String::from_utf8_lossy(&o.stdout);
                 assert!(
                     text.contains("Segment Routing"),

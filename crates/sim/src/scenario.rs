@@ -132,8 +132,8 @@ pub struct Report {
     pub overhead: f64,
     /// `repair_bytes / source_bytes`.
     pub overhead_bytes: f64,
-    /// Recovery delay in source packets: sources the encoder emitted after the lost one until it
-    /// was recovered.
+    /// Recovery delay in source packets: sources due at the decoder (send time + one-way delay)
+    /// after the lost one and before its recovery.
     pub recovery_delay_p50_pkts: f64,
     /// 99th percentile of the above.
     pub recovery_delay_p99_pkts: f64,
@@ -428,7 +428,10 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     Fate::Lost => {
                         fate[idx] = Fate::Recovered;
                         r.recovered += 1;
-                        delays_pkts.push(emitted.saturating_sub(idx as u64 + 1) as f64);
+                        // Sources due at the decoder after this one and before its recovery.
+                        let due_before = send_ns[..emitted as usize]
+                            .partition_point(|&s| s + delay_ns <= t);
+                        delays_pkts.push(due_before.saturating_sub(idx + 1) as f64);
                         let due = send_ns[idx] + delay_ns;
                         delays_ms.push(t.saturating_sub(due) as f64 / 1e6);
                         latency_ms.push(t.saturating_sub(send_ns[idx]) as f64 / 1e6);

@@ -82,9 +82,11 @@ fn maelstrom_interleave_covers_bursts() {
 
 #[test]
 fn rquic_and_fixed_and_rs_recover_something() {
-    for scheme in ["rquic", "fixed:w=4,step=2", "rs:20:10"] {
+    // rQUIC's block XOR recovers one loss per block and steers to a 1 % residual: about half.
+    for (scheme, min) in [("rquic", 0.3), ("fixed:w=4,step=2", 0.5), ("rs:20:10", 0.95)] {
         let r = sim(scheme, "uniform:0.02", 20_000, 2);
-        assert!(r.recovered_ratio > 0.5, "{scheme}: {r:?}");
+        assert!(r.recovered_ratio > min, "{scheme}: {r:?}");
+        assert!(r.recovery_delay_p99_pkts < 1000.0, "{scheme}: {r:?}");
     }
 }
 
@@ -111,7 +113,7 @@ fn sparse_traffic_recovery_latency_is_bounded() {
         loss: "uniform:0.01".parse().unwrap(),
         pattern: Pattern::Poisson,
         rate_pps: 100.0,
-        packets: 10_000,
+        packets: 50_000,
         delay: owd,
         repair_delay: Some(repair_delay),
         seed: 11,

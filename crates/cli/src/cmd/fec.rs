@@ -19,7 +19,7 @@ pub enum FecCommand {
         #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u8).range(0..=15))]
         dt: u8,
         /// Field size m: 8 (GF(2^8), RLC) or 1 (GF(2), XOR family).
-        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=8))]
+        #[arg(long, default_value = "8", value_parser = parse_m)]
         m: u8,
     },
 }
@@ -31,6 +31,15 @@ pub fn run(cmd: FecCommand) -> anyhow::Result<()> {
             println!("{json}");
             Ok(())
         }
+    }
+}
+
+/// `--m`: only the two field sizes RFC 8681 defines.
+fn parse_m(s: &str) -> Result<u8, String> {
+    match s {
+        "1" => Ok(1),
+        "8" => Ok(8),
+        _ => Err("m must be 1 (GF(2)) or 8 (GF(2^8))".into()),
     }
 }
 
@@ -55,7 +64,10 @@ mod tests {
     fn json_shape_and_values() {
         let v = coefficients_json(1, 5, 15, 8).unwrap();
         // RFC 8681 Appendix A (rand256, seed 1) begins 37, 225, 177, 176, 21.
-        assert_eq!(v["coefficients"], serde_json::json!([37, 225, 177, 176, 21]));
+        assert_eq!(
+            v["coefficients"],
+            serde_json::json!([37, 225, 177, 176, 21])
+        );
         assert_eq!(v["m"], 8);
         assert!(coefficients_json(1, 5, 15, 3).is_err());
     }

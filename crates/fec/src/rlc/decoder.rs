@@ -103,7 +103,12 @@ impl RlcDecoder {
             mask: span - 1,
             started: false,
             head: 0,
-            cols: (0..span).map(|_| Column { pivot: NONE, ..Default::default() }).collect(),
+            cols: (0..span)
+                .map(|_| Column {
+                    pivot: NONE,
+                    ..Default::default()
+                })
+                .collect(),
             rows: Vec::new(),
             free_rows: Vec::new(),
             active: Vec::new(),
@@ -280,7 +285,9 @@ impl RlcDecoder {
         if n > self.span {
             return None; // from > hi
         }
-        (0..n).map(|k| from.wrapping_add(k)).find(|&e| row.coef[self.idx(e)] != 0)
+        (0..n)
+            .map(|k| from.wrapping_add(k))
+            .find(|&e| row.coef[self.idx(e)] != 0)
     }
 
     /// Makes `q` (row `r`'s lowest non-zero column, unknown and unpivoted) the pivot of `r`:
@@ -521,14 +528,18 @@ impl FecDecoder for RlcDecoder {
         }
         if known > 0 {
             let (cols, coefs, mask) = (&self.cols, &self.coefs, self.mask);
-            hirt_gf::active().mul_add_terms(&mut self.rows[r as usize].payload, nss as usize, |j| {
-                let col = &cols[(first.wrapping_add(j as u32) & mask) as usize];
-                if col.known {
-                    (&col.data[..], coefs[j])
-                } else {
-                    (&[][..], 0)
-                }
-            });
+            hirt_gf::active().mul_add_terms(
+                &mut self.rows[r as usize].payload,
+                nss as usize,
+                |j| {
+                    let col = &cols[(first.wrapping_add(j as u32) & mask) as usize];
+                    if col.known {
+                        (&col.data[..], coefs[j])
+                    } else {
+                        (&[][..], 0)
+                    }
+                },
+            );
             self.ops += known;
         }
         let Some(lo) = lo else {
@@ -589,7 +600,9 @@ fn mul_add_any(dst: &mut [u8], src: &[u8], a: u8) {
 fn ring_pieces(i0: u32, n: u32, span: u32) -> impl Iterator<Item = (usize, usize)> {
     let n = n.min(span);
     let first = n.min(span - i0);
-    [(i0 as usize, first as usize), (0, (n - first) as usize)].into_iter().filter(|p| p.1 > 0)
+    [(i0 as usize, first as usize), (0, (n - first) as usize)]
+        .into_iter()
+        .filter(|p| p.1 > 0)
 }
 
 /// Mutable `a` and shared `b` from one slice (`a != b`).

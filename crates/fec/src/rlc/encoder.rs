@@ -180,7 +180,10 @@ mod tests {
         enc.push_source(13, &[8, 8], &mut none);
         let (info, p) = repair(&mut enc).unwrap();
         assert_eq!(info.scheme, SchemeId::Xor);
-        assert_eq!((info.first_esi, info.nss, info.repair_key, info.dt), (11, 3, 0, 15));
+        assert_eq!(
+            (info.first_esi, info.nss, info.repair_key, info.dt),
+            (11, 3, 0, 15)
+        );
         // [0,1,4] ^ [0,0] ^ [0,2,8,8]
         assert_eq!(p, vec![0, 1 ^ 2, 4 ^ 8, 8]);
         assert_eq!(repair(&mut enc).unwrap().0.repair_key, 1);
@@ -188,12 +191,17 @@ mod tests {
 
     #[test]
     fn rlc_repair_matches_coefficients() {
-        let cfg = RlcConfig { window: 4, dt: 15, field: Field::Gf256 };
+        let cfg = RlcConfig {
+            window: 4,
+            dt: 15,
+            field: Field::Gf256,
+        };
         let mut enc = RlcEncoder::new(cfg);
         let mut none = |_: RepairInfo, _: &[u8]| {};
         let syms: [&[u8]; 3] = [&[5, 6], &[7], &[9, 9, 9]];
         for (i, s) in syms.iter().enumerate() {
-            enc.push_source((u32::MAX - 1).wrapping_add(i as u32), s, &mut none); // wraps
+            enc.push_source((u32::MAX - 1).wrapping_add(i as u32), s, &mut none);
+            // wraps
         }
         let (info, p) = repair(&mut enc).unwrap();
         assert_eq!((info.first_esi, info.nss), (u32::MAX - 1, 3));

@@ -29,7 +29,9 @@ pub fn serve(addr: SocketAddr, cc: &str, stop: Arc<AtomicBool>) -> anyhow::Resul
                     let _ = s.set_nonblocking(false);
                     let stop = stop.clone();
                     std::thread::spawn(move || {
-                        let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                        // Long enough for any retransmission backoff: a timeout here would cut
+                        // the transfer short on a lossy link.
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(60)));
                         let chunk = expected(0, CHUNK);
                         while !stop.load(Ordering::Relaxed) {
                             if s.write_all(chunk).is_err() {

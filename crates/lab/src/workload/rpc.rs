@@ -3,7 +3,8 @@
 //! closed loop like `fio` with a 4 kB block size, random offsets, 50% reads. Each client owns a
 //! region of the file and keeps a shadow copy, so every byte read back is verified.
 //!
-//! Request: op (1 = read, 2 = write), 3 zero bytes, length u32 BE, offset u64 BE, then the data
+//! Request: op (1 = read, 2 = write, 3 = reset a 1 MiB-aligned region to its initial content,
+//! used once by each client before its run, so runs do not see each other's writes), 3 zero bytes, length u32 BE, offset u64 BE, then the data
 //! for a write. Response: status (0 ok), 3 zero bytes, length u32 BE, then the data for a read.
 
 use std::io::{Read, Write};
@@ -28,6 +29,8 @@ const REGION_BLOCKS: usize = 256;
 /// Clients supported (the file is REGION x MAX_CLIENTS).
 const MAX_CLIENTS: usize = 64;
 const FILE_LEN: usize = BLOCK * REGION_BLOCKS * MAX_CLIENTS;
+/// Bytes of a client region.
+const REGION: usize = BLOCK * REGION_BLOCKS;
 
 /// Runs the server on `addr` until `stop`; the file starts as the pattern.
 pub fn serve(addr: SocketAddr, cc: &str, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
@@ -52,7 +55,7 @@ pub fn serve(addr: SocketAddr, cc: &str, stop: Arc<AtomicBool>) -> anyhow::Resul
 
 fn initial_file() -> Vec<u8> {
     let mut f = vec![0u8; FILE_LEN];
-    for (i, c) in f.chunks_mut(1 << 20).enumerate() {
+    for (i, c) in f.chunks_mut(REGION).enumerate() {
         let n = c.len();
         c.copy_from_slice(expected(i as u64, n));
     }
@@ -80,6 +83,11 @@ fn handle(mut s: TcpStream, file: &Mutex<Vec<u8>>, stop: &AtomicBool) -> std::io
             (2, true) => {
                 s.read_exact(&mut buf[..len])?;
                 file.lock().map_err(|_| std::io::ErrorKind::Other)?[off..off + len].copy_from_slice(&buf[..len]);
+                s.write_all(&[0u8; 8])?;
+            }
+            (3, _) if off % REGION == 0 && len == REGION && off + REGION <= FILE_LEN => {
+                file.lock().map_err(|_| std::io::ErrorKind::Other)?[off..off + REGION]
+                    .copy_from_slice(expected((off / REGION) as u64, REGION));
                 s.write_all(&[0u8; 8])?;
             }
             _ => {
@@ -141,6 +149,14 @@ fn client(c: &RpcClient, k: usize, region: &[u8], deadline: Instant, progress: &
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
     let mut data = vec![0u8; BLOCK];
     let mut resp = [0u8; 8];
+    let mut reset = [0u8; 16];
+    reset[0] = 3;
+    reset[4..8].copy_from_slice(&(REGION as u32).to_be_bytes());
+    reset[8..16].copy_from_slice(&(base as u64).to_be_bytes());
+    if conn.write_all(&reset).and_then(|_| conn.read_exact(&mut resp)).is_err() || resp != [0u8; 8] {
+        s.errors += 1;
+        return s;
+    }
     while Instant::now() < deadline {
         let blk = rng.gen_range(0..REGION_BLOCKS);
         let off = blk * BLOCK;
