@@ -9,9 +9,11 @@ if [ "${HIRT_SKIP_FUZZ:-0}" != 1 ] && command -v cargo-fuzz >/dev/null 2>&1 && [
     && rustup toolchain list | grep -q nightly; then
     for target in $(cargo +nightly fuzz list 2>/dev/null); do
         echo "fuzz: $target (${HIRT_FUZZ_SECONDS:-15}s)"
-        corpus="fuzz/corpus/$target"
-        mkdir -p "$corpus"
-        cargo +nightly fuzz run "$target" "$corpus" -- -max_total_time="${HIRT_FUZZ_SECONDS:-15}" \
+        # New inputs go to a scratch dir; the committed seed corpus is only read.
+        scratch="target/fuzz-corpus/$target"
+        mkdir -p "$scratch" "fuzz/corpus/$target"
+        cargo +nightly fuzz run "$target" "$scratch" "fuzz/corpus/$target" -- \
+            -max_total_time="${HIRT_FUZZ_SECONDS:-15}" \
             -rss_limit_mb=4096 >"target/fuzz-$target.log" 2>&1 \
             || { tail -n 40 "target/fuzz-$target.log"; exit 1; }
     done
