@@ -4,8 +4,12 @@ use hirt_channel::LossSpec;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
-    let Ok(spec) = s.parse::<LossSpec>() else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(spec) = s.parse::<LossSpec>() else {
+        return;
+    };
     let again: LossSpec = spec.to_string().parse().expect("canonical form must parse");
     assert_eq!(again, spec);
     if !matches!(spec, LossSpec::Trace(_)) {

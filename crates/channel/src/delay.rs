@@ -20,7 +20,13 @@ pub struct Delay {
 impl Delay {
     /// A delay element. `seed` only matters when `jitter` is non-zero.
     pub fn new(base: Duration, jitter: Duration, allow_reorder: bool, seed: u64) -> Self {
-        Self { base, jitter, allow_reorder, last: None, rng: crate::rng(seed, 3) }
+        Self {
+            base,
+            jitter,
+            allow_reorder,
+            last: None,
+            rng: crate::rng(seed, 3),
+        }
     }
 
     /// A fixed delay.
@@ -77,15 +83,19 @@ mod tests {
             last = out;
             spread = (spread.0.min(out - now), spread.1.max(out - now));
         }
-        assert!(spread.1 - spread.0 > Duration::from_millis(3), "no jitter: {spread:?}");
+        assert!(
+            spread.1 - spread.0 > Duration::from_millis(3),
+            "no jitter: {spread:?}"
+        );
     }
 
     #[test]
     fn jitter_with_reordering_reorders() {
         let t0 = crate::test_util::t0();
         let mut d = Delay::new(Duration::from_millis(10), Duration::from_millis(5), true, 9);
-        let outs: Vec<Instant> =
-            (0..1000u64).map(|i| d.departure(t0 + Duration::from_micros(i * 100))).collect();
+        let outs: Vec<Instant> = (0..1000u64)
+            .map(|i| d.departure(t0 + Duration::from_micros(i * 100)))
+            .collect();
         assert!(outs.windows(2).any(|w| w[1] < w[0]));
     }
 }

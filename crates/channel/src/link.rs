@@ -116,6 +116,13 @@ mod tests {
         assert_eq!(out[1], Some(t0 + Duration::from_millis(27)));
         assert_eq!(out[2], None, "queue of 2 is full");
         assert_eq!(out[3], None, "4th packet lost by the model");
-        assert_eq!(l.counters(), LinkCounters { offered: 4, lost: 1, queue_drops: 1 });
+        assert_eq!(
+            l.counters(),
+            LinkCounters {
+                offered: 4,
+                lost: 1,
+                queue_drops: 1
+            }
+        );
     }
 }

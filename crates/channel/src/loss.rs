@@ -52,7 +52,10 @@ pub struct Uniform {
 impl Uniform {
     /// `p` is clamped to [0, 1].
     pub fn new(p: f64, seed: u64) -> Self {
-        Self { p: p.clamp(0.0, 1.0), rng: crate::rng(seed, 1) }
+        Self {
+            p: p.clamp(0.0, 1.0),
+            rng: crate::rng(seed, 1),
+        }
     }
 }
 
@@ -80,7 +83,14 @@ impl GilbertElliott {
     /// Starts in state Good. Probabilities are clamped to [0, 1].
     pub fn new(p: f64, r: f64, k: f64, h: f64, seed: u64) -> Self {
         let c = |x: f64| x.clamp(0.0, 1.0);
-        Self { p: c(p), r: c(r), k: c(k), h: c(h), bad: false, rng: crate::rng(seed, 2) }
+        Self {
+            p: c(p),
+            r: c(r),
+            k: c(k),
+            h: c(h),
+            bad: false,
+            rng: crate::rng(seed, 2),
+        }
     }
 
     /// Stationary loss probability.
@@ -125,7 +135,11 @@ pub struct Burst {
 impl Burst {
     /// `len` is capped at `every`; `every = 0` means no loss.
     pub fn new(len: u64, every: u64) -> Self {
-        Self { len: len.min(every), every, pos: 0 }
+        Self {
+            len: len.min(every),
+            every,
+            pos: 0,
+        }
     }
 }
 
@@ -297,9 +311,11 @@ impl LossSpec {
             LossSpec::GilbertElliott { p, r, k, h } => {
                 Some(GilbertElliott::new(p, r, k, h, 0).expected_loss())
             }
-            LossSpec::Burst { len, every } => {
-                Some(if every == 0 { 0.0 } else { len.min(every) as f64 / every as f64 })
-            }
+            LossSpec::Burst { len, every } => Some(if every == 0 {
+                0.0
+            } else {
+                len.min(every) as f64 / every as f64
+            }),
             LossSpec::Trace(_) => None,
         }
     }
@@ -308,20 +324,30 @@ impl LossSpec {
 fn prob(name: &'static str, v: &str) -> Result<f64, ParseLossError> {
     match v.trim().parse::<f64>() {
         Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
-        _ => Err(ParseLossError::BadValue { name, value: v.to_string() }),
+        _ => Err(ParseLossError::BadValue {
+            name,
+            value: v.to_string(),
+        }),
     }
 }
 
 fn count(name: &'static str, v: &str) -> Result<u64, ParseLossError> {
-    v.trim().parse::<u64>().map_err(|_| ParseLossError::BadValue { name, value: v.to_string() })
+    v.trim()
+        .parse::<u64>()
+        .map_err(|_| ParseLossError::BadValue {
+            name,
+            value: v.to_string(),
+        })
 }
 
 /// Splits `a=1,b=2` into pairs; a bare value (no '=') gets the name `""`.
 fn params(s: &str) -> impl Iterator<Item = (&str, &str)> {
-    s.split(',').filter(|kv| !kv.trim().is_empty()).map(|kv| match kv.split_once('=') {
-        Some((k, v)) => (k.trim(), v),
-        None => ("", kv),
-    })
+    s.split(',')
+        .filter(|kv| !kv.trim().is_empty())
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => (k.trim(), v),
+            None => ("", kv),
+        })
 }
 
 impl FromStr for LossSpec {
@@ -340,7 +366,9 @@ impl FromStr for LossSpec {
                         k => return Err(ParseLossError::UnknownParam(k.to_string())),
                     }
                 }
-                Ok(LossSpec::Uniform { p: p.ok_or(ParseLossError::Missing("p"))? })
+                Ok(LossSpec::Uniform {
+                    p: p.ok_or(ParseLossError::Missing("p"))?,
+                })
             }
             "ge" | "gilbert" => {
                 let (mut p, mut r, mut k, mut h) = (None, None, 1.0, 0.0);
@@ -372,7 +400,10 @@ impl FromStr for LossSpec {
                 let len = len.ok_or(ParseLossError::Missing("len"))?;
                 let every = every.ok_or(ParseLossError::Missing("every"))?;
                 if every == 0 || len > every {
-                    return Err(ParseLossError::BadValue { name: "len", value: len.to_string() });
+                    return Err(ParseLossError::BadValue {
+                        name: "len",
+                        value: len.to_string(),
+                    });
                 }
                 Ok(LossSpec::Burst { len, every })
             }
@@ -417,7 +448,14 @@ mod tests {
             bursts += (l && !prev) as usize;
             prev = l;
         }
-        (lost as f64 / N as f64, if bursts == 0 { 0.0 } else { lost as f64 / bursts as f64 })
+        (
+            lost as f64 / N as f64,
+            if bursts == 0 {
+                0.0
+            } else {
+                lost as f64 / bursts as f64
+            },
+        )
     }
 
     #[test]
@@ -433,7 +471,10 @@ mod tests {
         let (p, r) = (0.00151, 1.0 / 3.0);
         let (rate, burst) = measure(&mut GilbertElliott::new(p, r, 1.0, 0.0, 3));
         let expect = p / (p + r);
-        assert!((rate - expect).abs() / expect < 0.08, "rate {rate} vs {expect}");
+        assert!(
+            (rate - expect).abs() / expect < 0.08,
+            "rate {rate} vs {expect}"
+        );
         assert!((burst - 3.0).abs() < 0.15, "burst {burst}");
     }
 
@@ -442,7 +483,10 @@ mod tests {
         let m = GilbertElliott::new(0.01, 0.1, 0.99, 0.3, 5);
         let expect = m.expected_loss();
         let (rate, _) = measure(&mut m.clone());
-        assert!((rate - expect).abs() / expect < 0.05, "rate {rate} vs {expect}");
+        assert!(
+            (rate - expect).abs() / expect < 0.05,
+            "rate {rate} vs {expect}"
+        );
     }
 
     #[test]
@@ -452,7 +496,10 @@ mod tests {
         assert_eq!(burst, 20.0);
         let mut b = Burst::new(2, 5);
         let got: Vec<bool> = (0..10).map(|_| b.lose()).collect();
-        assert_eq!(got, [false, false, false, true, true, false, false, false, true, true]);
+        assert_eq!(
+            got,
+            [false, false, false, true, true, false, false, false, true, true]
+        );
     }
 
     #[test]
@@ -461,8 +508,14 @@ mod tests {
         assert_eq!(t.len(), 4);
         let got: Vec<bool> = (0..8).map(|_| t.lose()).collect();
         assert_eq!(got, [false, true, true, false, false, true, true, false]);
-        assert_eq!(TraceLoss::parse("# only\n").unwrap_err(), ParseLossError::EmptyTrace);
-        assert!(matches!(TraceLoss::parse("01x"), Err(ParseLossError::TraceChar { line: 1, c: 'x' })));
+        assert_eq!(
+            TraceLoss::parse("# only\n").unwrap_err(),
+            ParseLossError::EmptyTrace
+        );
+        assert!(matches!(
+            TraceLoss::parse("01x"),
+            Err(ParseLossError::TraceChar { line: 1, c: 'x' })
+        ));
     }
 
     #[test]
@@ -490,7 +543,10 @@ mod tests {
             assert_eq!(spec.to_string(), s);
             assert_eq!(spec.to_string().parse::<LossSpec>().unwrap(), spec);
         }
-        assert_eq!("uniform:p=0.5".parse::<LossSpec>().unwrap(), LossSpec::Uniform { p: 0.5 });
+        assert_eq!(
+            "uniform:p=0.5".parse::<LossSpec>().unwrap(),
+            LossSpec::Uniform { p: 0.5 }
+        );
     }
 
     #[test]

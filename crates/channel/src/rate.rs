@@ -27,7 +27,13 @@ pub struct RateLimit {
 impl RateLimit {
     /// A bottleneck of `rate_bps` bits per second (must be > 0).
     pub fn new(rate_bps: u64, limit: QueueLimit) -> Self {
-        Self { rate_bps: rate_bps.max(1), limit, inflight: VecDeque::new(), bytes: 0, drops: 0 }
+        Self {
+            rate_bps: rate_bps.max(1),
+            limit,
+            inflight: VecDeque::new(),
+            bytes: 0,
+            drops: 0,
+        }
     }
 
     /// Offers a packet of `len` bytes at `now`. Returns when its last bit leaves the bottleneck,

@@ -16,7 +16,11 @@ pub struct Reorder {
 impl Reorder {
     /// `prob` is clamped to [0, 1].
     pub fn new(prob: f64, extra: Duration, seed: u64) -> Self {
-        Self { prob: prob.clamp(0.0, 1.0), extra, rng: crate::rng(seed, 4) }
+        Self {
+            prob: prob.clamp(0.0, 1.0),
+            extra,
+            rng: crate::rng(seed, 4),
+        }
     }
 
     /// The extra delay for the next packet (zero for most).

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 
 use hirt_fec::coefficients::generate_coding_coefficients;
-use hirt_fec::rlc::{Field, RlcConfig, RlcDecoder, RlcEncoder};
+use hirt_fec::rlc::{DecoderStats, Field, RlcConfig, RlcDecoder, RlcEncoder};
 use hirt_fec::{Esi, FecDecoder, FecEncoder, RepairInfo, SourceOutcome};
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -212,6 +212,7 @@ fn determined(received: &HashMap<Esi, Vec<u8>>, repairs: &[RepairInfo], m: u8) -
 }
 
 struct Run {
+    stats: DecoderStats,
     recovered: HashMap<Esi, Vec<u8>>,
     received: HashMap<Esi, Vec<u8>>,
     repairs: Vec<RepairInfo>,
@@ -228,6 +229,7 @@ fn run(c: &Case, check_each: bool) -> Result<Run, TestCaseError> {
     };
     let mut dec = RlcDecoder::new(cfg);
     let mut r = Run {
+        stats: DecoderStats::default(),
         recovered: HashMap::new(),
         received: HashMap::new(),
         repairs: Vec::new(),
@@ -270,16 +272,24 @@ fn run(c: &Case, check_each: bool) -> Result<Run, TestCaseError> {
             prop_assert!(r.recovered.insert(e, d).is_none(), "{} recovered twice", e);
         }
         if check_each {
+            r.stats = dec.stats();
             check_optimal(c, &r)?;
         }
     }
+    r.stats = dec.stats();
     Ok(r)
 }
 
+/// Recovered == determined. The one documented exception is an equation dropped for age (the
+/// memory bound); then only recovered ⊆ determined can be asked.
 fn check_optimal(c: &Case, r: &Run) -> Result<(), TestCaseError> {
     let want = determined(&r.received, &r.repairs, c.field.m());
     let got: HashSet<Esi> = r.recovered.keys().copied().collect();
-    prop_assert_eq!(got, want);
+    if r.stats.rows_aged_out == 0 {
+        prop_assert_eq!(got, want);
+    } else {
+        prop_assert!(got.is_subset(&want));
+    }
     Ok(())
 }
 
@@ -311,13 +321,14 @@ proptest! {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
-    /// Streams much longer than the tracked span: old symbols and equations are forgotten;
-    /// whatever is recovered must still be exact, and nothing may error.
+    /// Streams much longer than the tracked span: old symbols and equations are forgotten, yet
+    /// decoding stays exact and rank-optimal (equations detached from forgotten pivots).
     #[test]
     fn long_streams_with_eviction(mut c in case_strategy(8, 12), n in 200usize..600) {
         c.n = n;
         c.reorder = c.reorder.min(3);
-        run(&c, false)?;
+        let r = run(&c, false)?;
+        check_optimal(&c, &r)?;
     }
 }
 
@@ -381,4 +392,28 @@ fn rank_optimal_on_long_streams_despite_eviction() {
         assert!(!r.recovered.is_empty());
         check_optimal(&c, &r).unwrap();
     }
+}
+
+#[test]
+fn rank_optimal_at_bench_operating_point() {
+    // The operating point of the throughput figures in docs/fec.md (W = 200, 1% loss, repairs
+    // at 1.2x the loss) with small symbols: the decoder recovers exactly what the oracle says is
+    // determined, so a recovery ratio below 100% there is the code's, not the decoder's.
+    let c = Case {
+        seed: 11,
+        window: 200,
+        dt: 15,
+        field: Field::Gf256,
+        n: 20_000,
+        repair_p: 0.012,
+        loss: Loss::Uniform(0.01),
+        reorder: 0,
+        dup_p: 0.0,
+        start: 0,
+        vary_window: false,
+    };
+    let r = run(&c, false).unwrap();
+    let lost = 20_000 - r.received.len();
+    eprintln!("lost {lost}, recovered {}", r.recovered.len());
+    check_optimal(&c, &r).unwrap();
 }

@@ -163,7 +163,11 @@ pub struct DemoArgs {
 impl DemoArgs {
     /// The embedded default that `hirt` with no arguments runs.
     pub fn default_demo() -> Self {
-        DemoArgs { duration: Duration::from_secs(25), tunnel: TunnelMode::Udp, json: false }
+        DemoArgs {
+            duration: Duration::from_secs(25),
+            tunnel: TunnelMode::Udp,
+            json: false,
+        }
     }
 }
 
@@ -210,11 +214,17 @@ pub fn profile_links(p: Profile, seed: u64) -> (DirectionConfig, DirectionConfig
     let (up, down) = match p {
         Profile::Starlink => {
             let ge = "ge:p=0.00151,r=0.333";
-            (mk(ms(25), ms(1), 100_000_000, ge, 1000), mk(ms(25), ms(1), 100_000_000, ge, 1000))
+            (
+                mk(ms(25), ms(1), 100_000_000, ge, 1000),
+                mk(ms(25), ms(1), 100_000_000, ge, 1000),
+            )
         }
         Profile::Lte => {
             let ge = "ge:p=0.005,r=0.5";
-            (mk(ms(20), ms(5), 20_000_000, ge, 500), mk(ms(20), ms(5), 50_000_000, ge, 1000))
+            (
+                mk(ms(20), ms(5), 20_000_000, ge, 500),
+                mk(ms(20), ms(5), 50_000_000, ge, 1000),
+            )
         }
         Profile::Wan => (
             mk(ms(50), ms(0), 100_000_000, "uniform:0.001", 2000),
@@ -226,12 +236,27 @@ pub fn profile_links(p: Profile, seed: u64) -> (DirectionConfig, DirectionConfig
         ),
         Profile::Iot => {
             let ge = "ge:p=0.01,r=0.4";
-            (mk(ms(10), ms(1), 1_000_000, ge, 100), mk(ms(10), ms(1), 1_000_000, ge, 100))
+            (
+                mk(ms(10), ms(1), 1_000_000, ge, 100),
+                mk(ms(10), ms(1), 1_000_000, ge, 100),
+            )
         }
-        Profile::Clean => (mk(ms(0), ms(0), 0, "none", 1000), mk(ms(0), ms(0), 0, "none", 1000)),
+        Profile::Clean => (
+            mk(ms(0), ms(0), 0, "none", 1000),
+            mk(ms(0), ms(0), 0, "none", 1000),
+        ),
     };
     // Different seeds per direction, both derived from the lab seed.
-    (DirectionConfig { seed: seed.wrapping_mul(2), ..up }, DirectionConfig { seed: seed.wrapping_mul(2) + 1, ..down })
+    (
+        DirectionConfig {
+            seed: seed.wrapping_mul(2),
+            ..up
+        },
+        DirectionConfig {
+            seed: seed.wrapping_mul(2) + 1,
+            ..down
+        },
+    )
 }
 
 fn links(args: &LabArgs) -> (DirectionConfig, DirectionConfig) {
@@ -297,10 +322,19 @@ pub fn lab(args: &LabArgs) -> anyhow::Result<LabReport> {
     let topo = Topology::build().context("building the lab topology")?;
     if args.bench_emulator {
         let json = bench_emulator(args, &topo)?;
-        return Ok(LabReport { comparisons: Vec::new(), json, dir: None });
+        return Ok(LabReport {
+            comparisons: Vec::new(),
+            json,
+            dir: None,
+        });
     }
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let dir = args.results.join(format!("lab-{:?}-{stamp}-{}", args.profile, std::process::id()).to_lowercase());
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let dir = args
+        .results
+        .join(format!("lab-{:?}-{stamp}-{}", args.profile, std::process::id()).to_lowercase());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut comparisons = Vec::new();
     let mut lab = Lab::new(args, &topo, up, down, dir.clone())?;
@@ -322,19 +356,38 @@ pub fn lab(args: &LabArgs) -> anyhow::Result<LabReport> {
         "summary": comparisons.first().map(Comparison::json),
         "workloads": comparisons.iter().map(Comparison::json).collect::<Vec<_>>(),
     });
-    std::fs::write(dir.join("summary.json"), serde_json::to_string_pretty(&json)?)?;
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&json)?,
+    )?;
     drop(lab);
-    Ok(LabReport { comparisons, json, dir: Some(dir) })
+    Ok(LabReport {
+        comparisons,
+        json,
+        dir: Some(dir),
+    })
 }
 
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|c| c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default();
-    let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    format!("{n} x {cpu}; load average {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+    format!(
+        "{n} x {cpu}; load average {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
 }
 
 /// One lab session: topology, servers, and the runs.
@@ -388,7 +441,11 @@ impl<'a> Lab<'a> {
     fn name(&self, w: WorkloadKind) -> String {
         let size = human_size(self.args.size);
         match w {
-            WorkloadKind::Http => format!("http-tcp-{}-{size}{}", self.args.cc, if self.args.new_conn { "-newconn" } else { "" }),
+            WorkloadKind::Http => format!(
+                "http-tcp-{}-{size}{}",
+                self.args.cc,
+                if self.args.new_conn { "-newconn" } else { "" }
+            ),
             WorkloadKind::Quic => format!("http-quic-{size}"),
             WorkloadKind::Bulk => format!("bulk-tcp-{}", self.args.cc),
             WorkloadKind::Rpc => "rpc-4k".to_string(),
@@ -428,14 +485,23 @@ impl<'a> Lab<'a> {
                 let (tx, rx) = std::sync::mpsc::channel();
                 // The server thread lives until `stop`; it is not joined.
                 let _server = netns::in_ns(&srv, move || {
-                    workload::quic::serve(workload::http::any(workload::quic::PORT), &cc, cert, key, stop, tx)
+                    workload::quic::serve(
+                        workload::http::any(workload::quic::PORT),
+                        &cc,
+                        cert,
+                        key,
+                        stop,
+                        tx,
+                    )
                 });
                 rx.recv().context("QUIC server thread")??;
                 true
             }
             WorkloadKind::Mqtt => match workload::mqtt::mosquitto() {
                 None => {
-                    notes.push("MQTT skipped: mosquitto is not installed (apt install mosquitto)".into());
+                    notes.push(
+                        "MQTT skipped: mosquitto is not installed (apt install mosquitto)".into(),
+                    );
                     false
                 }
                 Some(bin) => {
@@ -445,13 +511,26 @@ impl<'a> Lab<'a> {
                         format!("listener {}\nallow_anonymous true\nset_tcp_nodelay true\nmax_inflight_messages 0\n", workload::mqtt::PORT),
                     )?;
                     let log = self.dir.join("mosquitto.log");
-                    netns::spawn(&srv, bin, &["-c".to_string(), conf.display().to_string()], &log)?;
+                    netns::spawn(
+                        &srv,
+                        bin,
+                        &["-c".to_string(), conf.display().to_string()],
+                        &log,
+                    )?;
                     // Wait until the broker accepts connections.
                     let v6 = self.args.tunnel.v6();
                     let ok = netns::join(netns::in_ns(&srv, move || {
-                        let addr = std::net::SocketAddr::new(Topology::server_app(v6), workload::mqtt::PORT);
+                        let addr = std::net::SocketAddr::new(
+                            Topology::server_app(v6),
+                            workload::mqtt::PORT,
+                        );
                         for _ in 0..100 {
-                            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                            if std::net::TcpStream::connect_timeout(
+                                &addr,
+                                Duration::from_millis(100),
+                            )
+                            .is_ok()
+                            {
                                 return Ok(true);
                             }
                             std::thread::sleep(Duration::from_millis(50));
@@ -535,8 +614,14 @@ impl<'a> Lab<'a> {
             }
         }
         c.notes = notes;
-        let refs: Vec<(&str, &[u64])> = series.iter().map(|(l, v)| (l.as_str(), v.as_slice())).collect();
-        let title = format!("{name}, {:?} profile, seed {}", self.args.profile, self.args.seed);
+        let refs: Vec<(&str, &[u64])> = series
+            .iter()
+            .map(|(l, v)| (l.as_str(), v.as_slice()))
+            .collect();
+        let title = format!(
+            "{name}, {:?} profile, seed {}",
+            self.args.profile, self.args.seed
+        );
         report::write_cdf_svg(&self.dir, &name, &title, &refs)?;
         Ok(c)
     }
@@ -553,9 +638,15 @@ impl<'a> Lab<'a> {
             up.loss = "none".into();
             down.loss = "none".into();
         }
-        let emu = Emulator::start(Some(&self.topo.link), "la", "lb", &up, &down).context("starting the link emulator")?;
+        let emu = Emulator::start(Some(&self.topo.link), "la", "lb", &up, &down)
+            .context("starting the link emulator")?;
         let tunnel = if kind == RunKind::Fec {
-            Some(Tunnel::start(self.topo, self.args.tunnel, self.args.tunnel_args.as_deref(), self.args.seed)?)
+            Some(Tunnel::start(
+                self.topo,
+                self.args.tunnel,
+                self.args.tunnel_args.as_deref(),
+                self.args.seed,
+            )?)
         } else {
             self.topo.route_plain()?;
             None
@@ -568,7 +659,12 @@ impl<'a> Lab<'a> {
             RunKind::Fec => "FEC     ",
         };
         let done = Arc::new(AtomicU64::new(0));
-        let bar = progress(self.args.quiet || self.args.json, &format!("{name} {label}"), self.args.duration, done.clone());
+        let bar = progress(
+            self.args.quiet || self.args.json,
+            &format!("{name} {label}"),
+            self.args.duration,
+            done.clone(),
+        );
         let samples = self.client(w, done.clone());
         bar.finish_and_clear();
         let samples = samples?;
@@ -579,7 +675,10 @@ impl<'a> Lab<'a> {
                 .into_iter()
                 .map(|(c, r)| serde_json::json!({"control": c, "status": serde_json::from_str::<serde_json::Value>(&r).unwrap_or(serde_json::Value::String(r))}))
                 .collect();
-            let _ = std::fs::write(self.dir.join(format!("{name}-hirt-status.json")), serde_json::to_string_pretty(&raw).unwrap_or_default());
+            let _ = std::fs::write(
+                self.dir.join(format!("{name}-hirt-status.json")),
+                serde_json::to_string_pretty(&raw).unwrap_or_default(),
+            );
         }
         drop(tunnel);
         self.topo.route_plain()?;
@@ -609,12 +708,22 @@ impl<'a> Lab<'a> {
                 Ok(workload::http::run(&c, &progress))
             }),
             WorkloadKind::Bulk => netns::in_ns(&self.topo.client, move || {
-                let server = std::net::SocketAddr::new(Topology::server_app(v6), workload::bulk::PORT);
-                Ok(workload::bulk::run(Topology::client_app(v6), server, &a.cc, a.duration, &progress))
+                let server =
+                    std::net::SocketAddr::new(Topology::server_app(v6), workload::bulk::PORT);
+                Ok(workload::bulk::run(
+                    Topology::client_app(v6),
+                    server,
+                    &a.cc,
+                    a.duration,
+                    &progress,
+                ))
             }),
             WorkloadKind::Rpc => netns::in_ns(&self.topo.client, move || {
                 let c = workload::rpc::RpcClient {
-                    server: std::net::SocketAddr::new(Topology::server_app(v6), workload::rpc::PORT),
+                    server: std::net::SocketAddr::new(
+                        Topology::server_app(v6),
+                        workload::rpc::PORT,
+                    ),
                     bind: Topology::client_app(v6),
                     clients: a.connections,
                     duration: a.duration,
@@ -627,7 +736,10 @@ impl<'a> Lab<'a> {
                 let run = self.run_id;
                 netns::in_ns(&self.topo.client, move || {
                     let c = workload::mqtt::MqttClient {
-                        server: std::net::SocketAddr::new(Topology::server_app(v6), workload::mqtt::PORT),
+                        server: std::net::SocketAddr::new(
+                            Topology::server_app(v6),
+                            workload::mqtt::PORT,
+                        ),
                         bind: Topology::client_app(v6),
                         clients: a.connections.min(10),
                         duration: a.duration,
@@ -642,7 +754,10 @@ impl<'a> Lab<'a> {
                 let cert = self.cert.clone().context("QUIC server not started")?;
                 netns::in_ns(&self.topo.client, move || {
                     let c = workload::quic::QuicClient {
-                        server: std::net::SocketAddr::new(Topology::server_app(v6), workload::quic::PORT),
+                        server: std::net::SocketAddr::new(
+                            Topology::server_app(v6),
+                            workload::quic::PORT,
+                        ),
                         bind: Topology::client_app(v6),
                         connections: a.connections,
                         size: a.size,
@@ -695,7 +810,10 @@ fn progress(hidden: bool, msg: &str, d: Duration, done: Arc<AtomicU64>) -> indic
 /// `--bench-emulator`: offers `bench_gbps` of 1280-byte UDP packets from the client namespace to
 /// the server namespace through an unimpaired emulator, and counts what arrives.
 fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<serde_json::Value> {
-    let none = DirectionConfig { seed: args.seed, ..Default::default() };
+    let none = DirectionConfig {
+        seed: args.seed,
+        ..Default::default()
+    };
     let emu = Emulator::start(Some(&topo.link), "la", "lb", &none, &none)?;
     // What reaches the server's interface (kernel counter): the emulator's delivery, whatever
     // the receiving application manages to read on a busy machine.
@@ -739,9 +857,13 @@ fn bench_emulator(args: &LabArgs, topo: &Topology) -> anyhow::Result<serde_json:
 
 /// Packets received by interface `dev` of namespace `ns`.
 fn if_rx_packets(ns: &str, dev: &str) -> anyhow::Result<u64> {
-    let out = std::process::Command::new("ip").args(["-n", ns, "-j", "-s", "link", "show", dev]).output()?;
+    let out = std::process::Command::new("ip")
+        .args(["-n", ns, "-j", "-s", "link", "show", dev])
+        .output()?;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("ip -j output")?;
-    v[0]["stats64"]["rx"]["packets"].as_u64().context("no rx counter")
+    v[0]["stats64"]["rx"]["packets"]
+        .as_u64()
+        .context("no rx counter")
 }
 
 /// Parses `25ms`, `2s`, `1.5s`, `500us`, `1m`.
@@ -798,7 +920,10 @@ pub fn parse_queue(s: &str) -> Result<QueueLimit, String> {
     if t.ends_with(['B', 'b']) {
         Ok(QueueLimit::Bytes(parse_size(t)?))
     } else {
-        t.trim_end_matches('p').parse().map(QueueLimit::Packets).map_err(|_| format!("bad queue limit {s:?}"))
+        t.trim_end_matches('p')
+            .parse()
+            .map(QueueLimit::Packets)
+            .map_err(|_| format!("bad queue limit {s:?}"))
     }
 }
 

@@ -20,7 +20,10 @@ struct Registry {
     children: Vec<Child>,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry { namespaces: Vec::new(), children: Vec::new() });
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
+    namespaces: Vec::new(),
+    children: Vec::new(),
+});
 static HANDLER: Once = Once::new();
 
 /// Prefix of every namespace a lab creates.
@@ -83,14 +86,21 @@ fn delete_ns(ns: &str) {
             }
         }
     }
-    let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
+    let _ = Command::new("ip")
+        .args(["netns", "del", ns])
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// Deletes namespaces left behind by labs whose process no longer exists.
 pub fn remove_stale() {
     for ns in list() {
-        let Some(rest) = ns.strip_prefix(PREFIX) else { continue };
-        let Some((pid, _)) = rest.split_once('-') else { continue };
+        let Some(rest) = ns.strip_prefix(PREFIX) else {
+            continue;
+        };
+        let Some((pid, _)) = rest.split_once('-') else {
+            continue;
+        };
         if let Ok(pid) = pid.parse::<i32>() {
             if pid != std::process::id() as i32 && !sys::pid_alive(pid) {
                 delete_ns(&ns);
@@ -101,7 +111,9 @@ pub fn remove_stale() {
 
 /// Names of the existing namespaces (`ip netns list`).
 pub fn list() -> Vec<String> {
-    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else { return Vec::new() };
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return Vec::new();
+    };
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next().map(str::to_string))
@@ -131,7 +143,11 @@ pub fn run(cmd: &str, args: &[&str]) -> anyhow::Result<()> {
         .output()
         .with_context(|| format!("running {cmd}"))?;
     if !out.status.success() {
-        bail!("`{cmd} {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "`{cmd} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(())
 }
@@ -150,7 +166,12 @@ pub fn sysctl(ns: &str, kv: &str) -> anyhow::Result<()> {
 
 /// Starts `program args` inside namespace `ns` as a registered child (killed at teardown).
 /// Output goes to `log` (a file path) so a failing child can be diagnosed.
-pub fn spawn(ns: &str, program: &str, args: &[String], log: &std::path::Path) -> anyhow::Result<u32> {
+pub fn spawn(
+    ns: &str,
+    program: &str,
+    args: &[String],
+    log: &std::path::Path,
+) -> anyhow::Result<u32> {
     let f = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let f2 = f.try_clone()?;
     let child = Command::new("ip")
@@ -169,7 +190,9 @@ pub fn spawn(ns: &str, program: &str, args: &[String], log: &std::path::Path) ->
 /// Whether the registered child `pid` is still running.
 pub fn child_running(pid: u32) -> bool {
     let mut reg = lock();
-    reg.children.iter_mut().any(|c| c.id() == pid && matches!(c.try_wait(), Ok(None)))
+    reg.children
+        .iter_mut()
+        .any(|c| c.id() == pid && matches!(c.try_wait(), Ok(None)))
 }
 
 /// Stops the registered child `pid` now (SIGTERM, then SIGKILL).

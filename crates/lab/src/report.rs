@@ -56,7 +56,11 @@ impl Summary {
             p90_ms: ms(percentile(l, 0.90)),
             p99_ms: ms(percentile(l, 0.99)),
             p999_ms: ms(percentile(l, 0.999)),
-            mean_ms: if l.is_empty() { 0.0 } else { ms(l.iter().sum::<u64>()) / l.len() as f64 },
+            mean_ms: if l.is_empty() {
+                0.0
+            } else {
+                ms(l.iter().sum::<u64>()) / l.len() as f64
+            },
             max_ms: ms(l.last().copied().unwrap_or(0)),
             goodput_mbps: if s.elapsed.is_zero() {
                 0.0
@@ -158,13 +162,29 @@ impl Comparison {
         let _ = writeln!(
             out,
             "{:<10} {:>8} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
-            "run", "requests", "errors", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "mean ms", "Mbit/s"
+            "run",
+            "requests",
+            "errors",
+            "p50 ms",
+            "p90 ms",
+            "p99 ms",
+            "p99.9 ms",
+            "mean ms",
+            "Mbit/s"
         );
         let row = |out: &mut String, name: &str, s: &Summary| {
             let _ = writeln!(
                 out,
                 "{:<10} {:>8} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10.2}",
-                name, s.requests, s.errors, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms, s.mean_ms, s.goodput_mbps
+                name,
+                s.requests,
+                s.errors,
+                s.p50_ms,
+                s.p90_ms,
+                s.p99_ms,
+                s.p999_ms,
+                s.mean_ms,
+                s.goodput_mbps
             );
         };
         if let Some(l) = &self.lossless {
@@ -215,7 +235,11 @@ impl Comparison {
         }
         for (name, s) in [("no FEC", Some(&self.baseline)), ("FEC", self.fec.as_ref())] {
             if let Some(s) = s.filter(|s| s.corrupt > 0) {
-                let _ = writeln!(out, "WRONG BYTES: {} responses of the {name} run did not match", s.corrupt);
+                let _ = writeln!(
+                    out,
+                    "WRONG BYTES: {} responses of the {name} run did not match",
+                    s.corrupt
+                );
             }
         }
         for n in &self.notes {
@@ -227,11 +251,21 @@ impl Comparison {
 
 /// Writes `<dir>/<name>.svg`: CDF (left) and CCDF on a log scale (right) of each labelled series
 /// (latencies in microseconds, sorted).
-pub fn write_cdf_svg(dir: &Path, name: &str, title: &str, series: &[(&str, &[u64])]) -> std::io::Result<()> {
+pub fn write_cdf_svg(
+    dir: &Path,
+    name: &str,
+    title: &str,
+    series: &[(&str, &[u64])],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let (w, h, m) = (460.0, 320.0, 50.0);
     let colors = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
-    let max_us = series.iter().filter_map(|(_, s)| s.last().copied()).max().unwrap_or(1).max(1) as f64;
+    let max_us = series
+        .iter()
+        .filter_map(|(_, s)| s.last().copied())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -239,7 +273,12 @@ pub fn write_cdf_svg(dir: &Path, name: &str, title: &str, series: &[(&str, &[u64
         2.0 * w,
         h + 30.0
     );
-    let _ = writeln!(svg, r#"<text x="{}" y="16" text-anchor="middle" font-size="14">{}</text>"#, w, xml(title));
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="16" text-anchor="middle" font-size="14">{}</text>"#,
+        w,
+        xml(title)
+    );
     for panel in 0..2 {
         let ox = panel as f64 * w;
         let (x0, x1, y0, y1) = (ox + m, ox + w - 15.0, h - 10.0, 35.0);
@@ -269,10 +308,23 @@ pub fn write_cdf_svg(dir: &Path, name: &str, title: &str, series: &[(&str, &[u64
         for i in 0..=4 {
             let f = i as f64 / 4.0;
             let x = x0 + f * (x1 - x0);
-            let _ = writeln!(svg, r#"<text x="{x:.1}" y="{}" text-anchor="middle">{:.0}</text>"#, y0 + 14.0, f * max_us / 1000.0);
+            let _ = writeln!(
+                svg,
+                r#"<text x="{x:.1}" y="{}" text-anchor="middle">{:.0}</text>"#,
+                y0 + 14.0,
+                f * max_us / 1000.0
+            );
             let y = y0 - f * (y0 - y1);
-            let label = if panel == 0 { format!("{f:.2}") } else { format!("1e{:.0}", ymin_log * (1.0 - f)) };
-            let _ = writeln!(svg, r#"<text x="{}" y="{y:.1}" text-anchor="end">{label}</text>"#, x0 - 3.0);
+            let label = if panel == 0 {
+                format!("{f:.2}")
+            } else {
+                format!("1e{:.0}", ymin_log * (1.0 - f))
+            };
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{y:.1}" text-anchor="end">{label}</text>"#,
+                x0 - 3.0
+            );
         }
         for (k, (label, data)) in series.iter().enumerate() {
             if data.is_empty() {
@@ -294,10 +346,17 @@ pub fn write_cdf_svg(dir: &Path, name: &str, title: &str, series: &[(&str, &[u64
                 let y = y0 - yv * (y0 - y1);
                 let _ = write!(pts, "{x:.1},{y:.1} ");
                 // Keep every point of the tail, thin the body.
-                i += if panel == 1 && i as f64 > 0.99 * n { 1 } else { step };
+                i += if panel == 1 && i as f64 > 0.99 * n {
+                    1
+                } else {
+                    step
+                };
             }
             let c = colors[k % colors.len()];
-            let _ = writeln!(svg, r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{pts}"/>"#);
+            let _ = writeln!(
+                svg,
+                r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{pts}"/>"#
+            );
             let _ = writeln!(
                 svg,
                 r#"<text x="{}" y="{}" fill="{c}">{}</text>"#,
@@ -312,7 +371,9 @@ pub fn write_cdf_svg(dir: &Path, name: &str, title: &str, series: &[(&str, &[u64
 }
 
 fn xml(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -331,7 +392,11 @@ mod tests {
 
     #[test]
     fn json_has_the_summary_keys() {
-        let mut s = Samples { latencies_us: vec![1000, 2000, 3000], bytes: 30, ..Default::default() };
+        let mut s = Samples {
+            latencies_us: vec![1000, 2000, 3000],
+            bytes: 30,
+            ..Default::default()
+        };
         let b = Summary::of(&mut s);
         let c = Comparison {
             workload: "x".into(),
@@ -344,7 +409,15 @@ mod tests {
             notes: vec![],
         };
         let j = c.json();
-        for k in ["baseline_p99_ms", "fec_p99_ms", "baseline_p50_ms", "fec_p50_ms", "recovered", "unrecoverable", "overhead"] {
+        for k in [
+            "baseline_p99_ms",
+            "fec_p99_ms",
+            "baseline_p50_ms",
+            "fec_p50_ms",
+            "recovered",
+            "unrecoverable",
+            "overhead",
+        ] {
             assert!(j.get(k).is_some(), "{k}");
         }
         assert_eq!(j["baseline_p50_ms"], 2.0);

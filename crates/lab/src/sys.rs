@@ -39,7 +39,9 @@ pub fn set_timer_slack_min() {
 /// emulator would run in: a link must not stall because the endpoints it connects are busy.
 /// Returns false when not permitted (the emulator then runs at normal priority).
 pub fn set_realtime(prio: i32) -> bool {
-    let p = libc::sched_param { sched_priority: prio };
+    let p = libc::sched_param {
+        sched_priority: prio,
+    };
     // SAFETY: `p` is a valid sched_param; pid 0 is the calling thread.
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
 }
@@ -78,7 +80,13 @@ pub fn disable_offloads(ifname: &str) -> io::Result<()> {
     }
     // SAFETY: `fd` is a fresh descriptor owned by nobody else.
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    for cmd in [ETHTOOL_SGRO, ETHTOOL_SGSO, ETHTOOL_STSO, ETHTOOL_SSG, ETHTOOL_STXCSUM] {
+    for cmd in [
+        ETHTOOL_SGRO,
+        ETHTOOL_SGSO,
+        ETHTOOL_STSO,
+        ETHTOOL_SSG,
+        ETHTOOL_STXCSUM,
+    ] {
         let mut val = EthtoolValue { cmd, data: 0 };
         // SAFETY: ifreq is plain old data; zeroed is a valid value.
         let mut ifr: libc::ifreq = unsafe { mem::zeroed() };
@@ -119,16 +127,26 @@ impl PacketSocket {
     /// (bypassing the qdisc: the emulator is the queue).
     pub fn open(ifname: &str, rx: bool) -> io::Result<Self> {
         let ifindex = if_index(ifname)?;
-        let proto = if rx { (libc::ETH_P_ALL as u16).to_be() as i32 } else { 0 };
+        let proto = if rx {
+            (libc::ETH_P_ALL as u16).to_be() as i32
+        } else {
+            0
+        };
         // SAFETY: plain socket creation; the result is checked.
         let fd = unsafe {
-            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, proto)
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                proto,
+            )
         };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh descriptor owned by nobody else.
-        let sock = PacketSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) } };
+        let sock = PacketSocket {
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        };
         if rx {
             sock.setsockopt(libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
             sock.setsockopt(libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 64 << 20)?;
@@ -173,7 +191,9 @@ impl PacketSocket {
             // Drop what arrived between socket() and bind() on other interfaces.
             let mut buf = [0u8; 64];
             // SAFETY: `buf` is valid for 64 bytes.
-            while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) } >= 0 {}
+            while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) }
+                >= 0
+            {}
         }
         Ok(sock)
     }
@@ -247,7 +267,13 @@ impl Batch {
     pub fn new(n: usize) -> Self {
         // SAFETY: mmsghdr and iovec are plain old data; zeroed is valid.
         let hdrs = vec![unsafe { mem::zeroed::<libc::mmsghdr>() }; n];
-        let iovs = vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; n];
+        let iovs = vec![
+            libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0
+            };
+            n
+        ];
         Batch { hdrs, iovs }
     }
 
@@ -258,7 +284,10 @@ impl Batch {
 
     /// Points message `i` at `buf` (receive buffer or frame to send).
     pub fn set(&mut self, i: usize, buf: &mut [u8]) {
-        self.iovs[i] = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+        self.iovs[i] = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
         let h = &mut self.hdrs[i];
         h.msg_hdr.msg_iov = &mut self.iovs[i];
         h.msg_hdr.msg_iovlen = 1;
@@ -274,7 +303,13 @@ impl Batch {
         let n = n.min(self.hdrs.len());
         // SAFETY: the first `n` headers point at live iovecs/buffers set by `set`.
         let rc = unsafe {
-            libc::recvmmsg(fd, self.hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
+            libc::recvmmsg(
+                fd,
+                self.hdrs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
         };
         if rc < 0 {
             let err = io::Error::last_os_error();
@@ -300,9 +335,8 @@ impl Batch {
             return Ok(0);
         }
         // SAFETY: headers `from..n` point at live iovecs/buffers set by `set`.
-        let rc = unsafe {
-            libc::sendmmsg(fd, self.hdrs[from..].as_mut_ptr(), (n - from) as u32, 0)
-        };
+        let rc =
+            unsafe { libc::sendmmsg(fd, self.hdrs[from..].as_mut_ptr(), (n - from) as u32, 0) };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -312,7 +346,11 @@ impl Batch {
 
 /// Waits until `fd` is readable or `timeout` passes (nanosecond resolution, unlike `poll`).
 pub fn wait_readable(fd: RawFd, timeout: Duration) {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -325,7 +363,10 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) {
 
 /// CPU time consumed by the calling thread.
 pub fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is valid for writing.
     unsafe {
         libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);

@@ -62,7 +62,11 @@ impl Topology {
     /// Creates the namespaces, veths, addresses and static neighbours; application traffic is
     /// routed over the underlay (the baseline path).
     pub fn build() -> anyhow::Result<Self> {
-        let t = Topology { client: netns::ns_name("cli"), link: netns::ns_name("link"), server: netns::ns_name("srv") };
+        let t = Topology {
+            client: netns::ns_name("cli"),
+            link: netns::ns_name("link"),
+            server: netns::ns_name("srv"),
+        };
         netns::create(&t.client)?;
         netns::create(&t.link)?;
         netns::create(&t.server)?;
@@ -83,23 +87,95 @@ impl Topology {
         // The link namespace only bridges frames: no IPv6 chatter from its own stack.
         netns::sysctl(&t.link, "net.ipv6.conf.all.disable_ipv6=1")?;
         netns::sysctl(&t.link, "net.ipv6.conf.default.disable_ipv6=1")?;
-        ip(&t.client, &["link", "add", "a0", "address", MAC_A, "type", "veth", "peer", "name", "la", "netns", &t.link])?;
-        ip(&t.server, &["link", "add", "b0", "address", MAC_B, "type", "veth", "peer", "name", "lb", "netns", &t.link])?;
-        for (ns, dev) in [(&t.client, "a0"), (&t.link, "la"), (&t.link, "lb"), (&t.server, "b0")] {
+        ip(
+            &t.client,
+            &[
+                "link", "add", "a0", "address", MAC_A, "type", "veth", "peer", "name", "la",
+                "netns", &t.link,
+            ],
+        )?;
+        ip(
+            &t.server,
+            &[
+                "link", "add", "b0", "address", MAC_B, "type", "veth", "peer", "name", "lb",
+                "netns", &t.link,
+            ],
+        )?;
+        for (ns, dev) in [
+            (&t.client, "a0"),
+            (&t.link, "la"),
+            (&t.link, "lb"),
+            (&t.server, "b0"),
+        ] {
             let d = dev.to_string();
-            netns::join(netns::in_ns(ns, move || sys::disable_offloads(&d).with_context(|| format!("offloads of {d}"))))?;
+            netns::join(netns::in_ns(ns, move || {
+                sys::disable_offloads(&d).with_context(|| format!("offloads of {d}"))
+            }))?;
             ip(ns, &["link", "set", dev, "up"])?;
         }
         for (ns, dev, a4, a6, app4, app6, peer4, peer6, peer_mac) in [
-            (&t.client, "a0", UNDER_A4, UNDER_A6, APP_A4, APP_A6, UNDER_B4, UNDER_B6, MAC_B),
-            (&t.server, "b0", UNDER_B4, UNDER_B6, APP_B4, APP_B6, UNDER_A4, UNDER_A6, MAC_A),
+            (
+                &t.client, "a0", UNDER_A4, UNDER_A6, APP_A4, APP_A6, UNDER_B4, UNDER_B6, MAC_B,
+            ),
+            (
+                &t.server, "b0", UNDER_B4, UNDER_B6, APP_B4, APP_B6, UNDER_A4, UNDER_A6, MAC_A,
+            ),
         ] {
             ip(ns, &["addr", "add", &format!("{a4}/24"), "dev", dev])?;
-            ip(ns, &["-6", "addr", "add", &format!("{a6}/64"), "dev", dev, "nodad"])?;
+            ip(
+                ns,
+                &[
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{a6}/64"),
+                    "dev",
+                    dev,
+                    "nodad",
+                ],
+            )?;
             ip(ns, &["addr", "add", &format!("{app4}/32"), "dev", "lo"])?;
-            ip(ns, &["-6", "addr", "add", &format!("{app6}/128"), "dev", "lo", "nodad"])?;
-            ip(ns, &["neigh", "replace", peer4, "lladdr", peer_mac, "dev", dev, "nud", "permanent"])?;
-            ip(ns, &["-6", "neigh", "replace", peer6, "lladdr", peer_mac, "dev", dev, "nud", "permanent"])?;
+            ip(
+                ns,
+                &[
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{app6}/128"),
+                    "dev",
+                    "lo",
+                    "nodad",
+                ],
+            )?;
+            ip(
+                ns,
+                &[
+                    "neigh",
+                    "replace",
+                    peer4,
+                    "lladdr",
+                    peer_mac,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
+            ip(
+                ns,
+                &[
+                    "-6",
+                    "neigh",
+                    "replace",
+                    peer6,
+                    "lladdr",
+                    peer_mac,
+                    "dev",
+                    dev,
+                    "nud",
+                    "permanent",
+                ],
+            )?;
         }
         t.route_plain()?;
         Ok(t)
@@ -112,10 +188,30 @@ impl Topology {
             let _ = ip(ns, &["route", "flush", "cache"]);
             let _ = ip(ns, &["-6", "route", "flush", "cache"]);
         }
-        ip(&self.client, &["route", "replace", APP_B4, "via", UNDER_B4, "src", APP_A4, "mtu", APP_MTU])?;
-        ip(&self.server, &["route", "replace", APP_A4, "via", UNDER_A4, "src", APP_B4, "mtu", APP_MTU])?;
-        ip(&self.client, &["-6", "route", "replace", APP_B6, "via", UNDER_B6, "src", APP_A6, "mtu", APP_MTU])?;
-        ip(&self.server, &["-6", "route", "replace", APP_A6, "via", UNDER_A6, "src", APP_B6, "mtu", APP_MTU])?;
+        ip(
+            &self.client,
+            &[
+                "route", "replace", APP_B4, "via", UNDER_B4, "src", APP_A4, "mtu", APP_MTU,
+            ],
+        )?;
+        ip(
+            &self.server,
+            &[
+                "route", "replace", APP_A4, "via", UNDER_A4, "src", APP_B4, "mtu", APP_MTU,
+            ],
+        )?;
+        ip(
+            &self.client,
+            &[
+                "-6", "route", "replace", APP_B6, "via", UNDER_B6, "src", APP_A6, "mtu", APP_MTU,
+            ],
+        )?;
+        ip(
+            &self.server,
+            &[
+                "-6", "route", "replace", APP_A6, "via", UNDER_A6, "src", APP_B6, "mtu", APP_MTU,
+            ],
+        )?;
         Ok(())
     }
 

@@ -68,11 +68,27 @@ pub struct Tunnel {
 impl Tunnel {
     /// Starts both ends and routes application traffic into the tunnel. `extra` is passed to
     /// both ends (e.g. `--fec hirt`); `seed` seeds their cores.
-    pub fn start(topo: &Topology, mode: TunnelMode, extra: Option<&str>, seed: u64) -> anyhow::Result<Tunnel> {
+    pub fn start(
+        topo: &Topology,
+        mode: TunnelMode,
+        extra: Option<&str>,
+        seed: u64,
+    ) -> anyhow::Result<Tunnel> {
         let bin = hirt_binary()?;
-        let bin = bin.to_str().context("binary path is not UTF-8")?.to_string();
-        let extra: Vec<String> = extra.unwrap_or("").split_whitespace().map(str::to_string).collect();
-        let mut t = Tunnel { pids: Vec::new(), controls: Vec::new(), logs: Vec::new() };
+        let bin = bin
+            .to_str()
+            .context("binary path is not UTF-8")?
+            .to_string();
+        let extra: Vec<String> = extra
+            .unwrap_or("")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        let mut t = Tunnel {
+            pids: Vec::new(),
+            controls: Vec::new(),
+            logs: Vec::new(),
+        };
         let tmp = std::env::temp_dir();
         let s = |v: &str| v.to_string();
         match mode {
@@ -101,20 +117,71 @@ impl Tunnel {
                 t.wait_ready()?;
                 wait_dev(&topo.client, "hirt0")?;
                 wait_dev(&topo.server, "hirt0")?;
-                ip(&topo.client, &["route", "replace", topo::APP_B4, "via", TUN_SERVER, "dev", "hirt0", "src", topo::APP_A4, "mtu", topo::APP_MTU])
-                    .context("routing into the UDP tunnel")?;
-                ip(&topo.server, &["route", "replace", topo::APP_A4, "via", TUN_CLIENT, "dev", "hirt0", "src", topo::APP_B4, "mtu", topo::APP_MTU])
-                    .context("routing into the UDP tunnel")?;
+                ip(
+                    &topo.client,
+                    &[
+                        "route",
+                        "replace",
+                        topo::APP_B4,
+                        "via",
+                        TUN_SERVER,
+                        "dev",
+                        "hirt0",
+                        "src",
+                        topo::APP_A4,
+                        "mtu",
+                        topo::APP_MTU,
+                    ],
+                )
+                .context("routing into the UDP tunnel")?;
+                ip(
+                    &topo.server,
+                    &[
+                        "route",
+                        "replace",
+                        topo::APP_A4,
+                        "via",
+                        TUN_CLIENT,
+                        "dev",
+                        "hirt0",
+                        "src",
+                        topo::APP_B4,
+                        "mtu",
+                        topo::APP_MTU,
+                    ],
+                )
+                .context("routing into the UDP tunnel")?;
             }
             TunnelMode::Srv6 => {
                 // Per side, one encoder instance (for traffic leaving) and one decoder instance
                 // (for traffic arriving): `--role both` is one tunnel's two ends in one process.
                 for (ns, side, enc, dec, peer_enc, peer_dec, peer_prefix, peer_under) in [
-                    (&topo.client, "a", ENC_A, DEC_A, ENC_B, DEC_B, "fd00:b::/64", topo::UNDER_B6),
-                    (&topo.server, "b", ENC_B, DEC_B, ENC_A, DEC_A, "fd00:a::/64", topo::UNDER_A6),
+                    (
+                        &topo.client,
+                        "a",
+                        ENC_A,
+                        DEC_A,
+                        ENC_B,
+                        DEC_B,
+                        "fd00:b::/64",
+                        topo::UNDER_B6,
+                    ),
+                    (
+                        &topo.server,
+                        "b",
+                        ENC_B,
+                        DEC_B,
+                        ENC_A,
+                        DEC_A,
+                        "fd00:a::/64",
+                        topo::UNDER_A6,
+                    ),
                 ] {
                     // The peer's SIDs are reached over the underlay.
-                    ip(ns, &["-6", "route", "replace", peer_prefix, "via", peer_under])?;
+                    ip(
+                        ns,
+                        &["-6", "route", "replace", peer_prefix, "via", peer_under],
+                    )?;
                     for role in ["encoder", "decoder"] {
                         let (enc_sid, dec_sid, dev) = if role == "encoder" {
                             (enc, peer_dec, format!("hse{side}"))
@@ -137,10 +204,46 @@ impl Tunnel {
                 }
                 t.wait_ready()?;
                 // Kernel H.Encaps at the ingress of each side.
-                ip(&topo.client, &["-6", "route", "replace", topo::APP_B6, "encap", "seg6", "mode", "encap", "segs", &format!("{ENC_A},{DEC_B}"), "dev", "a0", "mtu", topo::APP_MTU])
-                    .context("H.Encaps route")?;
-                ip(&topo.server, &["-6", "route", "replace", topo::APP_A6, "encap", "seg6", "mode", "encap", "segs", &format!("{ENC_B},{DEC_A}"), "dev", "b0", "mtu", topo::APP_MTU])
-                    .context("H.Encaps route")?;
+                ip(
+                    &topo.client,
+                    &[
+                        "-6",
+                        "route",
+                        "replace",
+                        topo::APP_B6,
+                        "encap",
+                        "seg6",
+                        "mode",
+                        "encap",
+                        "segs",
+                        &format!("{ENC_A},{DEC_B}"),
+                        "dev",
+                        "a0",
+                        "mtu",
+                        topo::APP_MTU,
+                    ],
+                )
+                .context("H.Encaps route")?;
+                ip(
+                    &topo.server,
+                    &[
+                        "-6",
+                        "route",
+                        "replace",
+                        topo::APP_A6,
+                        "encap",
+                        "seg6",
+                        "mode",
+                        "encap",
+                        "segs",
+                        &format!("{ENC_B},{DEC_A}"),
+                        "dev",
+                        "b0",
+                        "mtu",
+                        topo::APP_MTU,
+                    ],
+                )
+                .context("H.Encaps route")?;
             }
         }
         Ok(t)
@@ -156,7 +259,11 @@ impl Tunnel {
                 }
                 if !netns::child_running(self.pids[i]) || Instant::now() > deadline {
                     let log = std::fs::read_to_string(&self.logs[i]).unwrap_or_default();
-                    bail!("hirt dataplane did not start ({}):\n{}", c.display(), log.trim());
+                    bail!(
+                        "hirt dataplane did not start ({}):\n{}",
+                        c.display(),
+                        log.trim()
+                    );
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -168,20 +275,32 @@ impl Tunnel {
     pub fn raw_status(&self) -> Vec<(String, String)> {
         self.controls
             .iter()
-            .map(|c| (c.display().to_string(), request(c, "status").unwrap_or_else(|e| format!("error: {e}"))))
+            .map(|c| {
+                (
+                    c.display().to_string(),
+                    request(c, "status").unwrap_or_else(|e| format!("error: {e}")),
+                )
+            })
             .collect()
     }
 
     /// FEC counters of both ends, summed over streams (both directions of the tunnel).
     pub fn stats(&self) -> FecStats {
-        let mut f = FecStats { source: "hirt status (control socket), both ends".into(), ..Default::default() };
+        let mut f = FecStats {
+            source: "hirt status (control socket), both ends".into(),
+            ..Default::default()
+        };
         for c in &self.controls {
             let Ok(r) = request(c, "status") else {
                 f.source = format!("{} unreachable", c.display());
                 continue;
             };
-            let Ok(v) = serde_json::from_str::<serde_json::Value>(&r) else { continue };
-            let Some(streams) = v["status"]["streams"].as_array() else { continue };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&r) else {
+                continue;
+            };
+            let Some(streams) = v["status"]["streams"].as_array() else {
+                continue;
+            };
             for st in streams {
                 let g = |k: &str| st[k].as_u64().unwrap_or(0);
                 f.sources += g("enc_packets_in");
@@ -191,7 +310,11 @@ impl Tunnel {
                 f.duplicates += g("duplicates");
             }
         }
-        f.overhead = if f.sources > 0 { f.repairs as f64 / f.sources as f64 } else { 0.0 };
+        f.overhead = if f.sources > 0 {
+            f.repairs as f64 / f.sources as f64
+        } else {
+            0.0
+        };
         f
     }
 }

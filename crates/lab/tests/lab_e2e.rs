@@ -29,7 +29,9 @@ enum Dataplane {
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
     if matches!(argv.get(1).map(String::as_str), Some("udp" | "srv6")) {
-        let r = match Dataplane::parse_from(std::iter::once("hirt".to_string()).chain(argv[1..].iter().cloned())) {
+        let r = match Dataplane::parse_from(
+            std::iter::once("hirt".to_string()).chain(argv[1..].iter().cloned()),
+        ) {
             Dataplane::Udp(a) => hirt_linux::cli::run_udp(a),
             Dataplane::Srv6(a) => hirt_linux::cli::run_srv6(a),
         };
@@ -50,8 +52,14 @@ fn main() {
     }
     let mut failed = 0;
     for (name, t) in [
-        ("emulator_in_namespaces", emulator_in_namespaces as fn() -> anyhow::Result<()>),
-        ("short_lab_recovers_and_cleans_up", short_lab_recovers_and_cleans_up),
+        (
+            "emulator_in_namespaces",
+            emulator_in_namespaces as fn() -> anyhow::Result<()>,
+        ),
+        (
+            "short_lab_recovers_and_cleans_up",
+            short_lab_recovers_and_cleans_up,
+        ),
     ] {
         let start = std::time::Instant::now();
         let r = std::panic::catch_unwind(t);
@@ -59,7 +67,9 @@ fn main() {
         netns::cleanup_all();
         let leftovers = ours();
         match r {
-            Ok(Ok(())) if leftovers.is_empty() => println!("test {name} ... ok ({:.1}s)", start.elapsed().as_secs_f64()),
+            Ok(Ok(())) if leftovers.is_empty() => {
+                println!("test {name} ... ok ({:.1}s)", start.elapsed().as_secs_f64())
+            }
             Ok(Ok(())) => {
                 println!("test {name} ... FAILED: namespaces left behind: {leftovers:?}");
                 failed += 1;
@@ -82,19 +92,28 @@ fn main() {
 /// Namespaces this process created that still exist.
 fn ours() -> Vec<String> {
     let me = format!("{}{}-", netns::PREFIX, std::process::id());
-    netns::list().into_iter().filter(|n| n.starts_with(&me)).collect()
+    netns::list()
+        .into_iter()
+        .filter(|n| n.starts_with(&me))
+        .collect()
 }
 
 fn emulator_in_namespaces() -> anyhow::Result<()> {
     let _td = netns::Teardown;
     let topo = Topology::build()?;
-    let lossy = DirectionConfig { loss: "uniform:0.1".into(), seed: 5, ..Default::default() };
+    let lossy = DirectionConfig {
+        loss: "uniform:0.1".into(),
+        seed: 5,
+        ..Default::default()
+    };
     let clean = DirectionConfig::default();
     let emu = Emulator::start(Some(&topo.link), "la", "lb", &lossy, &clean)?;
     let stop = Arc::new(AtomicBool::new(false));
     let got = Arc::new(AtomicU64::new(0));
     let (st, g) = (stop.clone(), got.clone());
-    let sink = netns::in_ns(&topo.server, move || hirt_lab::workload::bulk::udp_sink(st, g));
+    let sink = netns::in_ns(&topo.server, move || {
+        hirt_lab::workload::bulk::udp_sink(st, g)
+    });
     std::thread::sleep(Duration::from_millis(200));
     // 20k packets at 100 Mbit/s: far below the emulator's capacity.
     let (sent, _) = netns::join(netns::in_ns(&topo.client, || {
@@ -110,9 +129,15 @@ fn emulator_in_namespaces() -> anyhow::Result<()> {
     // Every frame offered was either dropped by the model or forwarded; every UDP datagram
     // forwarded arrived (the emulator also forwards a few non-UDP frames, hence <=).
     anyhow::ensure!(ab.rx_packets == ab.lost + ab.tx_packets, "{ab:?}");
-    anyhow::ensure!(got <= ab.tx_packets && ab.tx_packets - got < 50, "got {got}, {ab:?}");
+    anyhow::ensure!(
+        got <= ab.tx_packets && ab.tx_packets - got < 50,
+        "got {got}, {ab:?}"
+    );
     let rate = ab.lost as f64 / ab.rx_packets as f64;
-    anyhow::ensure!((rate - 0.1).abs() <= 0.005, "measured loss {rate}, configured 0.1");
+    anyhow::ensure!(
+        (rate - 0.1).abs() <= 0.005,
+        "measured loss {rate}, configured 0.1"
+    );
     Ok(())
 }
 
@@ -134,16 +159,37 @@ fn short_lab_recovers_and_cleans_up() -> anyhow::Result<()> {
     };
     let report = hirt_lab::cli::lab(&args)?;
     let _ = std::fs::remove_dir_all(&dir);
-    let c = report.comparisons.first().ok_or_else(|| anyhow::anyhow!("no result"))?;
+    let c = report
+        .comparisons
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("no result"))?;
     println!("{}", c.table());
-    let fec = c.fec.as_ref().ok_or_else(|| anyhow::anyhow!("FEC run missing: {:?}", c.notes))?;
-    let stats = c.fec_stats.as_ref().ok_or_else(|| anyhow::anyhow!("no FEC counters"))?;
-    anyhow::ensure!(c.baseline.requests > 50 && fec.requests > 50, "too few requests");
+    let fec = c
+        .fec
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("FEC run missing: {:?}", c.notes))?;
+    let stats = c
+        .fec_stats
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("no FEC counters"))?;
+    anyhow::ensure!(
+        c.baseline.requests > 50 && fec.requests > 50,
+        "too few requests"
+    );
     // Every response byte was compared with the pattern: no corrupt response, no failure.
-    anyhow::ensure!(c.baseline.corrupt == 0 && fec.corrupt == 0, "corrupt responses");
+    anyhow::ensure!(
+        c.baseline.corrupt == 0 && fec.corrupt == 0,
+        "corrupt responses"
+    );
     anyhow::ensure!(c.baseline.errors == 0 && fec.errors == 0, "failed requests");
-    anyhow::ensure!(c.fec_link.as_ref().is_some_and(|l| l.lost > 0), "the link lost nothing");
-    anyhow::ensure!(stats.recovered > 0, "the tunnel recovered nothing: {stats:?}");
+    anyhow::ensure!(
+        c.fec_link.as_ref().is_some_and(|l| l.lost > 0),
+        "the link lost nothing"
+    );
+    anyhow::ensure!(
+        stats.recovered > 0,
+        "the tunnel recovered nothing: {stats:?}"
+    );
     anyhow::ensure!(report.json["summary"]["fec_p99_ms"].is_number());
     Ok(())
 }

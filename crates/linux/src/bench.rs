@@ -406,16 +406,33 @@ fn one_run(
     } else {
         None
     };
-    // Warm-up (neighbour discovery, routes).
-    let warm = t.c.spawn(|| {
+    // Warm-up until a packet arrives: neighbour discovery right after the namespaces are made
+    // can lose its first solicitation and stall a hop for a second.
+    let warm_rx = t.s.spawn(|| {
+        let s = UdpSocket::bind(format!("[{DST}]:9001"))?;
+        s.set_read_timeout(Some(Duration::from_secs(15)))?;
+        s.recv(&mut [0u8; 64]).map(|_| ())
+    });
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d2 = done.clone();
+    let warm_tx = t.c.spawn(move || {
         let s = UdpSocket::bind("[2001:db8:1::1]:0")?;
-        for _ in 0..3 {
-            s.send_to(&[0u8; 16], format!("[{DST}]:9"))?;
+        for _ in 0..300 {
+            if d2.load(Ordering::SeqCst) {
+                break;
+            }
+            s.send_to(&[0u8; 16], format!("[{DST}]:9001"))?;
+            std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
     });
-    let _ = warm.join();
-    std::thread::sleep(Duration::from_millis(300));
+    warm_rx
+        .join()
+        .expect("join")
+        .context("nothing crossed the path during warm-up")?;
+    done.store(true, Ordering::SeqCst);
+    let _ = warm_tx.join();
+    std::thread::sleep(Duration::from_millis(200));
     // Offered loads: one paced rate for latency runs; otherwise a doubling sweep that stops at
     // the first rate where fewer than 99% of the packets arrive (capacity = best rate before).
     let rates: Vec<u64> = if pps > 0 {

@@ -17,6 +17,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::metrics::Metrics;
 
+/// Checks a `set controller` argument before it is accepted.
+pub type Validator = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
 /// State shared between the control thread and the workers.
 #[derive(Debug)]
 pub struct Control {
@@ -101,7 +104,7 @@ pub fn answer(
 pub fn serve(
     path: &Path,
     ctl: Arc<Control>,
-    validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>,
+    validate: Validator,
 ) -> std::io::Result<ControlServer> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
@@ -150,14 +153,13 @@ mod tests {
         crate::metrics::add(&m.stream(0).recovered, 5);
         let ctl = Control::new(m, "hirt");
         let dir = std::env::temp_dir().join(format!("hirt-ctl-{}.sock", std::process::id()));
-        let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> =
-            Arc::new(|s: &str| {
-                if s == "bad" {
-                    Err("nope".into())
-                } else {
-                    Ok(())
-                }
-            });
+        let validate: Validator = Arc::new(|s: &str| {
+            if s == "bad" {
+                Err("nope".into())
+            } else {
+                Ok(())
+            }
+        });
         let _srv = serve(&dir, ctl.clone(), validate).unwrap();
         let st = request(&dir, "status").unwrap();
         let v: serde_json::Value = serde_json::from_str(&st).unwrap();

@@ -306,15 +306,23 @@ fn ip_bytes(a: &IpAddr) -> Vec<u8> {
 
 /// Routes and rules this process installed, removed again on [`Installed::remove_all`] or drop
 /// (clean shutdown, SIGINT/SIGTERM).
+///
+/// A netlink socket opened when the first route is installed is kept for the removal: it is
+/// bound to that network namespace, so removal works from any thread (a test or the bench may
+/// stop an instance from outside its namespace) and never touches another namespace.
 #[derive(Debug, Default)]
 pub struct Installed {
     routes: Vec<Route>,
     rules: Vec<Rule>,
+    nl: Option<Netlink>,
 }
 
 impl Installed {
     /// Installs a route (replacing an existing one) and remembers it.
     pub fn route(&mut self, nl: &mut Netlink, r: Route) -> io::Result<()> {
+        if self.nl.is_none() {
+            self.nl = Some(Netlink::open()?);
+        }
         nl.add_route(&r, true)?;
         self.routes.push(r);
         Ok(())
@@ -322,6 +330,9 @@ impl Installed {
 
     /// Installs a rule and remembers it.
     pub fn rule(&mut self, nl: &mut Netlink, r: Rule) -> io::Result<()> {
+        if self.nl.is_none() {
+            self.nl = Some(Netlink::open()?);
+        }
         nl.add_rule(&r)?;
         self.rules.push(r);
         Ok(())
@@ -332,7 +343,7 @@ impl Installed {
         if self.routes.is_empty() && self.rules.is_empty() {
             return;
         }
-        if let Ok(mut nl) = Netlink::open() {
+        if let Some(nl) = self.nl.as_mut() {
             while let Some(r) = self.rules.pop() {
                 if let Err(e) = nl.del_rule(&r) {
                     tracing::warn!("removing rule {r:?}: {e}");

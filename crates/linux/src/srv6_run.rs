@@ -206,7 +206,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         .control
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from(format!("/run/hirt-{dev}.sock")));
-    let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> = Arc::new(|s: &str| {
+    let validate: control::Validator = Arc::new(|s: &str| {
         s.parse::<ControllerConfig>()
             .map(|_| ())
             .map_err(|e| e.to_string())

@@ -541,7 +541,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         .control
         .clone()
         .unwrap_or_else(|| format!("/run/hirt-{dev}.sock").into());
-    let validate: Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync> = Arc::new(|s: &str| {
+    let validate: control::Validator = Arc::new(|s: &str| {
         s.parse::<ControllerConfig>()
             .map(|_| ())
             .map_err(|e| e.to_string())

@@ -114,7 +114,10 @@ fn scenario(a: &SimArgs) -> anyhow::Result<Scenario> {
         scheme: a.scheme.clone(),
         window: a.window,
         loss: a.loss.parse::<LossSpec>().context("--loss")?,
-        feedback_loss: a.feedback_loss.parse::<LossSpec>().context("--feedback-loss")?,
+        feedback_loss: a
+            .feedback_loss
+            .parse::<LossSpec>()
+            .context("--feedback-loss")?,
         packets: a.packets.unwrap_or(1_000_000),
         rate_pps: parse_rate(&a.rate).map_err(anyhow::Error::msg)?,
         pattern: a.traffic.parse::<Pattern>().map_err(anyhow::Error::msg)?,
@@ -138,7 +141,10 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else if args.csv {
-            println!("{}", experiments::CSV_HEADER.trim_start_matches("sweep,label,index,"));
+            println!(
+                "{}",
+                experiments::CSV_HEADER.trim_start_matches("sweep,label,index,")
+            );
             println!("{}", experiments::csv_row(&base, &r));
         } else {
             println!(
@@ -153,20 +159,33 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
     let sweeps: Vec<Sweep> = if sweep == "all" {
         Sweep::ALL.to_vec()
     } else {
-        sweep.split(',').map(|s| s.parse::<Sweep>()).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?
+        sweep
+            .split(',')
+            .map(|s| s.parse::<Sweep>())
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)?
     };
     let o = PlanOptions {
-        packets: args.packets.unwrap_or(if args.full { 1_000_000 } else { 100_000 }),
+        packets: args
+            .packets
+            .unwrap_or(if args.full { 1_000_000 } else { 100_000 }),
         lhs_points: args.points.unwrap_or(if args.full { 100 } else { 20 }),
         seeds: args.seeds.unwrap_or(if args.full { 10 } else { 4 }),
         seed: args.seed,
         base,
     };
-    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     for s in sweeps {
         let t0 = std::time::Instant::now();
         let md = experiments::run_sweep(s, &o, jobs, &args.out)?;
-        println!("## {} ({} packets/point, {:.1} s wall)\n\n{md}", s.name(), o.packets, t0.elapsed().as_secs_f64());
+        println!(
+            "## {} ({} packets/point, {:.1} s wall)\n\n{md}",
+            s.name(),
+            o.packets,
+            t0.elapsed().as_secs_f64()
+        );
     }
     Ok(())
 }

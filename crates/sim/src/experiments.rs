@@ -125,36 +125,91 @@ pub fn plan(sweep: Sweep, o: &PlanOptions) -> Vec<Point> {
     let mut pts = Vec::new();
     let mut add = |index: usize, p: f64, r: f64, loss: LossSpec, sc: &Scenario| {
         for (label, scheme) in SCHEMES {
-            let scenario = Scenario { scheme: scheme.into(), loss: loss.clone(), ..sc.clone() };
-            pts.push(Point { sweep, label: label.into(), p, r, index, scenario });
+            let scenario = Scenario {
+                scheme: scheme.into(),
+                loss: loss.clone(),
+                ..sc.clone()
+            };
+            pts.push(Point {
+                sweep,
+                label: label.into(),
+                p,
+                r,
+                index,
+                scenario,
+            });
         }
     };
     // HIRT §VIII counts packets, not time: no scheme there has time-driven repairs (HIRT as
     // published has none), so the §VIII sweeps turn them off for everyone. The sparse sweep is
     // about them and keeps the configured delay.
-    let base = Scenario { packets: o.packets, ..o.base.clone() };
-    let base = if sweep == Sweep::Sparse { base } else { Scenario { repair_delay: None, ..base } };
+    let base = Scenario {
+        packets: o.packets,
+        ..o.base.clone()
+    };
+    let base = if sweep == Sweep::Sparse {
+        base
+    } else {
+        Scenario {
+            repair_delay: None,
+            ..base
+        }
+    };
     match sweep {
         Sweep::Fig10 => {
             for i in 0..=10 {
                 let p = i as f64 * 0.005;
-                let sc = Scenario { seed: o.seed + i as u64, ..base.clone() };
+                let sc = Scenario {
+                    seed: o.seed + i as u64,
+                    ..base.clone()
+                };
                 add(i, p, 0.0, LossSpec::Uniform { p }, &sc);
             }
         }
         Sweep::Fig11a => {
-            for (i, (u, v)) in latin_hypercube(o.lhs_points, o.seed).into_iter().enumerate() {
+            for (i, (u, v)) in latin_hypercube(o.lhs_points, o.seed)
+                .into_iter()
+                .enumerate()
+            {
                 let p = 0.0001 + u * (0.01 - 0.0001);
                 let r = 0.10 + v * (0.50 - 0.10);
-                let sc = Scenario { seed: o.seed + i as u64, ..base.clone() };
-                add(i, p, r, LossSpec::GilbertElliott { p, r, k: 1.0, h: 0.0 }, &sc);
+                let sc = Scenario {
+                    seed: o.seed + i as u64,
+                    ..base.clone()
+                };
+                add(
+                    i,
+                    p,
+                    r,
+                    LossSpec::GilbertElliott {
+                        p,
+                        r,
+                        k: 1.0,
+                        h: 0.0,
+                    },
+                    &sc,
+                );
             }
         }
         Sweep::Fig11b => {
             let (p, r) = (0.00151, 1.0 / 3.0);
             for i in 0..o.seeds.max(1) as usize {
-                let sc = Scenario { seed: o.seed + i as u64, ..base.clone() };
-                add(i, p, r, LossSpec::GilbertElliott { p, r, k: 1.0, h: 0.0 }, &sc);
+                let sc = Scenario {
+                    seed: o.seed + i as u64,
+                    ..base.clone()
+                };
+                add(
+                    i,
+                    p,
+                    r,
+                    LossSpec::GilbertElliott {
+                        p,
+                        r,
+                        k: 1.0,
+                        h: 0.0,
+                    },
+                    &sc,
+                );
             }
         }
         Sweep::Sparse => {
@@ -186,7 +241,9 @@ pub fn run_points(points: &[Point], jobs: usize) -> anyhow::Result<Vec<Report>> 
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.max(1)).build()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()?;
     let out = pool.install(|| {
         points
             .par_iter()
@@ -206,7 +263,14 @@ pub fn csv(points: &[Point], reports: &[Report]) -> String {
     let mut s = String::from(CSV_HEADER);
     s.push('\n');
     for (pt, r) in points.iter().zip(reports) {
-        let _ = writeln!(s, "{},{},{},{}", pt.sweep.name(), pt.label, pt.index, csv_row(&pt.scenario, r));
+        let _ = writeln!(
+            s,
+            "{},{},{},{}",
+            pt.sweep.name(),
+            pt.label,
+            pt.index,
+            csv_row(&pt.scenario, r)
+        );
     }
     s
 }
@@ -248,7 +312,10 @@ pub fn csv_row(sc: &Scenario, r: &Report) -> String {
     )
 }
 
-fn by_label<'a>(points: &'a [Point], reports: &'a [Report]) -> Vec<(&'a str, Vec<(&'a Point, &'a Report)>)> {
+fn by_label<'a>(
+    points: &'a [Point],
+    reports: &'a [Report],
+) -> Vec<(&'a str, Vec<(&'a Point, &'a Report)>)> {
     let mut out: Vec<(&str, Vec<(&Point, &Report)>)> = Vec::new();
     for (pt, r) in points.iter().zip(reports) {
         match out.iter_mut().find(|(l, _)| *l == pt.label) {
@@ -268,14 +335,29 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
             let series = |f: &dyn Fn(&Report) -> f64| {
                 groups
                     .iter()
-                    .map(|(l, v)| Series { name: l.to_string(), points: v.iter().map(|(p, r)| (pct(p.p), f(r))).collect() })
+                    .map(|(l, v)| Series {
+                        name: l.to_string(),
+                        points: v.iter().map(|(p, r)| (pct(p.p), f(r))).collect(),
+                    })
                     .collect()
             };
             plot::render(
                 "Fig. 10 - uniform loss",
                 &[
-                    Panel { title: "Overhead".into(), x_label: "uniform loss (%)".into(), y_label: "repairs / sources (%)".into(), series: series(&|r| pct(r.overhead)), steps: false },
-                    Panel { title: "Recovered".into(), x_label: "uniform loss (%)".into(), y_label: "recovered / lost (%)".into(), series: series(&|r| pct(r.recovered_ratio)), steps: false },
+                    Panel {
+                        title: "Overhead".into(),
+                        x_label: "uniform loss (%)".into(),
+                        y_label: "repairs / sources (%)".into(),
+                        series: series(&|r| pct(r.overhead)),
+                        steps: false,
+                    },
+                    Panel {
+                        title: "Recovered".into(),
+                        x_label: "uniform loss (%)".into(),
+                        y_label: "recovered / lost (%)".into(),
+                        series: series(&|r| pct(r.recovered_ratio)),
+                        steps: false,
+                    },
                 ],
             )
         }
@@ -283,7 +365,10 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
             let series = |f: &dyn Fn(&Report) -> f64| {
                 groups
                     .iter()
-                    .map(|(l, v)| Series { name: l.to_string(), points: plot::cdf(&v.iter().map(|(_, r)| f(r)).collect::<Vec<_>>()) })
+                    .map(|(l, v)| Series {
+                        name: l.to_string(),
+                        points: plot::cdf(&v.iter().map(|(_, r)| f(r)).collect::<Vec<_>>()),
+                    })
                     .collect()
             };
             let title = if sweep == Sweep::Fig11a {
@@ -294,8 +379,20 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
             plot::render(
                 title,
                 &[
-                    Panel { title: "Overhead (CDF)".into(), x_label: "repairs / sources (%)".into(), y_label: "CDF".into(), series: series(&|r| pct(r.overhead)), steps: true },
-                    Panel { title: "Recovered (CDF)".into(), x_label: "recovered / lost (%)".into(), y_label: "CDF".into(), series: series(&|r| pct(r.recovered_ratio)), steps: true },
+                    Panel {
+                        title: "Overhead (CDF)".into(),
+                        x_label: "repairs / sources (%)".into(),
+                        y_label: "CDF".into(),
+                        series: series(&|r| pct(r.overhead)),
+                        steps: true,
+                    },
+                    Panel {
+                        title: "Recovered (CDF)".into(),
+                        x_label: "recovered / lost (%)".into(),
+                        y_label: "CDF".into(),
+                        series: series(&|r| pct(r.recovered_ratio)),
+                        steps: true,
+                    },
                 ],
             )
         }
@@ -307,7 +404,9 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
 fn ratio_se(r: &Report) -> f64 {
     let q = r.recovered_ratio.clamp(0.0, 1.0);
     // At q = 1 the binomial SE is 0; use the rule of three (95 % bound 3/n) as the noise floor.
-    ((q * (1.0 - q)) / r.lost.max(1) as f64).sqrt().max(1.5 / r.lost.max(1) as f64)
+    ((q * (1.0 - q)) / r.lost.max(1) as f64)
+        .sqrt()
+        .max(1.5 / r.lost.max(1) as f64)
 }
 
 /// Markdown summary of a sweep: per-scheme table and, for the §VIII sweeps, whether ours
@@ -332,7 +431,12 @@ pub fn markdown(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
                 let _ = write!(s, "| {:.1}% |", groups[0].1[i].0.p * 100.0);
                 for (_, v) in &groups {
                     let r = v[i].1;
-                    let _ = write!(s, " {:.2}% | {:.3}% |", r.overhead * 100.0, r.recovered_ratio * 100.0);
+                    let _ = write!(
+                        s,
+                        " {:.2}% | {:.3}% |",
+                        r.overhead * 100.0,
+                        r.recovered_ratio * 100.0
+                    );
                 }
                 s.push('\n');
             }
@@ -361,8 +465,13 @@ pub fn markdown(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
                     let _ = writeln!(
                         s,
                         "| {l} | {} | {} ({:.2}%) | {:.1}% | {:.2} | {:.2} | {:.2} |",
-                        r.lost, r.recovered, r.recovered_ratio * 100.0, r.overhead * 100.0,
-                        r.recovery_delay_p50_ms, r.recovery_delay_p99_ms, r.recovery_delay_max_ms
+                        r.lost,
+                        r.recovered,
+                        r.recovered_ratio * 100.0,
+                        r.overhead * 100.0,
+                        r.recovery_delay_p50_ms,
+                        r.recovery_delay_p99_ms,
+                        r.recovery_delay_max_ms
                     );
                 }
             }
@@ -399,11 +508,17 @@ pub struct Dominance {
 pub fn dominance(points: &[Point], reports: &[Report]) -> Dominance {
     let mut d = Dominance::default();
     let find = |label: &str, index: usize| {
-        points.iter().zip(reports).find(|(p, _)| p.label == label && p.index == index).map(|(_, r)| r)
+        points
+            .iter()
+            .zip(reports)
+            .find(|(p, _)| p.label == label && p.index == index)
+            .map(|(_, r)| r)
     };
     let max_index = points.iter().map(|p| p.index).max().unwrap_or(0);
     for i in 0..=max_index {
-        let Some(ours) = find("ours", i) else { continue };
+        let Some(ours) = find("ours", i) else {
+            continue;
+        };
         for other in ["HIRT", "M:1-20:20", "M:1-20-40:20", "M:1-20-40:8"] {
             let Some(o) = find(other, i) else { continue };
             d.total += 1;
@@ -430,7 +545,10 @@ pub fn run_sweep(sweep: Sweep, o: &PlanOptions, jobs: usize, out: &Path) -> anyh
     let points = plan(sweep, o);
     let reports = run_points(&points, jobs)?;
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join(format!("{}.csv", sweep.name())), csv(&points, &reports))?;
+    std::fs::write(
+        out.join(format!("{}.csv", sweep.name())),
+        csv(&points, &reports),
+    )?;
     let svg = figure(sweep, &points, &reports);
     if !svg.is_empty() {
         std::fs::write(out.join(format!("{}.svg", sweep.name())), svg)?;
@@ -462,7 +580,13 @@ mod tests {
 
     #[test]
     fn plans_have_every_scheme_per_point() {
-        let o = PlanOptions { packets: 10, lhs_points: 5, seeds: 3, seed: 1, base: Scenario::default() };
+        let o = PlanOptions {
+            packets: 10,
+            lhs_points: 5,
+            seeds: 3,
+            seed: 1,
+            base: Scenario::default(),
+        };
         assert_eq!(plan(Sweep::Fig10, &o).len(), 11 * SCHEMES.len());
         assert_eq!(plan(Sweep::Fig11a, &o).len(), 5 * SCHEMES.len());
         assert_eq!(plan(Sweep::Fig11b, &o).len(), 3 * SCHEMES.len());

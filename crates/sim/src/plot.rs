@@ -28,22 +28,30 @@ pub struct Panel {
     pub steps: bool,
 }
 
-const COLORS: [&str; 8] =
-    ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+const COLORS: [&str; 8] = [
+    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
 
 /// Empirical CDF of `values` as step points (x sorted, y in (0, 1]).
 pub fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
     let mut v: Vec<f64> = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len() as f64;
-    v.iter().enumerate().map(|(i, &x)| (x, (i + 1) as f64 / n)).collect()
+    v.iter()
+        .enumerate()
+        .map(|(i, &x)| (x, (i + 1) as f64 / n))
+        .collect()
 }
 
 fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let span = (hi - lo).max(1e-12);
     let raw = span / 5.0;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * mag).find(|s| span / s <= 6.0).unwrap_or(mag * 10.0);
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| span / s <= 6.0)
+        .unwrap_or(mag * 10.0);
     let (i0, i1) = ((lo / step).ceil() as i64, (hi / step + 1e-9).floor() as i64);
     (i0..=i1).map(|i| i as f64 * step).collect()
 }
@@ -51,11 +59,17 @@ fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
 fn fmt_tick(v: f64) -> String {
     let s = format!("{v:.4}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" { "0".into() } else { s.to_string() }
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// Renders the panels stacked vertically into one SVG document.
@@ -70,7 +84,12 @@ pub fn render(title: &str, panels: &[Panel]) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = writeln!(s, r#"<text x="{}" y="20" text-anchor="middle" font-size="15">{}</text>"#, w / 2.0, esc(title));
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="20" text-anchor="middle" font-size="15">{}</text>"#,
+        w / 2.0,
+        esc(title)
+    );
     for (pi, p) in panels.iter().enumerate() {
         let y0 = top + ph * pi as f64;
         let (px, py, pw, pph) = (ml, y0 + mt, w - ml - mr, ph - mt - mb);
@@ -95,18 +114,54 @@ pub fn render(title: &str, panels: &[Panel]) -> String {
         let (ylo, yhi) = (ylo - pad, yhi + pad);
         let sx = |x: f64| px + (x - xlo) / (xhi - xlo) * pw;
         let sy = |y: f64| py + pph - (y - ylo) / (yhi - ylo) * pph;
-        let _ = writeln!(s, r#"<text x="{}" y="{}" text-anchor="middle" font-size="13">{}</text>"#, px + pw / 2.0, y0 + 25.0, esc(&p.title));
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" text-anchor="middle" font-size="13">{}</text>"#,
+            px + pw / 2.0,
+            y0 + 25.0,
+            esc(&p.title)
+        );
         for t in nice_ticks(ylo, yhi) {
             let y = sy(t);
-            let _ = writeln!(s, r##"<line x1="{px}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##, px + pw, px - 5.0, y + 4.0, fmt_tick(t));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{px}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                px + pw,
+                px - 5.0,
+                y + 4.0,
+                fmt_tick(t)
+            );
         }
         for t in nice_ticks(xlo, xhi) {
             let x = sx(t);
-            let _ = writeln!(s, r##"<line x1="{x:.1}" y1="{py}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, py + pph, py + pph + 16.0, fmt_tick(t));
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" y1="{py}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+                py + pph,
+                py + pph + 16.0,
+                fmt_tick(t)
+            );
         }
-        let _ = writeln!(s, r#"<rect x="{px}" y="{py}" width="{pw}" height="{pph}" fill="none" stroke="black"/>"#);
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#, px + pw / 2.0, py + pph + 34.0, esc(&p.x_label));
-        let _ = writeln!(s, r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" transform="rotate(-90 {:.1} {:.1})">{}</text>"#, px - 50.0, py + pph / 2.0, px - 50.0, py + pph / 2.0, esc(&p.y_label));
+        let _ = writeln!(
+            s,
+            r#"<rect x="{px}" y="{py}" width="{pw}" height="{pph}" fill="none" stroke="black"/>"#
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            px + pw / 2.0,
+            py + pph + 34.0,
+            esc(&p.x_label)
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" transform="rotate(-90 {:.1} {:.1})">{}</text>"#,
+            px - 50.0,
+            py + pph / 2.0,
+            px - 50.0,
+            py + pph / 2.0,
+            esc(&p.y_label)
+        );
         for (si, ser) in p.series.iter().enumerate() {
             let c = COLORS[si % COLORS.len()];
             let mut d = String::new();
@@ -126,16 +181,35 @@ pub fn render(title: &str, panels: &[Panel]) -> String {
                 }
                 prev = Some((xx, yy));
             }
-            let dash = if si >= COLORS.len() { r#" stroke-dasharray="4 3""# } else { "" };
-            let _ = writeln!(s, r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="1.8"{dash}/>"#);
+            let dash = if si >= COLORS.len() {
+                r#" stroke-dasharray="4 3""#
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                r#"<path d="{d}" fill="none" stroke="{c}" stroke-width="1.8"{dash}/>"#
+            );
             if !p.steps {
                 for &(x, y) in &ser.points {
-                    let _ = writeln!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"#, sx(x), sy(y));
+                    let _ = writeln!(
+                        s,
+                        r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{c}"/>"#,
+                        sx(x),
+                        sy(y)
+                    );
                 }
             }
             let ly = py + 12.0 + 18.0 * si as f64;
             let lx = px + pw + 12.0;
-            let _ = writeln!(s, r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2.5"{dash}/><text x="{}" y="{}">{}</text>"#, lx + 20.0, lx + 26.0, ly + 4.0, esc(&ser.name));
+            let _ = writeln!(
+                s,
+                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{c}" stroke-width="2.5"{dash}/><text x="{}" y="{}">{}</text>"#,
+                lx + 20.0,
+                lx + 26.0,
+                ly + 4.0,
+                esc(&ser.name)
+            );
         }
     }
     s.push_str("</svg>\n");
@@ -148,7 +222,10 @@ mod tests {
 
     #[test]
     fn cdf_steps() {
-        assert_eq!(cdf(&[3.0, 1.0, 2.0, 4.0]), vec![(1.0, 0.25), (2.0, 0.5), (3.0, 0.75), (4.0, 1.0)]);
+        assert_eq!(
+            cdf(&[3.0, 1.0, 2.0, 4.0]),
+            vec![(1.0, 0.25), (2.0, 0.5), (3.0, 0.75), (4.0, 1.0)]
+        );
     }
 
     #[test]
@@ -157,7 +234,10 @@ mod tests {
             title: "t".into(),
             x_label: "x".into(),
             y_label: "y<".into(),
-            series: vec![Series { name: "a&b".into(), points: vec![(0.0, 1.0), (1.0, 2.0)] }],
+            series: vec![Series {
+                name: "a&b".into(),
+                points: vec![(0.0, 1.0), (1.0, 2.0)],
+            }],
             steps: false,
         };
         let svg = render("fig", &[p.clone(), Panel { steps: true, ..p }]);

@@ -70,7 +70,9 @@ impl Default for Scenario {
             packets: 100_000,
             rate_pps: 10_000.0,
             pattern: Pattern::Cbr,
-            sizes: SizeMix { entries: vec![(32, 1)] },
+            sizes: SizeMix {
+                entries: vec![(32, 1)],
+            },
             delay: Duration::from_millis(25),
             jitter: Duration::ZERO,
             link_rate_bps: None,
@@ -174,7 +176,12 @@ enum Ev {
     /// A source packet reaches the decoder.
     Source { esi: u32, size: u32 },
     /// A repair packet reaches the decoder (payload buffer comes back to the pool afterwards).
-    Repair { stream: StreamId, info: RepairInfo, ts: u32, payload: Vec<u8> },
+    Repair {
+        stream: StreamId,
+        info: RepairInfo,
+        ts: u32,
+        payload: Vec<u8>,
+    },
     /// A feedback reaches the encoder.
     Feedback(Feedback),
     /// Encoder timer armed for this time.
@@ -327,7 +334,14 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     r.source_bytes += size as u64;
                 }
                 match fwd.send(now, size) {
-                    Some(arr) => push(&mut heap, ns_of(arr), Ev::Source { esi: tag.esi, size: size as u32 }),
+                    Some(arr) => push(
+                        &mut heap,
+                        ns_of(arr),
+                        Ev::Source {
+                            esi: tag.esi,
+                            size: size as u32,
+                        },
+                    ),
                     None => {
                         fate[idx] = Fate::Lost;
                         r.lost += measured as u64;
@@ -357,7 +371,12 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                 }
                 dec_touched = true;
             }
-            Ev::Repair { stream, info, ts, payload: p } => {
+            Ev::Repair {
+                stream,
+                info,
+                ts,
+                payload: p,
+            } => {
                 let _ = dec.handle_repair(stream, &info, ts, &p, now);
                 pool.push(p);
                 dec_touched = true;
@@ -394,7 +413,12 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                         let mut buf = pool.pop().unwrap_or_default();
                         buf.clear();
                         buf.extend_from_slice(rep.payload);
-                        let ev = Ev::Repair { stream: rep.stream, info: rep.info, ts: rep.timestamp, payload: buf };
+                        let ev = Ev::Repair {
+                            stream: rep.stream,
+                            info: rep.info,
+                            ts: rep.timestamp,
+                            payload: buf,
+                        };
                         push(&mut heap, ns_of(arr), ev);
                     }
                     None => r.repairs_lost += measured as u64,
@@ -429,8 +453,8 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                         fate[idx] = Fate::Recovered;
                         r.recovered += 1;
                         // Sources due at the decoder after this one and before its recovery.
-                        let due_before = send_ns[..emitted as usize]
-                            .partition_point(|&s| s + delay_ns <= t);
+                        let due_before =
+                            send_ns[..emitted as usize].partition_point(|&s| s + delay_ns <= t);
                         delays_pkts.push(due_before.saturating_sub(idx + 1) as f64);
                         let due = send_ns[idx] + delay_ns;
                         delays_ms.push(t.saturating_sub(due) as f64 / 1e6);
@@ -464,7 +488,11 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         eprintln!("unrecovered ESIs: {miss:?}");
     }
     let s = r.sources.max(1) as f64;
-    r.recovered_ratio = if r.lost == 0 { 1.0 } else { r.recovered as f64 / r.lost as f64 };
+    r.recovered_ratio = if r.lost == 0 {
+        1.0
+    } else {
+        r.recovered as f64 / r.lost as f64
+    };
     r.residual_loss = r.unrecovered as f64 / s;
     r.link_loss = r.lost as f64 / s;
     r.overhead = r.repairs as f64 / s;

@@ -50,9 +50,14 @@ impl FromStr for Pattern {
                 if on.is_zero() {
                     return Err("onoff: on must be > 0".into());
                 }
-                Ok(Pattern::OnOff { on, off: off.ok_or("onoff needs off=")? })
+                Ok(Pattern::OnOff {
+                    on,
+                    off: off.ok_or("onoff needs off=")?,
+                })
             }
-            _ => Err(format!("unknown traffic pattern `{s}` (cbr | poisson | onoff:on=..,off=..)")),
+            _ => Err(format!(
+                "unknown traffic pattern `{s}` (cbr | poisson | onoff:on=..,off=..)"
+            )),
         }
     }
 }
@@ -79,7 +84,9 @@ pub struct SizeMix {
 impl SizeMix {
     /// The classic simple IMIX: 7 x 40 B, 4 x 576 B, 1 x 1500 B.
     pub fn imix() -> Self {
-        SizeMix { entries: vec![(40, 7), (576, 4), (1500, 1)] }
+        SizeMix {
+            entries: vec![(40, 7), (576, 4), (1500, 1)],
+        }
     }
 
     /// Largest size in the mix.
@@ -100,8 +107,14 @@ impl FromStr for SizeMix {
         let mut entries = Vec::new();
         for item in s.split(',') {
             let (size, w) = item.split_once('x').unwrap_or((item, "1"));
-            let size: usize = size.trim().parse().map_err(|_| format!("bad size `{item}`"))?;
-            let w: u32 = w.trim().parse().map_err(|_| format!("bad weight `{item}`"))?;
+            let size: usize = size
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad size `{item}`"))?;
+            let w: u32 = w
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad weight `{item}`"))?;
             if !(1..=9000).contains(&size) || w == 0 {
                 return Err(format!("size must be 1..=9000 and weight > 0: `{item}`"));
             }
@@ -133,7 +146,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         Some(i) => s.split_at(i),
         None => (s, "ms"),
     };
-    let v: f64 = num.trim().parse().map_err(|_| format!("bad duration `{s}`"))?;
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad duration `{s}`"))?;
     let scale = match unit {
         "s" => 1e9,
         "ms" => 1e6,
@@ -241,14 +257,20 @@ mod tests {
     #[test]
     fn parses() {
         assert_eq!(parse_duration("25ms").unwrap(), Duration::from_millis(25));
-        assert_eq!(parse_duration("2.5ms").unwrap(), Duration::from_micros(2500));
+        assert_eq!(
+            parse_duration("2.5ms").unwrap(),
+            Duration::from_micros(2500)
+        );
         assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
         assert!(parse_duration("-1ms").is_err());
         assert_eq!(parse_rate("10000pps").unwrap(), 10000.0);
         assert_eq!(parse_rate("10kpps").unwrap(), 10000.0);
         assert!(parse_rate("0pps").is_err());
         assert_eq!("imix".parse::<SizeMix>().unwrap(), SizeMix::imix());
-        assert_eq!("40x7,576x4,1500x1".parse::<SizeMix>().unwrap(), SizeMix::imix());
+        assert_eq!(
+            "40x7,576x4,1500x1".parse::<SizeMix>().unwrap(),
+            SizeMix::imix()
+        );
         assert_eq!("64".parse::<SizeMix>().unwrap().to_string(), "64");
         let p: Pattern = "onoff:on=100ms,off=400ms".parse().unwrap();
         assert_eq!(p.to_string().parse::<Pattern>().unwrap(), p);
@@ -277,7 +299,10 @@ mod tests {
 
     #[test]
     fn on_off_is_silent_when_off() {
-        let p = Pattern::OnOff { on: Duration::from_millis(10), off: Duration::from_millis(30) };
+        let p = Pattern::OnOff {
+            on: Duration::from_millis(10),
+            off: Duration::from_millis(30),
+        };
         let mut s = Source::new(p, 1000.0, "64".parse().unwrap(), 1);
         for _ in 0..1000 {
             let (t, _) = s.next_packet();

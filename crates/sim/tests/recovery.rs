@@ -7,10 +7,19 @@ use hirt_sim::traffic::Pattern;
 use hirt_sim::{run, Report, Scenario};
 
 fn sim(scheme: &str, loss: &str, packets: u64, seed: u64) -> Report {
-    let sc = Scenario { scheme: scheme.into(), loss: loss.parse().unwrap(), packets, seed, ..Scenario::default() };
+    let sc = Scenario {
+        scheme: scheme.into(),
+        loss: loss.parse().unwrap(),
+        packets,
+        seed,
+        ..Scenario::default()
+    };
     let r = run(&sc).unwrap();
     assert_eq!(r.double_deliveries, 0, "{scheme} {loss}: delivered twice");
-    assert_eq!(r.corrupt_recoveries, 0, "{scheme} {loss}: recovered bytes differ");
+    assert_eq!(
+        r.corrupt_recoveries, 0,
+        "{scheme} {loss}: recovered bytes differ"
+    );
     assert_eq!(r.lost, r.recovered + r.unrecovered);
     r
 }
@@ -30,7 +39,13 @@ fn same_seed_same_json_other_seed_other_json() {
     assert_eq!(a, b);
     let c = serde_json::to_string(&run(&Scenario { seed: 8, ..sc }).unwrap()).unwrap();
     assert_ne!(a, c);
-    for key in ["\"lost\"", "\"recovered\"", "\"overhead\"", "\"recovered_ratio\"", "\"recovery_delay_p99_ms\""] {
+    for key in [
+        "\"lost\"",
+        "\"recovered\"",
+        "\"overhead\"",
+        "\"recovered_ratio\"",
+        "\"recovery_delay_p99_ms\"",
+    ] {
         assert!(a.contains(key), "JSON lacks {key}");
     }
 }
@@ -73,7 +88,12 @@ fn hirt_adapts_to_uniform_loss() {
 #[test]
 fn maelstrom_interleave_covers_bursts() {
     // Bursts of 20 are spread over the 20-interleave layer: one loss per XOR group.
-    let r = sim("maelstrom:r=8,i=1-20-40", "burst:len=20,every=2000", 40_000, 1);
+    let r = sim(
+        "maelstrom:r=8,i=1-20-40",
+        "burst:len=20,every=2000",
+        40_000,
+        1,
+    );
     assert!(r.recovered_ratio >= 0.9, "{r:?}");
     // Without the interleaves, a burst of 20 is beyond a single XOR layer.
     let flat = sim("maelstrom:r=8,i=1", "burst:len=20,every=2000", 40_000, 1);
@@ -83,7 +103,11 @@ fn maelstrom_interleave_covers_bursts() {
 #[test]
 fn rquic_and_fixed_and_rs_recover_something() {
     // rQUIC's block XOR recovers one loss per block and steers to a 1 % residual: about half.
-    for (scheme, min) in [("rquic", 0.3), ("fixed:w=4,step=2", 0.5), ("rs:20:10", 0.95)] {
+    for (scheme, min) in [
+        ("rquic", 0.3),
+        ("fixed:w=4,step=2", 0.5),
+        ("rs:20:10", 0.95),
+    ] {
         let r = sim(scheme, "uniform:0.02", 20_000, 2);
         assert!(r.recovered_ratio > min, "{scheme}: {r:?}");
         assert!(r.recovery_delay_p99_pkts < 1000.0, "{scheme}: {r:?}");
@@ -122,5 +146,9 @@ fn sparse_traffic_recovery_latency_is_bounded() {
     let r = run(&sc).unwrap();
     assert!(r.recovered_ratio >= 0.97, "{r:?}");
     let bound = (2 * repair_delay + owd).as_secs_f64() * 1e3;
-    assert!(r.recovery_latency_p99_ms <= bound, "p99 {} ms > {bound} ms", r.recovery_latency_p99_ms);
+    assert!(
+        r.recovery_latency_p99_ms <= bound,
+        "p99 {} ms > {bound} ms",
+        r.recovery_latency_p99_ms
+    );
 }

@@ -102,13 +102,17 @@ impl FromStr for OursParams {
                 "slack" => p.slack = parse_num(k, v, 0.0, 1e6)?,
                 "base" => p.base = parse_num(k, v, 0.0, 1.0)?,
                 "maxdelay_ms" => {
-                    p.max_delay = Duration::from_secs_f64(parse_num::<f64>(k, v, 0.0, 10_000.0)? / 1e3)
+                    p.max_delay =
+                        Duration::from_secs_f64(parse_num::<f64>(k, v, 0.0, 10_000.0)? / 1e3)
                 }
                 _ => return Err(ConfigError::UnknownParameter(k.into())),
             }
         }
         if p.z_min > p.z_max {
-            return Err(ConfigError::InvalidValue { key: "zmin".into(), value: s.into() });
+            return Err(ConfigError::InvalidValue {
+                key: "zmin".into(),
+                value: s.into(),
+            });
         }
         p.z = p.z.clamp(p.z_min, p.z_max);
         Ok(p)
@@ -246,7 +250,11 @@ impl Controller for Ours {
                 let dt = ctx.now.saturating_duration_since(last).as_secs_f64();
                 if dt > 0.0 {
                     let inst = n / dt;
-                    self.pps = if self.pps == 0.0 { inst } else { 0.8 * self.pps + 0.2 * inst };
+                    self.pps = if self.pps == 0.0 {
+                        inst
+                    } else {
+                        0.8 * self.pps + 0.2 * inst
+                    };
                 }
             }
             self.last_fb = Some(ctx.now);
@@ -255,16 +263,19 @@ impl Controller for Ours {
         // what the repairs in flight will cover, are paid back at once (spread over the next
         // sources). The window is long enough (W = 2400 sources vs. an RTT of ~500 at 10 kpps)
         // that repairs sent now still cover them.
-        self.pending = (self.pending + f64::from(fb.lost)
-            - f64::from(fb.recovered)
-            - f64::from(fb.residual))
-        .max(0.0);
+        self.pending =
+            (self.pending + f64::from(fb.lost) - f64::from(fb.recovered) - f64::from(fb.residual))
+                .max(0.0);
         self.deficit = if self.pending == 0.0 {
             0.0
         } else {
             (self.deficit + f64::from(fb.lost) - f64::from(fb.repairs)).max(0.0)
         };
-        self.open_for = if self.pending == 0.0 { 0.0 } else { self.open_for + n };
+        self.open_for = if self.pending == 0.0 {
+            0.0
+        } else {
+            self.open_for + n
+        };
         if self.hold <= 0.0 {
             let p = self.loss();
             let rtt_pkts = ctx.rtt.map_or(0.0, |r| r.as_secs_f64() * self.pps);
@@ -347,13 +358,22 @@ mod tests {
 
     #[test]
     fn rate_follows_loss_with_margin_and_bursts() {
-        let fixed_z = OursParams { z: 0.5, z_min: 0.5, gain: 0.0, base: 0.0, ..OursParams::default() };
+        let fixed_z = OursParams {
+            z: 0.5,
+            z_min: 0.5,
+            gain: 0.0,
+            base: 0.0,
+            ..OursParams::default()
+        };
         let mut c = Ours::new(fixed_z.clone(), 200);
         for i in 0..200 {
             c.on_feedback(&period(200, 6, 1), &ctx(i * 20));
         }
         let (p, b, z) = c.estimate();
-        assert!((p - 0.03).abs() < 1e-4 && (b - 1.0).abs() < 0.01 && z == 0.5, "{p} {b} {z}");
+        assert!(
+            (p - 0.03).abs() < 1e-4 && (b - 1.0).abs() < 0.01 && z == 0.5,
+            "{p} {b} {z}"
+        );
         // 0.03 + 0.5 * sqrt(0.03 * 1 / 200) = 0.03612
         assert!((c.rate() - 0.03612).abs() < 1e-4, "{}", c.rate());
         let uniform = c.rate();
@@ -372,7 +392,11 @@ mod tests {
     #[test]
     fn residual_loss_raises_the_margin_and_clean_periods_lower_it() {
         let mut c = Ours::new(OursParams::default(), 200);
-        let fb = Feedback { recovered: 8, residual: 2, ..period(200, 10, 1) };
+        let fb = Feedback {
+            recovered: 8,
+            residual: 2,
+            ..period(200, 10, 1)
+        };
         c.on_feedback(&fb, &ctx(0));
         let z0 = c.estimate().2;
         assert!((z0 - (0.8 + 0.01 * (2.0 - 0.01))).abs() < 1e-9, "{z0}");
@@ -410,20 +434,38 @@ mod tests {
         let base = drive(&mut c.clone(), 1000);
         // 30 losses, 5 repairs received, nothing recovered: 25 unmatched. The decoder's system
         // has been open for a whole period (> W / 3 sources), so 2 spare equations are added.
-        let bad = Feedback { recovered: 0, repairs: 5, ..period(200, 30, 1) };
+        let bad = Feedback {
+            recovered: 0,
+            repairs: 5,
+            ..period(200, 30, 1)
+        };
         c.on_feedback(&bad, &ctx(2000));
         let mut paid = c.clone();
         let extra = drive(&mut paid, 1000) - base;
         // 27 paid back, plus the higher regular rate the 30 losses bring.
         assert!((27..=33).contains(&extra), "{extra}");
         // The same report again while the payment is in flight adds nothing.
-        c.on_feedback(&Feedback { lost: 0, received: 200, repairs: 2, ..bad }, &ctx(2020));
+        c.on_feedback(
+            &Feedback {
+                lost: 0,
+                received: 200,
+                repairs: 2,
+                ..bad
+            },
+            &ctx(2020),
+        );
         assert_eq!(drive(&mut c, 1000) - base, extra);
     }
 
     #[test]
     fn timer_repairs_use_credit() {
-        let mut c = Ours::new(OursParams { floor: 0.125, ..OursParams::default() }, 200);
+        let mut c = Ours::new(
+            OursParams {
+                floor: 0.125,
+                ..OursParams::default()
+            },
+            200,
+        );
         c.on_repair(RepairTrigger::Timer);
         // Borrowed one repair: the next 15 sources send none, then one per 8.
         assert_eq!(drive(&mut c, 15), 0);
@@ -439,7 +481,10 @@ mod tests {
             c.on_feedback(&fb, &ctx(i * 20));
         }
         let d = c.repair_delay().expect("dense");
-        assert!(d > Duration::from_millis(2) && d < Duration::from_millis(20), "{d:?}");
+        assert!(
+            d > Duration::from_millis(2) && d < Duration::from_millis(20),
+            "{d:?}"
+        );
         // 200 sources every 2 s: 100 pps -> configured delay.
         let mut c = Ours::new(OursParams::default(), 200);
         for i in 0..50 {
@@ -451,7 +496,10 @@ mod tests {
     #[test]
     fn parses_params() {
         let p: OursParams = "z=2,target=0.01,maxdelay_ms=10".parse().unwrap();
-        assert_eq!((p.z, p.target, p.max_delay), (2.0, 0.01, Duration::from_millis(10)));
+        assert_eq!(
+            (p.z, p.target, p.max_delay),
+            (2.0, 0.01, Duration::from_millis(10))
+        );
         assert!("zmin=3,zmax=2".parse::<OursParams>().is_err());
         assert!("bogus=1".parse::<OursParams>().is_err());
         assert_eq!("".parse::<OursParams>().unwrap(), OursParams::default());

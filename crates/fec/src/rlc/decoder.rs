@@ -45,10 +45,17 @@ pub struct DecoderStats {
     pub repairs_skipped: u64,
     /// Repairs that reduced to nothing (linearly dependent on what was already held).
     pub repairs_redundant: u64,
-    /// Equations dropped because their pivot left the tracked span.
+    /// Equations dropped because they involve a symbol that left the tracked span and can never
+    /// be solved (no loss of decodability, see the module docs).
     pub rows_evicted: u64,
+    /// Detached equations dropped for age (pivot more than 2S behind the newest ESI): the only
+    /// place where the memory bound may cost a symbol the equations would eventually determine.
+    pub rows_aged_out: u64,
     /// Solved equations whose protected length was inconsistent (corrupted input): dropped.
     pub bad_recoveries: u64,
+    /// Of `recovered`, symbols solved after they had left the tracked span (through a detached
+    /// equation, see the module docs): delivered late.
+    pub recovered_late: u64,
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +76,8 @@ struct Row {
     lo: Esi,
     /// Upper bound of the non-zero columns (inclusive).
     hi: Esi,
+    /// The pivot column has left the span (its coefficient, 1, is implicit).
+    detached: bool,
 }
 
 /// RFC 8681 sliding-window decoder (see the module docs for the algorithm).
@@ -85,6 +94,8 @@ pub struct RlcDecoder {
     rows: Vec<Row>,
     free_rows: Vec<u32>,
     active: Vec<u32>,
+    /// Number of detached rows among `active`.
+    detached: usize,
     coefs: Vec<u8>,
     scratch: Vec<u32>,
     ops: u64,
@@ -112,6 +123,7 @@ impl RlcDecoder {
             rows: Vec::new(),
             free_rows: Vec::new(),
             active: Vec::new(),
+            detached: 0,
             coefs: vec![0; cfg.window as usize],
             scratch: Vec::new(),
             ops: 0,
@@ -199,11 +211,36 @@ impl RlcDecoder {
         } else {
             let base = self.base();
             for k in 0..d {
-                let i = self.idx(base.wrapping_add(k));
+                let c = base.wrapping_add(k);
+                let i = self.idx(c);
+                if self.detached > 0 {
+                    // Detached rows involving `c` (then a non-pivot column: pivots are zero in
+                    // every other row) can never be solved; nor are rows kept whose pivot is
+                    // more than S behind the span (the memory bound).
+                    let mut a = 0;
+                    while a < self.active.len() {
+                        let r = self.active[a];
+                        let row = &self.rows[r as usize];
+                        if row.detached && row.coef[i] != 0 {
+                            self.stats.rows_evicted += 1;
+                            self.free_row(r); // swap_remove: `a` now holds another row
+                            continue;
+                        }
+                        if row.detached && c.wrapping_sub(row.lo) >= self.span {
+                            self.stats.rows_aged_out += 1;
+                            self.free_row(r);
+                            continue;
+                        }
+                        a += 1;
+                    }
+                }
                 let p = self.cols[i].pivot;
                 if p != NONE {
-                    self.stats.rows_evicted += 1;
-                    self.free_row(p);
+                    // Keep the equation: once its other unknowns are solved it yields `c`.
+                    self.rows[p as usize].coef[i] = 0;
+                    self.rows[p as usize].detached = true;
+                    self.detached += 1;
+                    self.cols[i].pivot = NONE;
                 }
                 self.cols[i].known = false;
             }
@@ -220,11 +257,12 @@ impl RlcDecoder {
                     coef: vec![0; self.span as usize],
                     lo: 0,
                     hi: 0,
+                    detached: false,
                 });
                 (self.rows.len() - 1) as u32
             }
         };
-        debug_assert!(self.rows.len() <= self.span as usize + 1);
+        debug_assert!(self.rows.len() <= 2 * self.span as usize + 1);
         self.active.push(r);
         r
     }
@@ -235,8 +273,16 @@ impl RlcDecoder {
         let n = hi.wrapping_sub(lo) as usize + 1;
         let mask = self.mask;
         let row = &mut self.rows[r as usize];
-        for k in 0..n.min(self.span as usize) {
-            row.coef[(lo as usize + k) & mask as usize] = 0;
+        if row.detached || n >= self.span as usize {
+            row.coef.fill(0);
+        } else {
+            for k in 0..n {
+                row.coef[(lo as usize + k) & mask as usize] = 0;
+            }
+        }
+        if row.detached {
+            row.detached = false;
+            self.detached -= 1;
         }
         row.payload.clear();
         let li = self.idx(lo);
@@ -262,16 +308,36 @@ impl RlcDecoder {
             mul_add_any(&mut d.coef[i0..i0 + len], &s.coef[i0..i0 + len], a);
         }
         let base = self.head.wrapping_sub(self.span);
-        if s.hi.wrapping_sub(base) > d.hi.wrapping_sub(base) {
+        let dh = d.hi.wrapping_sub(base);
+        // (A detached row's bound may lie below the span: any in-span bound is higher.)
+        if dh >= self.span || s.hi.wrapping_sub(base) > dh {
             d.hi = s.hi;
         }
         self.ops += 1;
     }
 
-    /// Lowers `hi` past trailing zero coefficients; true if the row is now a singleton.
+    /// Lowers `hi` past trailing zero coefficients; true if the row is now a singleton (only
+    /// its pivot left, in the span or detached).
     fn trim(&mut self, r: u32) -> bool {
-        let mask = self.mask;
+        let (mask, span, base) = (self.mask, self.span, self.base());
         let row = &mut self.rows[r as usize];
+        if row.detached {
+            // Non-zeros can only be in [base, hi].
+            let mut off = row.hi.wrapping_sub(base);
+            if off >= span {
+                return true;
+            }
+            loop {
+                if row.coef[(base.wrapping_add(off) & mask) as usize] != 0 {
+                    row.hi = base.wrapping_add(off);
+                    return false;
+                }
+                if off == 0 {
+                    return true;
+                }
+                off -= 1;
+            }
+        }
         while row.hi != row.lo && row.coef[(row.hi & mask) as usize] == 0 {
             row.hi = row.hi.wrapping_sub(1);
         }
@@ -333,6 +399,20 @@ impl RlcDecoder {
                 continue;
             }
             let esi = self.rows[r as usize].lo;
+            if self.rows[r as usize].detached {
+                // Its column has left the span: deliver straight from the row.
+                let payload = &self.rows[r as usize].payload;
+                match decode_len(payload) {
+                    Some(len) if payload[LEN_FIELD + len..].iter().all(|&b| b == 0) => {
+                        self.stats.recovered += 1;
+                        self.stats.recovered_late += 1;
+                        recovered(esi, &payload[LEN_FIELD..LEN_FIELD + len]);
+                    }
+                    _ => self.stats.bad_recoveries += 1,
+                }
+                self.free_row(r);
+                continue;
+            }
             let ci = self.idx(esi);
             debug_assert_eq!(self.cols[ci].pivot, r);
             let payload = &self.rows[r as usize].payload;
@@ -614,5 +694,212 @@ fn pair<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &T) {
     } else {
         let (x, y) = v.split_at_mut(a);
         (&mut y[0], &x[b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rlc::RlcEncoder;
+    use crate::FecEncoder;
+
+    fn sym(esi: u32) -> Vec<u8> {
+        (0..(esi % 7) as u8 + 1).map(|b| b ^ esi as u8).collect()
+    }
+
+    /// Encoder over ESIs 10..10+n, then `k` repairs over the whole window.
+    fn stream(cfg: RlcConfig, n: u32, k: usize) -> Vec<(RepairInfo, Vec<u8>)> {
+        let mut enc = RlcEncoder::new(cfg);
+        for e in 10..10 + n {
+            enc.push_source(e, &sym(e), &mut |_, _| {});
+        }
+        let mut reps = Vec::new();
+        for _ in 0..k {
+            enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
+        }
+        reps
+    }
+
+    #[test]
+    fn repairs_first_then_sources_repivot() {
+        // Two repairs over 10..14 arrive before any source: two equations, four unknowns,
+        // pivots 10 and 11. Sources 10 and 13 then arrive: 10 is a pivot (re-pivot path), 13 a
+        // plain column; afterwards 11 and 12 are determined and come out exactly.
+        let cfg = RlcConfig::rlc(8);
+        let reps = stream(cfg, 4, 2);
+        let mut dec = RlcDecoder::new(cfg);
+        let mut got = Vec::new();
+        for (i, p) in &reps {
+            dec.on_repair(i, p, &mut |e, d| got.push((e, d.to_vec())))
+                .unwrap();
+        }
+        assert_eq!(dec.pending_equations(), 2);
+        assert!(got.is_empty());
+        dec.on_source(10, &sym(10), &mut |e, d| got.push((e, d.to_vec())))
+            .unwrap();
+        assert!(got.is_empty());
+        assert_eq!(dec.pending_equations(), 2);
+        dec.on_source(13, &sym(13), &mut |e, d| got.push((e, d.to_vec())))
+            .unwrap();
+        got.sort();
+        assert_eq!(got, vec![(11, sym(11)), (12, sym(12))]);
+        assert_eq!(dec.pending_equations(), 0);
+        assert_eq!(dec.stats().recovered, 2);
+        // Late copies are duplicates.
+        assert_eq!(
+            dec.on_source(12, &sym(12), &mut |_, _| {}),
+            Ok(SourceOutcome::Duplicate)
+        );
+    }
+
+    #[test]
+    fn xor_single_loss_and_skip() {
+        let cfg = RlcConfig::xor(4);
+        let reps = stream(cfg, 4, 2);
+        let mut dec = RlcDecoder::new(cfg);
+        let mut got = Vec::new();
+        for e in [10, 11, 13] {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        dec.on_repair(&reps[0].0, &reps[0].1, &mut |e, d| {
+            got.push((e, d.to_vec()))
+        })
+        .unwrap();
+        assert_eq!(got, vec![(12, sym(12))]);
+        let ops = dec.symbol_ops();
+        dec.on_repair(&reps[1].0, &reps[1].1, &mut |_, _| panic!("nothing left"))
+            .unwrap();
+        assert_eq!(dec.stats().repairs_skipped, 1);
+        assert_eq!(
+            dec.symbol_ops(),
+            ops,
+            "a repair with no unknown costs no row operation"
+        );
+    }
+
+    #[test]
+    fn dependent_repair_is_dropped() {
+        // The same repair twice adds no rank.
+        let cfg = RlcConfig::rlc(8);
+        let reps = stream(cfg, 5, 1);
+        let mut dec = RlcDecoder::new(cfg);
+        for e in [10, 12, 14] {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        for _ in 0..2 {
+            dec.on_repair(&reps[0].0, &reps[0].1, &mut |_, _| panic!("rank 1 < 2"))
+                .unwrap();
+        }
+        assert_eq!(dec.pending_equations(), 1);
+        assert_eq!(dec.stats().repairs_redundant, 1);
+    }
+
+    #[test]
+    fn eviction_drops_rows_and_bounds_state() {
+        let cfg = RlcConfig::rlc(4);
+        let reps = stream(cfg, 4, 1);
+        let mut dec = RlcDecoder::new(cfg);
+        dec.on_repair(&reps[0].0, &reps[0].1, &mut |_, _| {})
+            .unwrap();
+        assert_eq!(dec.pending_equations(), 1);
+        // Move the head one span ahead: the equation's pivot leaves, the row goes with it.
+        let far = 14 + dec.span();
+        dec.on_source(far, &[1], &mut |_, _| {}).unwrap();
+        assert_eq!(dec.pending_equations(), 0);
+        assert_eq!(dec.stats().rows_evicted, 1);
+        assert_eq!(
+            dec.on_source(12, &[1], &mut |_, _| {}),
+            Ok(SourceOutcome::Stale)
+        );
+    }
+
+    #[test]
+    fn jumbo_and_empty_symbols_round_trip() {
+        let cfg = RlcConfig::rlc(3);
+        let mut enc = RlcEncoder::new(cfg);
+        let jumbo: Vec<u8> = (0..MAX_SYMBOL_LEN).map(|i| (i * 31 % 251) as u8).collect();
+        let syms = [jumbo.clone(), Vec::new(), vec![7u8; 3]];
+        for (e, d) in syms.iter().enumerate() {
+            enc.push_source(e as u32, d, &mut |_, _| {});
+        }
+        let mut reps = Vec::new();
+        for _ in 0..2 {
+            enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
+        }
+        assert_eq!(reps[0].1.len(), MAX_PROTECTED_LEN);
+        let mut dec = RlcDecoder::new(cfg);
+        dec.on_source(2, &syms[2], &mut |_, _| {}).unwrap();
+        let mut got = Vec::new();
+        for (i, p) in &reps {
+            dec.on_repair(i, p, &mut |e, d| got.push((e, d.to_vec())))
+                .unwrap();
+        }
+        got.sort();
+        assert_eq!(got, vec![(0, jumbo), (1, Vec::new())]);
+    }
+
+    #[test]
+    fn detached_equation_delivers_late() {
+        // 10 and 11 are lost. R1 (10..13) arrives in time; R2 (11..14) only after column 10 has
+        // left the span. R1 is then detached (pivot 10 outside the span) but kept: when R2
+        // solves 11, R1 yields 10, late.
+        let cfg = RlcConfig::rlc(4);
+        let mut enc = RlcEncoder::new(cfg);
+        let mut reps = Vec::new();
+        for e in 10..14 {
+            enc.push_source(e, &sym(e), &mut |_, _| {});
+        }
+        enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
+        enc.push_source(14, &sym(14), &mut |_, _| {});
+        enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
+        assert_eq!((reps[1].0.first_esi, reps[1].0.nss), (11, 4));
+
+        let mut dec = RlcDecoder::new(cfg);
+        let mut got = Vec::new();
+        for e in 12..15 {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        dec.on_repair(&reps[0].0, &reps[0].1, &mut |_, _| panic!("rank 1 < 2"))
+            .unwrap();
+        // Advance until 10 leaves the span but 11 is still in it.
+        let last = 10 + dec.span();
+        for e in 15..=last {
+            dec.on_source(e, &[0], &mut |_, _| {}).unwrap();
+        }
+        assert_eq!(dec.pending_equations(), 1, "R1 kept, detached");
+        dec.on_repair(&reps[1].0, &reps[1].1, &mut |e, d| {
+            got.push((e, d.to_vec()))
+        })
+        .unwrap();
+        got.sort();
+        assert_eq!(got, vec![(10, sym(10)), (11, sym(11))]);
+        assert_eq!(dec.stats().recovered_late, 1);
+        assert_eq!(dec.pending_equations(), 0);
+        // One more step evicts 11 with nothing left to drop.
+        dec.on_source(last + 1, &[0], &mut |_, _| {}).unwrap();
+        assert_eq!(dec.stats().rows_evicted, 0);
+    }
+
+    #[test]
+    fn detached_equation_dropped_when_its_other_unknown_leaves() {
+        let cfg = RlcConfig::rlc(4);
+        let mut enc = RlcEncoder::new(cfg);
+        let mut reps = Vec::new();
+        for e in 10..14 {
+            enc.push_source(e, &sym(e), &mut |_, _| {});
+        }
+        enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
+        let mut dec = RlcDecoder::new(cfg);
+        for e in 12..14 {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        dec.on_repair(&reps[0].0, &reps[0].1, &mut |_, _| {})
+            .unwrap();
+        for e in 14..=(11 + dec.span()) {
+            dec.on_source(e, &[0], &mut |_, _| panic!("nothing decodable"))
+                .unwrap();
+        }
+        assert_eq!(dec.pending_equations(), 0);
+        assert_eq!(dec.stats().rows_evicted, 1);
     }
 }

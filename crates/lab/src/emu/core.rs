@@ -55,8 +55,10 @@ impl Default for DirectionConfig {
 impl DirectionConfig {
     /// The equivalent `hirt_channel` link configuration.
     pub fn link_config(&self) -> anyhow::Result<LinkConfig> {
-        let loss: LossSpec =
-            self.loss.parse().map_err(|e| anyhow::anyhow!("loss model {:?}: {e}", self.loss))?;
+        let loss: LossSpec = self
+            .loss
+            .parse()
+            .map_err(|e| anyhow::anyhow!("loss model {:?}: {e}", self.loss))?;
         Ok(LinkConfig {
             loss,
             delay: self.delay,
@@ -120,7 +122,11 @@ impl<T: Copy + Ord> Pipeline<T> {
     /// Counters so far.
     pub fn counters(&self) -> Counters {
         let l = self.link.counters();
-        Counters { lost: l.lost, queue_drops: l.queue_drops, ..self.counters }
+        Counters {
+            lost: l.lost,
+            queue_drops: l.queue_drops,
+            ..self.counters
+        }
     }
 
     /// Packets currently inside.
@@ -142,7 +148,8 @@ impl<T: Copy + Ord> Pipeline<T> {
             None => Err((token, DropReason::Link)),
             Some(release) => {
                 self.seq += 1;
-                self.heap.push(Reverse((release, self.seq, len as u32, token)));
+                self.heap
+                    .push(Reverse((release, self.seq, len as u32, token)));
                 Ok(())
             }
         }
@@ -171,12 +178,21 @@ mod tests {
     use super::*;
 
     fn cfg(loss: &str) -> DirectionConfig {
-        DirectionConfig { loss: loss.into(), seed: 7, ..Default::default() }
+        DirectionConfig {
+            loss: loss.into(),
+            seed: 7,
+            ..Default::default()
+        }
     }
 
     /// Runs `n` packets at `pps` through a pipeline in virtual time; returns the delivered
     /// sequence numbers with their one-way delays, and the pipeline.
-    fn drive(c: &DirectionConfig, n: u64, pps: u64, len: usize) -> (Vec<(u64, Duration)>, Pipeline<u64>) {
+    fn drive(
+        c: &DirectionConfig,
+        n: u64,
+        pps: u64,
+        len: usize,
+    ) -> (Vec<(u64, Duration)>, Pipeline<u64>) {
         let mut p = Pipeline::new(c, 1 << 16).unwrap();
         let t0 = Instant::now();
         let gap = Duration::from_nanos(1_000_000_000 / pps);
@@ -278,7 +294,10 @@ mod tests {
         assert!(within(mean, 0.025, 0.05), "mean delay {mean}");
         let min = d.iter().map(|x| x.1).min().unwrap();
         let max = d.iter().map(|x| x.1).max().unwrap();
-        assert!(min >= Duration::from_millis(23) && max <= Duration::from_millis(27), "{min:?} {max:?}");
+        assert!(
+            min >= Duration::from_millis(23) && max <= Duration::from_millis(27),
+            "{min:?} {max:?}"
+        );
         assert!(max - min > Duration::from_millis(3), "jitter not applied");
         assert_eq!(p.counters().released, 20_000);
     }
@@ -299,7 +318,10 @@ mod tests {
         // Queueing delay is bounded by the queue: at most 51 serialization times.
         assert!(d.iter().all(|x| x.1 <= Duration::from_millis(52)));
         // Bytes limit too.
-        let c = DirectionConfig { queue: QueueLimit::Bytes(12_500), ..c };
+        let c = DirectionConfig {
+            queue: QueueLimit::Bytes(12_500),
+            ..c
+        };
         let (d, _) = drive(&c, n, 2_000, 1250);
         assert!(d.iter().all(|x| x.1 <= Duration::from_millis(11)));
     }
@@ -330,10 +352,16 @@ mod tests {
         let c = cfg("ge:p=0.01,r=0.3");
         let (a, _) = drive(&c, 50_000, 10_000, 100);
         let (b, _) = drive(&c, 50_000, 10_000, 100);
-        assert_eq!(a.iter().map(|x| x.0).collect::<Vec<_>>(), b.iter().map(|x| x.0).collect::<Vec<_>>());
+        assert_eq!(
+            a.iter().map(|x| x.0).collect::<Vec<_>>(),
+            b.iter().map(|x| x.0).collect::<Vec<_>>()
+        );
         let c2 = DirectionConfig { seed: 8, ..c };
         let (e, _) = drive(&c2, 50_000, 10_000, 100);
         assert_ne!(a.len(), 0);
-        assert_ne!(a.iter().map(|x| x.0).collect::<Vec<_>>(), e.iter().map(|x| x.0).collect::<Vec<_>>());
+        assert_ne!(
+            a.iter().map(|x| x.0).collect::<Vec<_>>(),
+            e.iter().map(|x| x.0).collect::<Vec<_>>()
+        );
     }
 }

@@ -90,7 +90,8 @@ impl SharedCounters {
         self.lost.store(c.lost, Ordering::Relaxed);
         self.queue_drops.store(c.queue_drops, Ordering::Relaxed);
         self.released.store(c.released, Ordering::Relaxed);
-        self.released_bytes.store(c.released_bytes, Ordering::Relaxed);
+        self.released_bytes
+            .store(c.released_bytes, Ordering::Relaxed);
     }
 
     /// A snapshot.
@@ -137,7 +138,12 @@ impl Emulator {
         let mut threads = Vec::new();
         let c_ab = Arc::new(SharedCounters::default());
         let c_ba = Arc::new(SharedCounters::default());
-        let mut emu = Emulator { stop: stop.clone(), threads: Vec::new(), ab: c_ab.clone(), ba: c_ba.clone() };
+        let mut emu = Emulator {
+            stop: stop.clone(),
+            threads: Vec::new(),
+            ab: c_ab.clone(),
+            ba: c_ba.clone(),
+        };
         for (rx_if, tx_if, cfg, ctr) in [(if_a, if_b, ab, c_ab), (if_b, if_a, ba, c_ba)] {
             let (rx_if, tx_if, cfg) = (rx_if.to_string(), tx_if.to_string(), cfg.clone());
             let ns = netns.map(str::to_string);
@@ -154,8 +160,10 @@ impl Emulator {
                         if std::env::var_os("HIRT_EMU_NO_RT").is_none() {
                             sys::set_realtime(20);
                         }
-                        let rx = PacketSocket::open(&rx_if, true).with_context(|| format!("packet socket on {rx_if}"))?;
-                        let tx = PacketSocket::open(&tx_if, false).with_context(|| format!("packet socket on {tx_if}"))?;
+                        let rx = PacketSocket::open(&rx_if, true)
+                            .with_context(|| format!("packet socket on {rx_if}"))?;
+                        let tx = PacketSocket::open(&tx_if, false)
+                            .with_context(|| format!("packet socket on {tx_if}"))?;
                         let pipe = Pipeline::<u32>::new(&cfg, SLOTS)?;
                         Ok((rx, tx, pipe))
                     })();
@@ -212,14 +220,23 @@ impl Drop for Emulator {
 }
 
 /// The forwarding loop of one direction.
-fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: &AtomicBool, ctr: &SharedCounters) {
+fn forward(
+    rx: &PacketSocket,
+    tx: &PacketSocket,
+    mut pipe: Pipeline<u32>,
+    stop: &AtomicBool,
+    ctr: &SharedCounters,
+) {
     let mut mem = vec![0u8; SLOT * SLOTS];
     let mut free: Vec<u32> = (0..SLOTS as u32).rev().collect();
     let mut rx_batch = Batch::new(BATCH);
     let mut tx_batch = Batch::new(BATCH);
     let mut rx_slots = [0u32; BATCH];
     let mut tx_slots = [0u32; BATCH];
-    let mut got = [Received { len: 0, truncated: false }; BATCH];
+    let mut got = [Received {
+        len: 0,
+        truncated: false,
+    }; BATCH];
     let (mut tx_packets, mut tx_errors, mut truncated, mut overflow) = (0u64, 0u64, 0u64, 0u64);
     let mut iter = 0u32;
     while !stop.load(Ordering::Relaxed) {
@@ -256,7 +273,9 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
         loop {
             let mut m = 0;
             while m < BATCH {
-                let Some((slot, len)) = pipe.pop_due(now) else { break };
+                let Some((slot, len)) = pipe.pop_due(now) else {
+                    break;
+                };
                 tx_slots[m] = slot;
                 let off = slot as usize * SLOT;
                 tx_batch.set(m, &mut mem[off..off + len]);
@@ -291,7 +310,8 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
         }
         iter = iter.wrapping_add(1);
         if n < k || iter % 64 == 0 {
-            ctr.socket_drops.fetch_add(rx.take_drops(), Ordering::Relaxed);
+            ctr.socket_drops
+                .fetch_add(rx.take_drops(), Ordering::Relaxed);
             pipe_publish(&pipe, ctr, tx_packets, tx_errors, truncated, overflow);
         }
         if n == k && k > 0 {
@@ -307,12 +327,21 @@ fn forward(rx: &PacketSocket, tx: &PacketSocket, mut pipe: Pipeline<u32>, stop: 
             sys::wait_readable(rx.raw(), wait);
         }
     }
-    ctr.socket_drops.fetch_add(rx.take_drops(), Ordering::Relaxed);
-    ctr.cpu_ns.store(sys::thread_cpu_time().as_nanos() as u64, Ordering::Relaxed);
+    ctr.socket_drops
+        .fetch_add(rx.take_drops(), Ordering::Relaxed);
+    ctr.cpu_ns
+        .store(sys::thread_cpu_time().as_nanos() as u64, Ordering::Relaxed);
     pipe_publish(&pipe, ctr, tx_packets, tx_errors, truncated, overflow);
 }
 
-fn pipe_publish(pipe: &Pipeline<u32>, ctr: &SharedCounters, tx: u64, err: u64, trunc: u64, over: u64) {
+fn pipe_publish(
+    pipe: &Pipeline<u32>,
+    ctr: &SharedCounters,
+    tx: u64,
+    err: u64,
+    trunc: u64,
+    over: u64,
+) {
     ctr.publish(&pipe.counters());
     ctr.tx_packets.store(tx - err, Ordering::Relaxed);
     ctr.tx_errors.store(err, Ordering::Relaxed);

@@ -49,7 +49,13 @@ pub fn serve(addr: SocketAddr, cc: &str, stop: Arc<AtomicBool>) -> anyhow::Resul
 
 /// Downloads for `duration` over one connection; goodput is what arrived and matched. The first
 /// completion-time sample per 1 MB chunk is recorded as well (time to receive each chunk).
-pub fn run(bind: IpAddr, server: SocketAddr, cc: &str, duration: Duration, progress: &dyn Fn(u64)) -> Samples {
+pub fn run(
+    bind: IpAddr,
+    server: SocketAddr,
+    cc: &str,
+    duration: Duration,
+    progress: &dyn Fn(u64),
+) -> Samples {
     let mut s = Samples::default();
     let start = Instant::now();
     let mut conn = match tcp_connect(bind, server, cc) {
@@ -71,7 +77,14 @@ pub fn run(bind: IpAddr, server: SocketAddr, cc: &str, duration: Duration, progr
                 break;
             }
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
             Err(_) => {
                 s.errors += 1;
                 break;
@@ -89,7 +102,8 @@ pub fn run(bind: IpAddr, server: SocketAddr, cc: &str, duration: Duration, progr
             pos += take;
             if pos == CHUNK {
                 pos = 0;
-                s.latencies_us.push(chunk_start.elapsed().as_micros() as u64);
+                s.latencies_us
+                    .push(chunk_start.elapsed().as_micros() as u64);
                 chunk_start = Instant::now();
                 progress(1);
             }

@@ -83,7 +83,12 @@ fn handle(s: TcpStream, stop: &AtomicBool) -> std::io::Result<()> {
         match r.read_line(&mut line) {
             Ok(0) => return Ok(()),
             Ok(_) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(());
                 }
@@ -107,8 +112,17 @@ fn handle(s: TcpStream, stop: &AtomicBool) -> std::io::Result<()> {
                 close = true;
             }
         }
-        let mut parts = req.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').split('/');
-        let size: usize = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0).min(4 << 20);
+        let mut parts = req
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or("/")
+            .trim_start_matches('/')
+            .split('/');
+        let size: usize = parts
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+            .min(4 << 20);
         let id: u64 = parts.next().and_then(|v| v.parse().ok()).unwrap_or(0);
         let head = format!(
             "HTTP/1.1 200 OK\r\nContent-Length: {size}\r\nContent-Type: application/octet-stream\r\n{}\r\n",
@@ -130,7 +144,10 @@ pub fn run(c: &HttpClient, progress: &(dyn Fn(u64) + Sync)) -> Samples {
         let handles: Vec<_> = (0..c.connections)
             .map(|k| scope.spawn(move || connection(c, k as u64, deadline, progress)))
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     });
     let mut s = Samples::merge(parts);
     s.elapsed = start.elapsed();
@@ -154,7 +171,11 @@ fn socket2_connect(c: &HttpClient) -> std::io::Result<TcpStream> {
 
 /// Bind-then-connect TCP with a congestion control algorithm.
 pub fn tcp_connect(bind: IpAddr, server: SocketAddr, cc: &str) -> std::io::Result<TcpStream> {
-    let s = Socket::new(Domain::for_address(server), Type::STREAM, Some(Protocol::TCP))?;
+    let s = Socket::new(
+        Domain::for_address(server),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
     s.set_tcp_congestion(cc.as_bytes())?;
     s.bind(&SocketAddr::new(bind, 0).into())?;
     s.connect(&server.into())?;
@@ -174,7 +195,12 @@ pub fn tcp_listen(addr: SocketAddr, cc: &str) -> std::io::Result<TcpListener> {
     Ok(s.into())
 }
 
-fn connection(c: &HttpClient, k: u64, deadline: Instant, progress: &(dyn Fn(u64) + Sync)) -> Samples {
+fn connection(
+    c: &HttpClient,
+    k: u64,
+    deadline: Instant,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Samples {
     let mut s = Samples::default();
     let mut conn: Option<BufReader<TcpStream>> = None;
     let mut id = c.first_id + k * 1_000_000;
@@ -192,7 +218,11 @@ fn connection(c: &HttpClient, k: u64, deadline: Instant, progress: &(dyn Fn(u64)
                 "GET /{}/{} HTTP/1.1\r\nHost: lab\r\n{}\r\n",
                 c.size,
                 id,
-                if c.new_conn { "Connection: close\r\n" } else { "" }
+                if c.new_conn {
+                    "Connection: close\r\n"
+                } else {
+                    ""
+                }
             );
             r.get_mut().write_all(req.as_bytes())?;
             let mut len = None;

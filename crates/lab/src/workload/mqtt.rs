@@ -18,9 +18,13 @@ pub const PAYLOAD: usize = 100;
 
 /// Path of mosquitto if installed.
 pub fn mosquitto() -> Option<&'static str> {
-    ["/usr/sbin/mosquitto", "/usr/bin/mosquitto", "/usr/local/sbin/mosquitto"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists())
+    [
+        "/usr/sbin/mosquitto",
+        "/usr/bin/mosquitto",
+        "/usr/local/sbin/mosquitto",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
 }
 
 /// Client parameters.
@@ -95,8 +99,12 @@ pub fn run(c: &MqttClient, progress: &(dyn Fn(u64) + Sync)) -> Samples {
     let start = Instant::now();
     let deadline = start + c.duration;
     let parts: Vec<Samples> = std::thread::scope(|scope| {
-        let hs: Vec<_> = (0..c.clients).map(|k| scope.spawn(move || client(c, k, deadline, progress))).collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        let hs: Vec<_> = (0..c.clients)
+            .map(|k| scope.spawn(move || client(c, k, deadline, progress)))
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     });
     let mut s = Samples::merge(parts);
     s.elapsed = start.elapsed();

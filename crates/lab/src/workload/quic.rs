@@ -28,7 +28,9 @@ fn transport(cc: &str) -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     match cc {
         "bbr" => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
-        "reno" | "newreno" => t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default())),
+        "reno" | "newreno" => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()))
+        }
         _ => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
     };
     // Packets fit the lab's 1280-byte path MTU in both runs.
@@ -42,8 +44,17 @@ fn transport(cc: &str) -> Arc<quinn::TransportConfig> {
 
 /// Runs the QUIC server on `addr` until `stop` (blocks the calling thread: call it from a thread
 /// of its own inside the server namespace).
-pub fn serve(addr: SocketAddr, cc: &str, cert: CertificateDer<'static>, key: PrivateKeyDer<'static>, stop: Arc<AtomicBool>, ready: std::sync::mpsc::Sender<anyhow::Result<()>>) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+pub fn serve(
+    addr: SocketAddr,
+    cc: &str,
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+    stop: Arc<AtomicBool>,
+    ready: std::sync::mpsc::Sender<anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let setup = (|| -> anyhow::Result<quinn::Endpoint> {
             let mut sc = quinn::ServerConfig::with_single_cert(vec![cert], key)?;
@@ -68,10 +79,16 @@ pub fn serve(addr: SocketAddr, cc: &str, cert: CertificateDer<'static>, key: Pri
                 let Ok(conn) = inc.await else { return };
                 while let Ok((mut send, mut recv)) = conn.accept_bi().await {
                     tokio::spawn(async move {
-                        let Ok(req) = recv.read_to_end(64).await else { return };
+                        let Ok(req) = recv.read_to_end(64).await else {
+                            return;
+                        };
                         let req = String::from_utf8_lossy(&req);
                         let mut it = req.split_whitespace();
-                        let size: usize = it.next().and_then(|v| v.parse().ok()).unwrap_or(0).min(4 << 20);
+                        let size: usize = it
+                            .next()
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0)
+                            .min(4 << 20);
                         let id: u64 = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
                         if send.write_all(expected(id, size)).await.is_ok() {
                             let _ = send.finish();
@@ -110,18 +127,23 @@ pub struct QuicClient {
 
 /// Runs the client in the calling thread's namespace.
 pub fn run(c: &QuicClient, progress: Arc<dyn Fn(u64) + Send + Sync>) -> anyhow::Result<Samples> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let c = c.clone();
     rt.block_on(async move {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(c.cert.clone())?;
-        let crypto = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let crypto = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
         let mut cfg = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
         cfg.transport_config(transport(&c.cc));
-        let mut ep = quinn::Endpoint::client(SocketAddr::new(c.bind, 0)).context("QUIC client endpoint")?;
+        let mut ep =
+            quinn::Endpoint::client(SocketAddr::new(c.bind, 0)).context("QUIC client endpoint")?;
         ep.set_default_client_config(cfg);
         let start = Instant::now();
         let deadline = start + c.duration;
@@ -149,7 +171,8 @@ pub fn run(c: &QuicClient, progress: Arc<dyn Fn(u64) + Send + Sync>) -> anyhow::
                     let t0 = Instant::now();
                     let r = async {
                         let (mut send, mut recv) = conn.open_bi().await?;
-                        send.write_all(format!("{} {}\n", c.size, id).as_bytes()).await?;
+                        send.write_all(format!("{} {}\n", c.size, id).as_bytes())
+                            .await?;
                         send.finish()?;
                         let body = recv.read_to_end(c.size + 1).await?;
                         anyhow::Ok(body == expected(id, c.size))

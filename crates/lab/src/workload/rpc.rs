@@ -74,7 +74,9 @@ fn handle(mut s: TcpStream, file: &Mutex<Vec<u8>>, stop: &AtomicBool) -> std::io
         let ok = len <= BLOCK && off.checked_add(len).is_some_and(|e| e <= FILE_LEN);
         match (hdr[0], ok) {
             (1, true) => {
-                buf[..len].copy_from_slice(&file.lock().map_err(|_| std::io::ErrorKind::Other)?[off..off + len]);
+                buf[..len].copy_from_slice(
+                    &file.lock().map_err(|_| std::io::ErrorKind::Other)?[off..off + len],
+                );
                 let mut resp = [0u8; 8];
                 resp[4..8].copy_from_slice(&(len as u32).to_be_bytes());
                 s.write_all(&resp)?;
@@ -82,7 +84,8 @@ fn handle(mut s: TcpStream, file: &Mutex<Vec<u8>>, stop: &AtomicBool) -> std::io
             }
             (2, true) => {
                 s.read_exact(&mut buf[..len])?;
-                file.lock().map_err(|_| std::io::ErrorKind::Other)?[off..off + len].copy_from_slice(&buf[..len]);
+                file.lock().map_err(|_| std::io::ErrorKind::Other)?[off..off + len]
+                    .copy_from_slice(&buf[..len]);
                 s.write_all(&[0u8; 8])?;
             }
             (3, _) if off % REGION == 0 && len == REGION && off + REGION <= FILE_LEN => {
@@ -128,7 +131,9 @@ pub fn run(c: &RpcClient, progress: &(dyn Fn(u64) + Sync)) -> Samples {
                 scope.spawn(move || client(c, k, region, deadline, progress))
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
     });
     let mut s = Samples::merge(parts);
     s.elapsed = start.elapsed();
@@ -136,7 +141,13 @@ pub fn run(c: &RpcClient, progress: &(dyn Fn(u64) + Sync)) -> Samples {
     s
 }
 
-fn client(c: &RpcClient, k: usize, region: &[u8], deadline: Instant, progress: &(dyn Fn(u64) + Sync)) -> Samples {
+fn client(
+    c: &RpcClient,
+    k: usize,
+    region: &[u8],
+    deadline: Instant,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Samples {
     let mut s = Samples::default();
     let mut shadow = region.to_vec();
     let base = k * REGION_BLOCKS * BLOCK;
@@ -153,7 +164,12 @@ fn client(c: &RpcClient, k: usize, region: &[u8], deadline: Instant, progress: &
     reset[0] = 3;
     reset[4..8].copy_from_slice(&(REGION as u32).to_be_bytes());
     reset[8..16].copy_from_slice(&(base as u64).to_be_bytes());
-    if conn.write_all(&reset).and_then(|_| conn.read_exact(&mut resp)).is_err() || resp != [0u8; 8] {
+    if conn
+        .write_all(&reset)
+        .and_then(|_| conn.read_exact(&mut resp))
+        .is_err()
+        || resp != [0u8; 8]
+    {
         s.errors += 1;
         return s;
     }

@@ -383,10 +383,28 @@ fn decoder_workers_steer_by_stream_through_shared_state() {
     let es = Shared::new(&ecfg, 2, 2);
     let ds = Shared::new(&dcfg, 2, 2);
     let mut encs: Vec<Srv6Node> = (0..2)
-        .map(|i| Srv6Node::with_shared(NodeConfig { stream: i, ..ecfg.clone() }, em.clone(), es.clone()))
+        .map(|i| {
+            Srv6Node::with_shared(
+                NodeConfig {
+                    stream: i,
+                    ..ecfg.clone()
+                },
+                em.clone(),
+                es.clone(),
+            )
+        })
         .collect();
     let mut decs: Vec<Srv6Node> = (0..2)
-        .map(|i| Srv6Node::with_shared(NodeConfig { stream: i, ..dcfg.clone() }, dm.clone(), ds.clone()))
+        .map(|i| {
+            Srv6Node::with_shared(
+                NodeConfig {
+                    stream: i,
+                    ..dcfg.clone()
+                },
+                dm.clone(),
+                ds.clone(),
+            )
+        })
         .collect();
     let segs = [a(DEC), a(ENC)];
     let now = Instant::now();
@@ -429,7 +447,14 @@ fn decoder_workers_steer_by_stream_through_shared_state() {
         }
     }
     check_exactly_once(&delivered, 400, inner);
-    let rec: u64 = dm.streams.iter().map(|s| s.recovered.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    let rec: u64 = dm
+        .streams
+        .iter()
+        .map(|s| s.recovered.load(std::sync::atomic::Ordering::Relaxed))
+        .sum();
     assert!(rec > 10, "recovered {rec}");
-    assert!(dm.streams.iter().all(|s| s.recovered.load(std::sync::atomic::Ordering::Relaxed) > 0));
+    assert!(dm
+        .streams
+        .iter()
+        .all(|s| s.recovered.load(std::sync::atomic::Ordering::Relaxed) > 0));
 }
