@@ -148,9 +148,10 @@ impl SchemeConfig {
     /// tolerance) is final: it counts as residual loss.
     pub fn recovery_horizon(&self) -> u32 {
         match self {
-            // RlcDecoder tracks the power of two >= 2W, at least 64.
+            // RlcDecoder tracks S = the power of two >= 2W (at least 64) and may still deliver a
+            // source late through an equation kept for another S: 2S (hirt_fec's bound).
             SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => {
-                (2 * u32::from(*window)).next_power_of_two().max(64)
+                hirt_fec::RlcDecoder::recovery_horizon(*window)
             }
             // A block-XOR loss is final once its block's repair was processed: two blocks. The
             // block size changes under rQUIC, so the decoder follows the NSS of the repairs it

@@ -332,7 +332,7 @@ pub fn write_cdf_svg(
             }
             let n = data.len() as f64;
             let mut pts = String::new();
-            let step = (data.len() / 2000).max(1);
+            let step = (data.len() / 600).max(1);
             let mut i = 0;
             while i < data.len() {
                 let x = x0 + data[i] as f64 / max_us * (x1 - x0);

@@ -163,7 +163,6 @@ fn short_lab_recovers_and_cleans_up() -> anyhow::Result<()> {
         .comparisons
         .first()
         .ok_or_else(|| anyhow::anyhow!("no result"))?;
-    println!("{}", c.table());
     let fec = c
         .fec
         .as_ref()

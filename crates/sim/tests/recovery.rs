@@ -146,9 +146,16 @@ fn sparse_traffic_recovery_latency_is_bounded() {
     let r = run(&sc).unwrap();
     assert!(r.recovered_ratio >= 0.97, "{r:?}");
     let bound = (2 * repair_delay + owd).as_secs_f64() * 1e3;
+    // Extra delay over the original's arrival: well within the bound.
+    assert!(
+        r.recovery_delay_p99_ms <= bound,
+        "p99 {} ms > {bound} ms",
+        r.recovery_delay_p99_ms
+    );
+    // From the send time (stricter): at the edge, see docs/simulator.md; holds for this seed.
     assert!(
         r.recovery_latency_p99_ms <= bound,
-        "p99 {} ms > {bound} ms",
+        "p99 latency {} ms > {bound} ms",
         r.recovery_latency_p99_ms
     );
 }

@@ -3,22 +3,30 @@
 //! HIRT (§IV-B) sends `mu + sigma` repairs per window, where mu and sigma are fast EWMAs of the
 //! losses per window: the estimate is noisy (each sample is one window of ~200 sources), the
 //! ceiling in `step = ceil(W / (mu + sigma))` rounds the rate down in steps, and nothing tells the
-//! encoder whether the redundancy actually sufficed. Ours differs in four ways:
+//! encoder whether the redundancy actually sufficed. Ours is meant to run with a long RLC window
+//! (the simulator uses W = 2400, see `docs/simulator.md` for why) and differs in these ways:
 //!
 //! 1. **Long-memory, burst-aware loss model.** The link loss ratio `p` and the mean burst length
-//!    `b` are estimated from exponentially decayed counts (half-life `half_life` sources), not
-//!    from one window at a time. Losses in a window of `W` sources are then a compound process
-//!    with variance about `W p (2b - 1)` (geometric bursts), so the repairs needed per source to
-//!    cover the window's losses with `z` standard deviations of margin are
-//!    `p + z * sqrt(p (2b - 1) / W)`. Longer bursts automatically get more margin.
+//!    `b` are estimated from exponentially decayed counts (half-life `half_life` sources, starting
+//!    from a 5 % prior so the first RTT is protected), not from one window at a time. Losses in a
+//!    window of `W` sources are a compound process with variance about `W p (2b - 1)` (geometric
+//!    bursts), so the rate is `p + base + z * sqrt(p (2b - 1) / W)` repairs per source. Longer
+//!    bursts automatically get more margin; `base` is the surplus the decoder needs to drain the
+//!    random walk of losses minus repairs.
 //! 2. **Closed loop on the residual loss.** The decoder reports the sources that left the
 //!    recovery horizon unrecovered. `z` is an integrator: each unrecovered loss raises it by
 //!    `gain`, each lost source (recovered or not) lowers it by `gain * target`, so it settles
 //!    where the residual ratio (unrecovered / lost) equals `target`, within `[z_min, z_max]`.
-//! 3. **Evenly spread, exact rate.** A fractional credit accumulates `rate` per source and a
+//! 3. **Deficit repayment.** From the per-period counters the controller tracks the unknowns the
+//!    decoder holds and the losses not matched by received repairs. A deficit beyond what the
+//!    repairs in flight will cover, or a decoder system left open for more than W/3 sources (it is
+//!    short of a few equations and its oldest unknowns are about to leave the window), is paid at
+//!    once with extra repairs, then the controller waits an RTT plus the payment. With W much
+//!    larger than the RTT in sources, those repairs still cover the losses in question.
+//! 4. **Evenly spread, exact rate.** A fractional credit accumulates `rate` per source and a
 //!    repair goes out each time it crosses 1: no rounding of the step, repairs evenly spaced.
 //!    Time-driven repairs consume credit too, so they do not add to the overhead.
-//! 4. **Comes down when losses stop**, at the pace of the half-life, to a floor of `floor`
+//! 5. **Comes down when losses stop**, at the pace of the half-life, to a floor of `floor`
 //!    repairs per source (default one per two windows), so a lone loss on a clean link is still
 //!    recovered.
 //!

@@ -8,7 +8,7 @@
 //! - *Rows*: the stored equations, each a payload plus a coefficient vector over unknown columns
 //!   (same ring indexing). They are kept in **reduced row-echelon form** with leading pivots:
 //!   every row's pivot is its lowest non-zero column, its coefficient there is 1, and no other row
-//!   has a non-zero in a pivot column. Hence there are at most S rows.
+//!   has a non-zero in a pivot column. Hence at most S rows are pivoted inside the span.
 //!
 //! # Why rank-optimal
 //! For a matrix in reduced row-echelon form, a unit vector `e_x` lies in the row space iff some
@@ -25,9 +25,13 @@
 //!   dropped before any of this.
 //!
 //! # Forgetting
-//! Columns leave from the low end as `head` advances. The only row that can involve the lowest
-//! column is the one pivoted on it (pivots are leading), and that row is useless once the column
-//! can never be known, so it is dropped with the column.
+//! Columns leave from the low end as `head` advances. If the leaving column is a row's pivot,
+//! the row is *detached*: its pivot coefficient (1) becomes implicit, it keeps taking part in
+//! elimination, and once its in-span unknowns are solved it yields the departed symbol (late).
+//! Otherwise only detached rows can involve the column (pivots are leading); they can never be
+//! solved and are dropped, which loses no decodable symbol (see `docs/fec.md`). Detached rows
+//! whose pivot falls more than S behind the span are dropped for the memory bound: at most S
+//! in-span and S detached rows exist.
 
 use super::RlcConfig;
 use crate::coefficients::generate_coding_coefficients;
@@ -97,6 +101,10 @@ pub struct RlcDecoder {
     /// Number of detached rows among `active`.
     detached: usize,
     coefs: Vec<u8>,
+    /// (column, coefficient) of the known sources a repair subtracts; reused.
+    terms: Vec<(u32, u8)>,
+    /// Protected form of a stale source ([`Self::use_stale`]).
+    stale_buf: Vec<u8>,
     scratch: Vec<u32>,
     ops: u64,
     stats: DecoderStats,
@@ -107,7 +115,7 @@ impl RlcDecoder {
     /// (at least 64) ESIs behind the newest one, so repairs may arrive up to ~W symbols late.
     pub fn new(cfg: RlcConfig) -> Self {
         let cfg = cfg.sanitized();
-        let span = (2 * cfg.window as u32).next_power_of_two().max(64);
+        let span = Self::span_for(cfg.window);
         RlcDecoder {
             cfg,
             span,
@@ -125,6 +133,8 @@ impl RlcDecoder {
             active: Vec::new(),
             detached: 0,
             coefs: vec![0; cfg.window as usize],
+            terms: Vec::with_capacity(cfg.window as usize),
+            stale_buf: Vec::new(),
             scratch: Vec::new(),
             ops: 0,
             stats: DecoderStats::default(),
@@ -141,12 +151,26 @@ impl RlcDecoder {
         self.span
     }
 
+    /// The tracked span S for a configured window: the power of two >= 2W, at least 64.
+    pub fn span_for(window: u16) -> u32 {
+        (2 * u32::from(window.clamp(1, super::MAX_WINDOW)))
+            .next_power_of_two()
+            .max(64)
+    }
+
+    /// How far behind the newest ESI a source can still be recovered with this window: 2S.
+    /// Sources older than S are forgotten, but an equation pivoted on one is kept (detached)
+    /// for another S and may still deliver it late; beyond 2S a loss is final.
+    pub fn recovery_horizon(window: u16) -> u32 {
+        2 * Self::span_for(window)
+    }
+
     /// Counters.
     pub fn stats(&self) -> DecoderStats {
         self.stats
     }
 
-    /// Equations currently stored (each pivoted on a distinct unknown symbol).
+    /// Equations currently stored (each pivoted on a distinct unknown symbol; <= 2S).
     pub fn pending_equations(&self) -> usize {
         self.active.len()
     }
@@ -436,6 +460,45 @@ impl RlcDecoder {
         touched.clear();
     }
 
+    /// A source that arrives after its column left the span may still be the pivot of a
+    /// detached equation: substituting it turns that equation into one over in-span unknowns,
+    /// which is re-pivoted like any other (and may solve some).
+    fn use_stale(&mut self, esi: Esi, data: &[u8], recovered: &mut dyn FnMut(Esi, &[u8])) {
+        let Some(&r) = self
+            .active
+            .iter()
+            .find(|&&r| self.rows[r as usize].detached && self.rows[r as usize].lo == esi)
+        else {
+            return;
+        };
+        let mut src = std::mem::take(&mut self.stale_buf);
+        encode_into(&mut src, data);
+        {
+            let row = &mut self.rows[r as usize];
+            if row.payload.len() < src.len() {
+                row.payload.resize(src.len(), 0); // only with inconsistent input
+            }
+            hirt_gf::xor(&mut row.payload, &src);
+            row.detached = false;
+        }
+        self.stale_buf = src;
+        self.detached -= 1;
+        self.ops += 1;
+        let mut touched = std::mem::take(&mut self.scratch);
+        match self.leading(r, self.base()) {
+            Some(q) => {
+                self.install_pivot(r, q, &mut touched);
+                self.solve_touched(&mut touched, recovered);
+            }
+            None => {
+                // Its other unknowns were all solved already (it would have delivered `esi`).
+                self.rows[r as usize].lo = self.base();
+                self.free_row(r);
+            }
+        }
+        self.scratch = touched;
+    }
+
     /// Checks and, if needed, moves the span for a repair covering `[first, first + nss)`.
     /// Returns without touching any state on error.
     fn check_repair(&self, info: &RepairInfo, payload_len: usize) -> Result<(), DecodeError> {
@@ -502,6 +565,9 @@ impl FecDecoder for RlcDecoder {
         } else if self.is_future(esi) {
             self.advance_to(esi.wrapping_add(1));
         } else if !self.in_span(esi) {
+            if self.detached > 0 {
+                self.use_stale(esi, data, recovered);
+            }
             return Ok(SourceOutcome::Stale);
         }
         let ci = self.idx(esi);
@@ -590,7 +656,8 @@ impl FecDecoder for RlcDecoder {
         // unknown ones as coefficients.
         let mut lo = None;
         let mut hi = first;
-        let mut known = 0;
+        let mut terms = std::mem::take(&mut self.terms);
+        terms.clear();
         for j in 0..nss {
             let c = self.coefs[j as usize];
             let e = first.wrapping_add(j);
@@ -599,29 +666,22 @@ impl FecDecoder for RlcDecoder {
                 continue;
             }
             if self.cols[ci].known {
-                known += 1;
+                terms.push((ci as u32, c));
             } else {
                 self.rows[r as usize].coef[ci] = c;
                 lo.get_or_insert(e);
                 hi = e;
             }
         }
-        if known > 0 {
-            let (cols, coefs, mask) = (&self.cols, &self.coefs, self.mask);
-            hirt_gf::active().mul_add_terms(
-                &mut self.rows[r as usize].payload,
-                nss as usize,
-                |j| {
-                    let col = &cols[(first.wrapping_add(j as u32) & mask) as usize];
-                    if col.known {
-                        (&col.data[..], coefs[j])
-                    } else {
-                        (&[][..], 0)
-                    }
-                },
-            );
-            self.ops += known;
+        if !terms.is_empty() {
+            let cols = &self.cols;
+            hirt_gf::active().mul_add_terms(&mut self.rows[r as usize].payload, terms.len(), |j| {
+                let (ci, c) = terms[j];
+                (&cols[ci as usize].data[..], c)
+            });
+            self.ops += terms.len() as u64;
         }
+        self.terms = terms;
         let Some(lo) = lo else {
             // Only zero coefficients on the unknowns (sparse code).
             self.rows[r as usize].lo = first;
@@ -901,5 +961,36 @@ mod tests {
         }
         assert_eq!(dec.pending_equations(), 0);
         assert_eq!(dec.stats().rows_evicted, 1);
+    }
+
+    #[test]
+    fn stale_source_reactivates_detached_equation() {
+        // As `detached_equation_delivers_late`, but instead of a second repair the lost source 10
+        // itself shows up, very late: substituted into R1 it solves 11.
+        let cfg = RlcConfig::rlc(4);
+        let mut enc = RlcEncoder::new(cfg);
+        let mut reps = Vec::new();
+        for e in 10..14 {
+            enc.push_source(e, &sym(e), &mut |_, _| {});
+        }
+        enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
+        let mut dec = RlcDecoder::new(cfg);
+        for e in 12..14 {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        dec.on_repair(&reps[0].0, &reps[0].1, &mut |_, _| {})
+            .unwrap();
+        let last = 10 + dec.span();
+        for e in 14..=last {
+            dec.on_source(e, &[0], &mut |_, _| {}).unwrap();
+        }
+        assert_eq!(dec.pending_equations(), 1);
+        let mut got = Vec::new();
+        let out = dec
+            .on_source(10, &sym(10), &mut |e, d| got.push((e, d.to_vec())))
+            .unwrap();
+        assert_eq!(out, SourceOutcome::Stale);
+        assert_eq!(got, vec![(11, sym(11))]);
+        assert_eq!(dec.pending_equations(), 0);
     }
 }
