@@ -480,6 +480,14 @@ pub struct EncoderConfig {
     /// Time-driven repair: when sources are unprotected for this long, one repair is sent so
     /// recovery delay stays bounded with sparse traffic. `None` disables it.
     pub repair_delay: Option<Duration>,
+    /// Time-driven re-sends: after a time-driven repair, the timer is re-armed this many more
+    /// times, each `repair_delay` after the previous timer repair, while no other repair went
+    /// out. Each re-send is a new repair over the same sliding window, so a lost timer repair no
+    /// longer leaves a lost source waiting for the next source (sparse traffic: recovery at most
+    /// `(1 + repair_retries) x repair_delay` after the send unless every timer repair is lost).
+    /// Sliding codes only: a block code closes its block with the first repair. `0` = one timer
+    /// repair per idle period (the behaviour before this field existed).
+    pub repair_retries: u8,
     /// Overload control: symbol operations a stream may do per `budget_period` before repair
     /// generation is randomly skipped. `None` (default) = unlimited.
     pub work_budget: Option<u64>,
@@ -488,12 +496,14 @@ pub struct EncoderConfig {
 }
 
 impl EncoderConfig {
-    /// Defaults: `repair_delay` 5 ms, no work budget (period 1 ms). Encoder streams are created
-    /// on first use: their ids come from the local caller, not from the network.
+    /// Defaults: `repair_delay` 5 ms with 1 re-send, no work budget (period 1 ms). Encoder
+    /// streams are created on first use: their ids come from the local caller, not from the
+    /// network.
     pub fn new(mode: FecMode) -> Self {
         EncoderConfig {
             mode,
             repair_delay: Some(Duration::from_millis(5)),
+            repair_retries: 1,
             work_budget: None,
             budget_period: Duration::from_millis(1),
         }

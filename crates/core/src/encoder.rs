@@ -62,6 +62,11 @@ struct Stream {
     controller: Box<dyn Controller>,
     max_window: u16,
     unprotected_since: Option<Instant>,
+    /// Re-send of a time-driven repair due at this time (see [`EncoderConfig::repair_retries`]);
+    /// cleared by any other repair that goes out.
+    retry_at: Option<Instant>,
+    /// Re-sends left after the one at `retry_at`.
+    retries_left: u8,
     budget: Budget,
     last_seq: Option<u16>,
     srtt: Option<Duration>,
@@ -146,6 +151,8 @@ impl Encoder {
             controller,
             max_window,
             unprotected_since: None,
+            retry_at: None,
+            retries_left: 0,
             budget: Budget::new(self.cfg.work_budget, self.cfg.budget_period),
             last_seq: None,
             srtt: None,
@@ -163,6 +170,7 @@ impl Encoder {
         let i = self.stream_index(stream);
         let s = &mut self.streams[i];
         let out = &mut self.out;
+        let repairs_before = s.stats.repairs;
         let esi = s.next_esi;
         s.next_esi = esi.wrapping_add(1);
         s.stats.sources += 1;
@@ -200,11 +208,18 @@ impl Encoder {
         for _ in 0..wanted {
             Self::repair(s, out, &mut self.rng, RepairTrigger::Controller, now);
         }
+        if s.stats.repairs != repairs_before {
+            // A repair over the current window went out: a pending re-send would repeat it.
+            s.retry_at = None;
+        }
         if s.codec.unprotected() == 0 {
             s.unprotected_since = None;
         } else if s.unprotected_since.is_none() {
             s.unprotected_since = Some(now);
         }
+        // A pending re-send stays armed: it is due before this source's own timer would be (it
+        // fires at most `repair_delay` after a timer repair that preceded this source) and its
+        // repair covers this source too, so it replaces that timer at no extra cost.
         SourceTag { stream, esi }
     }
 
@@ -309,30 +324,56 @@ impl Encoder {
         s.controller.repair_delay().or(self.cfg.repair_delay)
     }
 
-    /// When [`Encoder::handle_timeout`] must be called next (a time-driven repair is due), or
-    /// `None` if no source is waiting for protection.
+    /// When the time-driven repair of `s` is due, if one is: `repair_delay` after its first
+    /// unprotected source, or its pending re-send, whichever comes first.
+    fn timer_due(&self, s: &Stream) -> Option<Instant> {
+        let fresh = s
+            .unprotected_since
+            .and_then(|since| since.checked_add(self.repair_delay(s)?));
+        match (fresh, s.retry_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// When [`Encoder::handle_timeout`] must be called next (a time-driven repair or its
+    /// re-send is due), or `None` if no source is waiting for protection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.streams
-            .iter()
-            .filter_map(|s| s.unprotected_since?.checked_add(self.repair_delay(s)?))
-            .min()
+        self.streams.iter().filter_map(|s| self.timer_due(s)).min()
     }
 
     /// Sends the time-driven repairs that are due at `now`; then drain [`Encoder::poll_repair`].
     pub fn handle_timeout(&mut self, now: Instant) {
+        let sliding = self.cfg.mode.scheme.is_sliding();
         for i in 0..self.streams.len() {
-            let delay = self.repair_delay(&self.streams[i]);
-            let s = &mut self.streams[i];
-            let (Some(since), Some(delay)) = (s.unprotected_since, delay) else {
-                continue;
-            };
-            match since.checked_add(delay) {
+            match self.timer_due(&self.streams[i]) {
                 Some(due) if due <= now => {}
                 _ => continue,
             }
+            let delay = self.repair_delay(&self.streams[i]);
+            let s = &mut self.streams[i];
+            let fresh = s
+                .unprotected_since
+                .zip(delay)
+                .and_then(|(since, d)| since.checked_add(d))
+                .is_some_and(|due| due <= now);
             Self::repair(s, &mut self.out, &mut self.rng, RepairTrigger::Timer, now);
-            // Even if skipped or empty: wait for new sources before trying again.
+            // Even if skipped or empty: wait for new sources (or the re-send) before trying
+            // again.
             s.unprotected_since = None;
+            // The repair may be lost and, with sparse traffic, the next source may be far away:
+            // re-send over the same window `repair_delay` later unless another repair goes out
+            // first. A fresh timer repair starts a new series; a re-send uses one up.
+            if fresh {
+                s.retries_left = self.cfg.repair_retries;
+            }
+            s.retry_at = None;
+            if let (true, Some(d)) = (sliding, delay) {
+                if s.retries_left > 0 {
+                    s.retries_left -= 1;
+                    s.retry_at = now.checked_add(d);
+                }
+            }
         }
     }
 

@@ -309,6 +309,8 @@ fn time_driven_repair_bounds_recovery_delay() {
     let mode: FecMode = "hirt:w=200".parse().unwrap();
     let mut cfg = EncoderConfig::new(mode.clone());
     cfg.repair_delay = Some(Duration::from_millis(5));
+    // One timer repair per idle period here; re-sends are tested below.
+    cfg.repair_retries = 0;
     let mut enc = Encoder::new(cfg, 1);
     let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 1);
     let base = t0();
@@ -343,6 +345,143 @@ fn time_driven_repair_bounds_recovery_delay() {
     }
     assert_eq!(worst, Duration::from_millis(5));
     assert_eq!(enc.stats(0).unwrap().repairs_timer, 30);
+}
+
+/// Drains the encoder's repairs into the decoder at `now` (or drops them); returns the ESIs
+/// recovered.
+fn deliver_repairs(enc: &mut Encoder, dec: &mut Decoder, now: Instant, drop: bool) -> Vec<u32> {
+    let mut got = Vec::new();
+    while let Some(r) = enc.poll_repair() {
+        if drop {
+            continue;
+        }
+        let (s, info, ts, pl) = (r.stream, r.info, r.timestamp, r.payload.to_vec());
+        dec.handle_repair(s, &info, ts, &pl, now).unwrap();
+        while let Some(rec) = dec.poll_recovered() {
+            got.push(rec.esi);
+        }
+    }
+    got
+}
+
+#[test]
+fn lost_timer_repair_is_resent_after_another_repair_delay() {
+    // One sparse source, lost; the first time-driven repair (5 ms) is lost too. The re-send at
+    // 2 x repair_delay recovers it without waiting for another source. With
+    // `repair_retries = 0` nothing more is sent until the next source.
+    let d = Duration::from_millis(5);
+    for retries in [0u8, 1, 2] {
+        let mode: FecMode = "hirt:w=200".parse().unwrap();
+        let mut cfg = EncoderConfig::new(mode.clone());
+        cfg.repair_delay = Some(d);
+        cfg.repair_retries = retries;
+        let mut enc = Encoder::new(cfg, 1);
+        let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 1);
+        let base = t0();
+        // A received source first, so the lost one is not the decoder's first.
+        let first = payload(0, 0);
+        let tag = enc.handle_source(0, &first, base);
+        assert_eq!(
+            dec.handle_source(0, tag.esi, &first, base),
+            Verdict::Deliver
+        );
+        let due = enc.poll_timeout().unwrap();
+        enc.handle_timeout(due);
+        assert!(deliver_repairs(&mut enc, &mut dec, due, false).is_empty());
+        // Nothing may be pending from the first source's series once it has run out.
+        let mut now = due;
+        while let Some(t) = enc.poll_timeout() {
+            enc.handle_timeout(t);
+            deliver_repairs(&mut enc, &mut dec, t, false);
+            now = t;
+        }
+        assert_eq!(now, base + d * (1 + u32::from(retries)));
+
+        let sent = base + Duration::from_millis(100);
+        let data = payload(0, 1);
+        let lost = enc.handle_source(0, &data, sent);
+        assert!(deliver_repairs(&mut enc, &mut dec, sent, false).is_empty());
+        let due = enc
+            .poll_timeout()
+            .expect("unprotected source arms the timer");
+        assert_eq!(due, sent + d);
+        enc.handle_timeout(due);
+        assert!(deliver_repairs(&mut enc, &mut dec, due, true).is_empty()); // lost
+        let stats = enc.stats(0).unwrap();
+        if retries == 0 {
+            assert_eq!(enc.poll_timeout(), None, "waits for the next source");
+            continue;
+        }
+        let again = enc.poll_timeout().expect("re-send armed");
+        assert_eq!(again, sent + 2 * d);
+        enc.handle_timeout(again);
+        assert_eq!(
+            deliver_repairs(&mut enc, &mut dec, again, false),
+            vec![lost.esi]
+        );
+        assert_eq!(enc.stats(0).unwrap().repairs_timer, stats.repairs_timer + 1);
+        // The series continues only as far as configured.
+        let mut extra = 0;
+        while let Some(t) = enc.poll_timeout() {
+            enc.handle_timeout(t);
+            deliver_repairs(&mut enc, &mut dec, t, false);
+            extra += 1;
+        }
+        assert_eq!(extra, retries - 1);
+    }
+}
+
+#[test]
+fn timer_resend_covers_a_new_source_and_yields_to_other_repairs() {
+    let d = Duration::from_millis(5);
+    let mode: FecMode = "hirt:w=200".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.repair_delay = Some(d);
+    let mut enc = Encoder::new(cfg, 1);
+    let base = t0();
+    enc.handle_source(0, &payload(0, 0), base);
+    while enc.poll_repair().is_some() {}
+    enc.handle_timeout(base + d);
+    while enc.poll_repair().is_some() {}
+    // A new source 2 ms later: the pending re-send (base + 10 ms) is earlier than its own timer
+    // (base + 12 ms) and protects it too, so only one repair follows.
+    enc.handle_source(0, &payload(0, 1), base + Duration::from_millis(7));
+    while enc.poll_repair().is_some() {}
+    assert_eq!(enc.poll_timeout(), Some(base + 2 * d));
+    enc.handle_timeout(base + 2 * d);
+    assert_eq!(enc.stats(0).unwrap().repairs_timer, 2);
+    assert_eq!(
+        enc.poll_timeout(),
+        None,
+        "re-sends used up, nothing unprotected"
+    );
+
+    // Any other repair cancels the pending re-send: fixed step 2 repairs every second source.
+    let mode: FecMode = "fixed:w=8,step=2".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode);
+    cfg.repair_delay = Some(d);
+    let mut enc = Encoder::new(cfg, 1);
+    enc.handle_source(0, &payload(0, 0), base);
+    assert!(enc.poll_repair().is_none());
+    enc.handle_timeout(base + d);
+    assert!(enc.poll_repair().is_some());
+    assert_eq!(enc.poll_timeout(), Some(base + 2 * d), "re-send armed");
+    enc.handle_source(0, &payload(0, 1), base + Duration::from_millis(6));
+    assert!(enc.poll_repair().is_none());
+    assert_eq!(
+        enc.poll_timeout(),
+        Some(base + 2 * d),
+        "kept for the new source"
+    );
+    enc.handle_source(0, &payload(0, 2), base + Duration::from_millis(7));
+    assert!(enc.poll_repair().is_some(), "the controller's step");
+    assert_eq!(
+        enc.poll_timeout(),
+        None,
+        "the controller's repair replaced the re-send"
+    );
+    let st = enc.stats(0).unwrap();
+    assert_eq!((st.repairs_timer, st.repairs_controller), (1, 1));
 }
 
 #[test]

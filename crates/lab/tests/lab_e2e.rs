@@ -41,9 +41,12 @@ fn main() {
         }
         return;
     }
-    // `cargo test -- --list` and filters: this harness has two tests and runs both.
+    // `cargo test -- --list` and filters: this harness runs all its tests.
     if argv.iter().any(|a| a == "--list") {
-        println!("emulator_in_namespaces: test\nshort_lab_recovers_and_cleans_up: test");
+        println!(
+            "emulator_in_namespaces: test\nshort_lab_recovers_and_cleans_up: test\n\
+             failing_dataplane_still_cleans_up: test"
+        );
         return;
     }
     if !hirt_lab::sys::is_root() {
@@ -59,6 +62,10 @@ fn main() {
         (
             "short_lab_recovers_and_cleans_up",
             short_lab_recovers_and_cleans_up,
+        ),
+        (
+            "failing_dataplane_still_cleans_up",
+            failing_dataplane_still_cleans_up,
         ),
     ] {
         let start = std::time::Instant::now();
@@ -190,5 +197,37 @@ fn short_lab_recovers_and_cleans_up() -> anyhow::Result<()> {
         "the tunnel recovered nothing: {stats:?}"
     );
     anyhow::ensure!(report.json["summary"]["fec_p99_ms"].is_number());
+    Ok(())
+}
+
+/// A dataplane that exits at once: the FEC run fails with a note, the lab goes on and tears
+/// everything down (the harness checks that no namespace is left).
+fn failing_dataplane_still_cleans_up() -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("hirt-lab-test-fail-{}", std::process::id()));
+    std::env::set_var("HIRT_BIN", "/bin/false");
+    let args = LabArgs {
+        profile: Profile::Clean,
+        workload: vec![WorkloadKind::Http],
+        connections: 2,
+        duration: Duration::from_millis(500),
+        fec: FecRuns::On,
+        results: dir.clone(),
+        quiet: true,
+        ..LabArgs::default()
+    };
+    let r = hirt_lab::cli::lab(&args);
+    std::env::remove_var("HIRT_BIN");
+    let _ = std::fs::remove_dir_all(&dir);
+    let report = r?;
+    let c = report
+        .comparisons
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("no result"))?;
+    anyhow::ensure!(c.fec.is_none(), "a FEC run without a dataplane");
+    anyhow::ensure!(
+        c.notes.iter().any(|n| n.contains("FEC run failed")),
+        "{:?}",
+        c.notes
+    );
     Ok(())
 }

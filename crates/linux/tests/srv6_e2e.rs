@@ -223,7 +223,10 @@ fn srv6_tunnel_through_namespaces() {
         }
         Ok(())
     });
-    warm_rx.join().unwrap().expect("no datagram made it through the tunnel");
+    warm_rx
+        .join()
+        .unwrap()
+        .expect("no datagram made it through the tunnel");
     WARM.store(true, Ordering::SeqCst);
     warm_tx.join().unwrap().unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -232,6 +235,7 @@ fn srv6_tunnel_through_namespaces() {
     const TAIL: u32 = 200;
     let server = t.s.spawn(move || {
         let sock = UdpSocket::bind(format!("[{SERVER}]:7000"))?;
+        big_rcvbuf(&sock);
         sock.set_read_timeout(Some(Duration::from_secs(3)))?;
         let mut got = Vec::new();
         let mut buf = [0u8; 2048];
@@ -245,7 +249,7 @@ fn srv6_tunnel_through_namespaces() {
         let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
         for i in 0..N + TAIL {
             sock.send_to(&payload(i), format!("[{SERVER}]:7000"))?;
-            if i % 20 == 19 {
+            if i % 10 == 9 {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -291,8 +295,18 @@ fn srv6_tunnel_through_namespaces() {
     );
     eprintln!("decoder: {:?}", dec.metrics.snapshot());
     eprintln!("encoder: {:?}", enc.metrics.snapshot());
-    assert!(dups.is_empty(), "{} duplicates, first {:?}", dups.len(), &dups[..dups.len().min(20)]);
-    assert!(missing.is_empty(), "{} missing, first {:?}", missing.len(), &missing[..missing.len().min(20)]);
+    assert!(
+        dups.is_empty(),
+        "{} duplicates, first {:?}",
+        dups.len(),
+        &dups[..dups.len().min(20)]
+    );
+    assert!(
+        missing.is_empty(),
+        "{} missing, first {:?}",
+        missing.len(),
+        &missing[..missing.len().min(20)]
+    );
     assert!(recovered > 0, "nothing recovered: is the loss rule active?");
     assert!(feedback > 0, "feedback reached the encoder");
 
@@ -381,4 +395,21 @@ fn srv6_tunnel_through_namespaces() {
         !String::from_utf8_lossy(&routes.stdout).contains(ENC),
         "SID route left behind"
     );
+}
+
+/// A big receive buffer (root: beyond rmem_max), so a receiver thread starved of CPU on a busy
+/// machine does not drop datagrams that the tunnel delivered.
+fn big_rcvbuf(sock: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let sz: libc::c_int = 16 << 20;
+    // SAFETY: setsockopt with a c_int on a socket we own.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&sz as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        );
+    }
 }

@@ -139,11 +139,13 @@ fn udp_tunnel_both_ways_with_address_change() {
     // Receivers on both tunnel ends.
     let s_rx = s.spawn(|| {
         let sock = UdpSocket::bind("10.77.0.1:9000")?;
+        big_rcvbuf(&sock);
         sock.set_read_timeout(Some(Duration::from_secs(3)))?;
         Ok(receive(&sock))
     });
     let c_rx = c.spawn(|| {
         let sock = UdpSocket::bind("10.77.0.2:9001")?;
+        big_rcvbuf(&sock);
         sock.set_read_timeout(Some(Duration::from_secs(3)))?;
         Ok(receive(&sock))
     });
@@ -159,7 +161,7 @@ fn udp_tunnel_both_ways_with_address_change() {
                 std::thread::sleep(Duration::from_millis(300));
             }
             sock.send_to(&payload(i, 2), "10.77.0.2:9001")?;
-            if i % 20 == 19 {
+            if i % 10 == 9 {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -171,7 +173,7 @@ fn udp_tunnel_both_ways_with_address_change() {
         let sock = UdpSocket::bind("10.77.0.2:0")?;
         for i in 0..N {
             sock.send_to(&payload(i, 1), "10.77.0.1:9000")?;
-            if i % 20 == 19 {
+            if i % 10 == 9 {
                 std::thread::sleep(Duration::from_millis(1));
             }
             if i == N / 2 {
@@ -222,4 +224,21 @@ fn udp_tunnel_both_ways_with_address_change() {
     assert!(auth >= 35, "garbage counted as auth failures");
     client.stop();
     server.stop();
+}
+
+/// A big receive buffer (root: beyond rmem_max), so a receiver thread starved of CPU on a busy
+/// machine does not drop datagrams that the tunnel delivered.
+fn big_rcvbuf(sock: &UdpSocket) {
+    use std::os::fd::AsRawFd;
+    let sz: libc::c_int = 16 << 20;
+    // SAFETY: setsockopt with a c_int on a socket we own.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&sz as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        );
+    }
 }

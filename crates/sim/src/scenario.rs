@@ -52,6 +52,8 @@ pub struct Scenario {
     pub reorder: (f64, Duration),
     /// Time-driven repair delay (`None`: off).
     pub repair_delay: Option<Duration>,
+    /// Time-driven re-sends after a timer repair (`hirt_core::EncoderConfig::repair_retries`).
+    pub repair_retries: u8,
     /// Master seed: the links, the source and the core derive theirs from it.
     pub seed: u64,
     /// Extra source packets sent after the `packets` measured ones and not counted, so that the
@@ -79,6 +81,7 @@ impl Default for Scenario {
             queue: QueueLimit::Packets(10_000),
             reorder: (0.0, Duration::ZERO),
             repair_delay: Some(Duration::from_millis(5)),
+            repair_retries: 1,
             seed: 1,
             tail: 5_000,
         }
@@ -249,6 +252,7 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         .map_err(|e| anyhow::anyhow!("--scheme {}: {e}", sc.scheme))?;
     let mut enc_cfg = EncoderConfig::new(mode.clone());
     enc_cfg.repair_delay = sc.repair_delay;
+    enc_cfg.repair_retries = sc.repair_retries;
     let dec_cfg = DecoderConfig::new(mode.scheme.clone());
     let mut enc = Encoder::new(enc_cfg, sc.seed);
     let mut dec = Decoder::new(dec_cfg, sc.seed ^ 0xDEC0DE);
