@@ -484,7 +484,8 @@ pub struct EncoderConfig {
     /// times, each `repair_delay` after the previous timer repair, while no other repair went
     /// out. Each re-send is a new repair over the same sliding window, so a lost timer repair no
     /// longer leaves a lost source waiting for the next source (sparse traffic: recovery at most
-    /// `(1 + repair_retries) x repair_delay` after the send unless every timer repair is lost).
+    /// `(1 + repair_retries) x repair_delay` after the send, plus the one-way delay, unless every
+    /// timer repair is lost).
     /// Sliding codes only: a block code closes its block with the first repair. `0` = one timer
     /// repair per idle period (the behaviour before this field existed).
     pub repair_retries: u8,
