@@ -99,6 +99,8 @@ pub struct Run {
 pub struct Latency {
     /// Configuration name.
     pub name: String,
+    /// Offered load, packets/s.
+    pub pps: u64,
     /// Samples.
     pub samples: usize,
     /// Median one-way latency, µs.
@@ -205,10 +207,31 @@ fn sender(payload_len: usize, dur: Duration, pps: u64) -> anyhow::Result<u64> {
     } else {
         (pps / 10_000).clamp(1, 32) as usize
     };
+    // Sleep (not spin) until a burst is due: a spinning sender takes a whole core from the
+    // dataplane on a small machine. A 1 ns timer slack keeps the wake-ups close to the due time.
+    // SAFETY: PR_SET_TIMERSLACK takes an integer argument and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let t0 = mono_ns();
     while start.elapsed() < dur {
         if pps > 0 {
-            let due = Duration::from_nanos(seq * 1_000_000_000 / pps);
-            while start.elapsed() < due {
+            let due = t0 + seq * 1_000_000_000 / pps;
+            if due > mono_ns() + 2_000 {
+                let ts = libc::timespec {
+                    tv_sec: (due / 1_000_000_000) as libc::time_t,
+                    tv_nsec: (due % 1_000_000_000) as libc::c_long,
+                };
+                // SAFETY: clock_nanosleep reads the timespec we pass; no remainder with
+                // TIMER_ABSTIME.
+                unsafe {
+                    libc::clock_nanosleep(
+                        libc::CLOCK_MONOTONIC,
+                        libc::TIMER_ABSTIME,
+                        &ts,
+                        std::ptr::null_mut(),
+                    )
+                };
+            }
+            while mono_ns() < due {
                 std::hint::spin_loop();
             }
         }
@@ -436,17 +459,12 @@ fn one_run(
     std::thread::sleep(Duration::from_millis(200));
     // Offered loads: one paced rate for latency runs; otherwise a doubling sweep that stops at
     // the first rate where fewer than 99% of the packets arrive (capacity = best rate before).
-    let rates: Vec<u64> = if pps > 0 {
-        vec![pps]
-    } else {
-        let mut v = Vec::new();
-        let mut r = args.sweep_start.max(1);
-        while r <= args.sweep_max {
-            v.push(r);
-            r *= 2;
-        }
-        v
-    };
+    // After the first failing rate, `BISECT` more loads bisect between the last rate that passed
+    // and it, so the capacity is found to 1/8 of a doubling step rather than to 2x.
+    const BISECT: usize = 3;
+    let mut next_rate = if pps > 0 { pps } else { args.sweep_start.max(1) };
+    let (mut lo_ok, mut hi_fail): (u64, Option<u64>) = (0, None);
+    let mut bisect_left = BISECT;
     let mut run = Run {
         name: name.into(),
         offered: Vec::new(),
@@ -482,8 +500,9 @@ fn one_run(
                 sum(em, |s| &s.source_bytes_sent),
             ]
         };
-    let mut lat_all = Vec::new();
-    for rate in rates {
+    let mut lat_all: Vec<u64>;
+    loop {
+        let rate = next_rate;
         let before = snap();
         let (tx, rx) = std::sync::mpsc::channel();
         let want_lat = pps > 0;
@@ -502,31 +521,54 @@ fn one_run(
             eprintln!("  {name} offered {rate} pps: sent {sent} received {received} ({ratio:.4})");
         }
         run.offered.push((rate, sent, received));
-        if ratio < 0.99 && pps == 0 {
+        let passed = ratio >= 0.99;
+        if pps > 0 {
+            // A single paced load (latency run): nothing to sweep.
+        } else {
+            if passed {
+                lo_ok = lo_ok.max(rate);
+            } else {
+                hi_fail = Some(hi_fail.map_or(rate, |h| h.min(rate)));
+            }
+            next_rate = match hi_fail {
+                None => rate * 2,
+                Some(h) => {
+                    if bisect_left == 0 {
+                        0
+                    } else {
+                        bisect_left -= 1;
+                        (lo_ok + h) / 2
+                    }
+                }
+            };
+            if hi_fail.is_none() && next_rate > args.sweep_max {
+                next_rate = 0;
+            }
+        }
+        // With FEC, a load that passed records the tunnel counters of that load.
+        if passed && received > run.received {
+            // Counters are published every 200 ms by the workers.
+            std::thread::sleep(Duration::from_millis(250));
+            let after = snap();
+            let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+            run.losses = d[0];
+            run.recovered = d[1];
+            run.unrecoverable = d[2];
+            run.repairs = d[3];
+            run.overhead = d[4] as f64 / d[5].max(1) as f64;
+            run.recovered_ratio = if d[0] > 0 {
+                (d[1] as f64 / d[0] as f64).min(1.0)
+            } else {
+                1.0
+            };
+            run.sent = sent;
+            run.received = received;
+            run.mpps = received as f64 / dur.as_secs_f64() / 1e6;
+            run.gbps = received as f64 * args.packet_size as f64 * 8.0 / dur.as_secs_f64() / 1e9;
+        }
+        if pps > 0 || next_rate == 0 || next_rate <= lo_ok {
             break;
         }
-        if received <= run.received {
-            // The sender could not offer more (CPU-bound): keep the best load.
-            continue;
-        }
-        // Counters are published every 200 ms by the workers.
-        std::thread::sleep(Duration::from_millis(250));
-        let after = snap();
-        let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
-        run.losses = d[0];
-        run.recovered = d[1];
-        run.unrecoverable = d[2];
-        run.repairs = d[3];
-        run.overhead = d[4] as f64 / d[5].max(1) as f64;
-        run.recovered_ratio = if d[0] > 0 {
-            (d[1] as f64 / d[0] as f64).min(1.0)
-        } else {
-            1.0
-        };
-        run.sent = sent;
-        run.received = received;
-        run.mpps = received as f64 / dur.as_secs_f64() / 1e6;
-        run.gbps = received as f64 * args.packet_size as f64 * 8.0 / dur.as_secs_f64() / 1e9;
     }
     let lat = lat_all;
     if let Some((enc, dec)) = handles {
@@ -564,32 +606,51 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         runs.push(r);
     }
     let ldur = Duration::from_secs_f64(args.latency_duration);
-    let mut latency = Vec::new();
-    for (name, mode) in [
-        ("kernel", Mode::Kernel),
-        ("hirt_fec", Mode::Hirt { fec: true }),
-    ] {
-        let (_, mut lat) = one_run(&t, &args, name, mode, 0.0, args.latency_pps, ldur)?;
-        latency.push(Latency {
-            name: name.into(),
-            samples: lat.len(),
-            p50_us: percentile(&mut lat, 0.5),
-            p99_us: percentile(&mut lat, 0.99),
-        });
-    }
     let by = |n: &str| runs.iter().find(|r| r.name == n).cloned().expect("run");
+    // Latency means something only below capacity (above it, it is the TUN queue filling): besides
+    // the fixed rate, measure at half of the FEC capacity when that is lower.
+    let fec0_pps = (by("hirt_fec_0pct").mpps * 1e6) as u64;
+    let half = (fec0_pps / 2 / 1000 * 1000).max(1000);
+    let mut rates = vec![args.latency_pps];
+    if half < args.latency_pps * 9 / 10 {
+        rates.push(half);
+    }
+    let mut latency = Vec::new();
+    for &rate in &rates {
+        for (name, mode) in [
+            ("kernel", Mode::Kernel),
+            ("hirt_fec", Mode::Hirt { fec: true }),
+        ] {
+            let (_, mut lat) = one_run(&t, &args, name, mode, 0.0, rate, ldur)?;
+            latency.push(Latency {
+                name: name.into(),
+                pps: rate,
+                samples: lat.len(),
+                p50_us: percentile(&mut lat, 0.5),
+                p99_us: percentile(&mut lat, 0.99),
+            });
+        }
+    }
     let nofec = by("hirt_nofec");
     let fec3 = by("hirt_fec_3pct");
     let added_p50 = latency[1].p50_us - latency[0].p50_us;
     let added_p99 = latency[1].p99_us - latency[0].p99_us;
-    let summary = serde_json::json!({
+    let mut summary = serde_json::json!({
         "fec_over_nofec_3pct": fec3.mpps / nofec.mpps.max(1e-9),
         "recovered_ratio_3pct": fec3.recovered_ratio,
         "latency_p50_us": added_p50,
         "latency_p99_us": added_p99,
+        "latency_pps": args.latency_pps,
         "kernel_mpps": by("kernel").mpps,
         "nofec_mpps": nofec.mpps,
     });
+    if latency.len() == 4 {
+        summary["latency_half_capacity_pps"] = serde_json::json!(half);
+        summary["latency_half_capacity_p50_us"] =
+            serde_json::json!(latency[3].p50_us - latency[2].p50_us);
+        summary["latency_half_capacity_p99_us"] =
+            serde_json::json!(latency[3].p99_us - latency[2].p99_us);
+    }
     let report = Report {
         packet_size: args.packet_size,
         window: args.window,

@@ -240,39 +240,53 @@ pub fn run_status(args: StatusArgs) -> anyhow::Result<()> {
             }
         }
     };
+    use std::fmt::Write as _;
+    let mut out = String::new();
     if let Some(c) = args.set_controller {
         let r = crate::control::request(&path, &format!("set controller {c}"))?;
-        println!("{r}");
-        return Ok(());
+        let _ = writeln!(out, "{r}");
+        return print_out(&out);
     }
     let r = crate::control::request(&path, "status")?;
     if args.json {
-        println!("{r}");
-        return Ok(());
+        let _ = writeln!(out, "{r}");
+        return print_out(&out);
     }
     let v: serde_json::Value = serde_json::from_str(&r)?;
     let st = &v["status"];
-    println!(
+    let _ = writeln!(
+        out,
         "mode: {}   controller: {}",
         st["mode"].as_str().unwrap_or("?"),
         v["controller"]
     );
     if let Some(g) = st["global"].as_object() {
         for (k, val) in g {
-            println!("  {k:<24} {val}");
+            let _ = writeln!(out, "  {k:<24} {val}");
         }
     }
     if let Some(streams) = st["streams"].as_array() {
         for (i, s) in streams.iter().enumerate() {
-            println!("stream {i}:");
+            let _ = writeln!(out, "stream {i}:");
             if let Some(o) = s.as_object() {
                 for (k, val) in o {
-                    println!("  {k:<24} {val}");
+                    let _ = writeln!(out, "  {k:<24} {val}");
                 }
             }
         }
     }
-    Ok(())
+    print_out(&out)
+}
+
+/// Writes `s` to stdout. A closed pipe (`hirt status | head`) is not an error: the reader has
+/// what it wanted, and `println!` would panic on EPIPE (Rust ignores SIGPIPE).
+fn print_out(s: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(s.as_bytes()).and_then(|()| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// Parses a key given as `0x<hex>` or as plain bytes.

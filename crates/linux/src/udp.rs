@@ -604,12 +604,17 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
     let m = ctl.metrics.clone();
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
+    // After a full batch on either side more is very likely queued: skip the `poll`.
+    let mut full = false;
     while !stop.stopped() {
-        let now = Instant::now();
-        let wait = runtime::poll_ms(now, peer.poll_timeout(), Duration::from_millis(100));
-        if wait > 0 {
-            let _ = poll_readable(&fds, wait);
+        if !full {
+            let wait =
+                runtime::poll_ms(Instant::now(), peer.poll_timeout(), Duration::from_millis(100));
+            if wait > 0 {
+                let _ = poll_readable(&fds, wait);
+            }
         }
+        full = false;
         {
             let mut send = |d: &[u8], to: SocketAddr| {
                 if !outb.push(d, to) {
@@ -618,13 +623,20 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
                 }
             };
             // TUN -> UDP.
-            for _ in 0..crate::batch::BATCH {
+            // One clock read per batch: its packets arrived within microseconds.
+            let now = Instant::now();
+            let mut got = 0;
+            while got < crate::batch::BATCH {
                 let end = BUF_LEN - 16;
                 match tun.recv(&mut buf[TUN_OFFSET..end]) {
-                    Ok(n) => peer.handle_tun(&mut buf, n, Instant::now(), &mut send),
+                    Ok(n) => {
+                        got += 1;
+                        peer.handle_tun(&mut buf, n, now, &mut send);
+                    }
                     Err(_) => break,
                 }
             }
+            full |= got == crate::batch::BATCH;
             // UDP -> TUN.
             let mut deliver = |p: &[u8]| {
                 if tun.send(p).is_err() {
@@ -632,6 +644,7 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
                 }
             };
             if let Ok(n) = inb.recv(sfd) {
+                full |= n == crate::batch::BATCH;
                 let now = Instant::now();
                 for i in 0..n {
                     let (d, from) = inb.get_mut(i);
@@ -659,6 +672,7 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
                 peer.set_controller(&c);
             }
         }
+        let now = Instant::now();
         if now.duration_since(last_publish) > Duration::from_millis(200) {
             peer.publish_stats();
             last_publish = now;
