@@ -8,14 +8,15 @@
 //! Configurations, each with fresh hirt instances: plain kernel forwarding (no encap, no hirt),
 //! hirt with `--fec none` (tag/strip only), hirt FEC at 0% and at 3% random loss (ip6tables
 //! statistic on the encoder->decoder link). For each, the sender offers paced 1280-byte IPv6
-//! packets at 10k, 20k, 40k, ... packets/s (1 s each, `sendmmsg` bursts) until fewer than 99%
-//! arrive; the capacity is the best delivered rate of the loads that passed (with FEC, recovered
-//! packets count as arrived; duplicates do not), and the tunnel counters (losses, recovered,
-//! overhead) are those of that load. Blasting at full speed would measure the
-//! sender and the receiver more than the dataplane on a small machine. Then the added one-way
-//! latency at a paced 100 kpps without loss: hirt FEC vs kernel forwarding, from send
-//! timestamps carried in
-//! the payload (all namespaces share CLOCK_MONOTONIC).
+//! packets at 10k, 20k, 40k, ... packets/s (1 s each, `sendmmsg` bursts, sleeping between
+//! bursts) until fewer than 99% arrive, then bisects three times between the last rate that
+//! passed and the first that failed; the capacity is the best delivered rate of the loads that
+//! passed (with FEC, recovered packets count as arrived; duplicates do not), and the tunnel
+//! counters (losses, recovered, overhead) are those of that load. Blasting at full speed would
+//! measure the sender and the receiver more than the dataplane on a small machine. Then the
+//! added one-way latency without loss, hirt FEC vs kernel forwarding, at a paced 100 kpps and,
+//! when that is not well below capacity, also at half the FEC capacity, from send timestamps
+//! carried in the payload (all namespaces share CLOCK_MONOTONIC).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -51,7 +52,8 @@ pub struct DataplaneBenchArgs {
     /// Loss of the lossy run.
     #[arg(long, default_value_t = 0.03)]
     pub loss: f64,
-    /// First offered load of the throughput sweep (packets/s; doubled until < 99% arrive).
+    /// First offered load of the throughput sweep (packets/s; doubled until < 99% arrive, then
+    /// bisected).
     #[arg(long, default_value_t = 10_000)]
     pub sweep_start: u64,
     /// Highest offered load of the sweep.
@@ -63,6 +65,10 @@ pub struct DataplaneBenchArgs {
     /// Seconds per latency run.
     #[arg(long, default_value_t = 1.0)]
     pub latency_duration: f64,
+    /// Pin the bench's own sender and receiver threads to this CPU (the hirt workers and the
+    /// kernel then tend to run on the others).
+    #[arg(long)]
+    pub pin_traffic: Option<usize>,
 }
 
 /// One throughput run.
@@ -72,6 +78,10 @@ pub struct Run {
     pub name: String,
     /// Every offered load tried: (packets/s, sent, received).
     pub offered: Vec<(u64, u64, u64)>,
+    /// Tunnel counters of every offered load tried, in the same order: (losses, recovered,
+    /// repairs, repair overhead). Shows what FEC does at and above capacity (queue drops in
+    /// the TUN devices look like tunnel losses to the decoder).
+    pub offered_fec: Vec<(u64, u64, u64, f64)>,
     /// Packets sent at the highest rate that delivered >= 99%.
     pub sent: u64,
     /// Packets received (unique) at that rate.
@@ -194,11 +204,32 @@ fn mono_ns() -> u64 {
 }
 
 /// Sends for `dur`, `pps` = 0 means as fast as possible. Returns packets sent.
-fn sender(payload_len: usize, dur: Duration, pps: u64) -> anyhow::Result<u64> {
+/// Pins the calling thread to `cpu` (best effort).
+fn pin(cpu: Option<usize>) {
+    let Some(cpu) = cpu else { return };
+    // SAFETY: cpu_set_t is plain data; CPU_SET writes inside it; sched_setaffinity reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Sends for `dur`, `pps` = 0 means as fast as possible. Every payload carries `run` (bytes
+/// 16..24) so the receiver of one load ignores stragglers of the previous one. Returns packets
+/// sent.
+fn sender(
+    payload_len: usize,
+    dur: Duration,
+    pps: u64,
+    run: u64,
+    cpu: Option<usize>,
+) -> anyhow::Result<u64> {
+    pin(cpu);
     let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
     let to: SocketAddr = format!("[{DST}]:9000").parse()?;
     let mut batch = Batch::default();
-    let mut p = vec![0u8; payload_len];
+    let mut p = vec![0u8; payload_len.max(24)];
     let start = Instant::now();
     let mut seq: u64 = 0;
     // Bursts of at most 32, at most ~10k bursts per second.
@@ -213,8 +244,9 @@ fn sender(payload_len: usize, dur: Duration, pps: u64) -> anyhow::Result<u64> {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     let t0 = mono_ns();
     while start.elapsed() < dur {
-        if pps > 0 {
-            let due = t0 + seq * 1_000_000_000 / pps;
+        // `pps` = 0: no pacing.
+        if let Some(offset) = (seq * 1_000_000_000).checked_div(pps) {
+            let due = t0 + offset;
             if due > mono_ns() + 2_000 {
                 let ts = libc::timespec {
                     tv_sec: (due / 1_000_000_000) as libc::time_t,
@@ -238,6 +270,7 @@ fn sender(payload_len: usize, dur: Duration, pps: u64) -> anyhow::Result<u64> {
         for _ in 0..burst {
             p[..8].copy_from_slice(&seq.to_be_bytes());
             p[8..16].copy_from_slice(&mono_ns().to_be_bytes());
+            p[16..24].copy_from_slice(&run.to_be_bytes());
             batch.push(&p, to);
             seq += 1;
         }
@@ -250,7 +283,10 @@ fn sender(payload_len: usize, dur: Duration, pps: u64) -> anyhow::Result<u64> {
 fn receiver(
     ready: std::sync::mpsc::Sender<()>,
     want_latency: bool,
+    run: u64,
+    cpu: Option<usize>,
 ) -> anyhow::Result<(u64, Vec<u64>)> {
+    pin(cpu);
     let sock = UdpSocket::bind(format!("[{DST}]:9000"))?;
     // Large receive buffer so the receiver is not the bottleneck.
     let sz: libc::c_int = 64 << 20;
@@ -290,7 +326,7 @@ fn receiver(
         last = Instant::now();
         for i in 0..n {
             let (d, _) = batch.get_mut(i);
-            if d.len() < 16 {
+            if d.len() < 24 || d[16..24] != run.to_be_bytes() {
                 continue;
             }
             let seq = u64::from_be_bytes(d[..8].try_into().expect("8"));
@@ -301,6 +337,56 @@ fn receiver(
         }
     }
     Ok((seen.len() as u64, lat))
+}
+
+/// The offered loads of a throughput sweep: doubling from `start` until a load fails (fewer
+/// than 99% arrive) or `max` is passed, then `BISECT` loads bisecting between the highest load
+/// that passed and the lowest that failed, so the capacity is found to 1/8 of a doubling step
+/// rather than to 2x.
+#[derive(Debug)]
+struct Sweep {
+    start: u64,
+    max: u64,
+    passed: u64,
+    failed: Option<u64>,
+    bisect_left: usize,
+}
+
+const BISECT: usize = 3;
+
+impl Sweep {
+    fn new(start: u64, max: u64) -> Sweep {
+        Sweep {
+            start: start.max(1),
+            max,
+            passed: 0,
+            failed: None,
+            bisect_left: BISECT,
+        }
+    }
+
+    fn first(&self) -> u64 {
+        self.start
+    }
+
+    /// Records the outcome of load `rate`; returns the next load, or `None` when done.
+    fn after(&mut self, rate: u64, passed: bool) -> Option<u64> {
+        if passed {
+            self.passed = self.passed.max(rate);
+        } else {
+            self.failed = Some(self.failed.map_or(rate, |f| f.min(rate)));
+        }
+        let next = match self.failed {
+            None => Some(rate * 2).filter(|&r| r <= self.max),
+            Some(_) if self.bisect_left == 0 => None,
+            Some(f) => {
+                self.bisect_left -= 1;
+                Some((self.passed + f) / 2)
+            }
+        };
+        // Nothing left between the bounds.
+        next.filter(|&r| r > self.passed && self.failed.is_none_or(|f| r < f))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -457,17 +543,13 @@ fn one_run(
     done.store(true, Ordering::SeqCst);
     let _ = warm_tx.join();
     std::thread::sleep(Duration::from_millis(200));
-    // Offered loads: one paced rate for latency runs; otherwise a doubling sweep that stops at
-    // the first rate where fewer than 99% of the packets arrive (capacity = best rate before).
-    // After the first failing rate, `BISECT` more loads bisect between the last rate that passed
-    // and it, so the capacity is found to 1/8 of a doubling step rather than to 2x.
-    const BISECT: usize = 3;
-    let mut next_rate = if pps > 0 { pps } else { args.sweep_start.max(1) };
-    let (mut lo_ok, mut hi_fail): (u64, Option<u64>) = (0, None);
-    let mut bisect_left = BISECT;
+    // Offered loads: one paced rate for latency runs; otherwise the [`Sweep`].
+    let mut sweep = Sweep::new(args.sweep_start, args.sweep_max);
+    let mut next_rate = if pps > 0 { pps } else { sweep.first() };
     let mut run = Run {
         name: name.into(),
         offered: Vec::new(),
+        offered_fec: Vec::new(),
         sent: 0,
         received: 0,
         mpps: 0.0,
@@ -504,14 +586,16 @@ fn one_run(
     loop {
         let rate = next_rate;
         let before = snap();
+        let run_id = mono_ns();
+        let cpu = args.pin_traffic;
         let (tx, rx) = std::sync::mpsc::channel();
         let want_lat = pps > 0;
         let recv =
-            t.s.spawn(move || receiver(tx, want_lat).map_err(std::io::Error::other));
+            t.s.spawn(move || receiver(tx, want_lat, run_id, cpu).map_err(std::io::Error::other));
         let _ = rx.recv_timeout(Duration::from_secs(5));
         let plen = args.packet_size.saturating_sub(48).max(16);
         let sent =
-            t.c.spawn(move || sender(plen, dur, rate).map_err(std::io::Error::other))
+            t.c.spawn(move || sender(plen, dur, rate, run_id, cpu).map_err(std::io::Error::other))
                 .join()
                 .expect("join")?;
         let (received, lat) = recv.join().expect("join")?;
@@ -522,40 +606,26 @@ fn one_run(
         }
         run.offered.push((rate, sent, received));
         let passed = ratio >= 0.99;
-        if pps > 0 {
-            // A single paced load (latency run): nothing to sweep.
+        let next = if pps > 0 {
+            None
         } else {
-            if passed {
-                lo_ok = lo_ok.max(rate);
-            } else {
-                hi_fail = Some(hi_fail.map_or(rate, |h| h.min(rate)));
-            }
-            next_rate = match hi_fail {
-                None => rate * 2,
-                Some(h) => {
-                    if bisect_left == 0 {
-                        0
-                    } else {
-                        bisect_left -= 1;
-                        (lo_ok + h) / 2
-                    }
-                }
-            };
-            if hi_fail.is_none() && next_rate > args.sweep_max {
-                next_rate = 0;
-            }
-        }
-        // With FEC, a load that passed records the tunnel counters of that load.
-        if passed && received > run.received {
-            // Counters are published every 200 ms by the workers.
+            sweep.after(rate, passed)
+        };
+        // Counters are published every 200 ms by the workers.
+        if handles.is_some() {
             std::thread::sleep(Duration::from_millis(250));
-            let after = snap();
-            let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+        }
+        let after = snap();
+        let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+        let overhead = d[4] as f64 / d[5].max(1) as f64;
+        run.offered_fec.push((d[0], d[1], d[3], overhead));
+        // A load that passed with more delivered than any before is the capacity so far.
+        if passed && received > run.received {
             run.losses = d[0];
             run.recovered = d[1];
             run.unrecoverable = d[2];
             run.repairs = d[3];
-            run.overhead = d[4] as f64 / d[5].max(1) as f64;
+            run.overhead = overhead;
             run.recovered_ratio = if d[0] > 0 {
                 (d[1] as f64 / d[0] as f64).min(1.0)
             } else {
@@ -566,8 +636,9 @@ fn one_run(
             run.mpps = received as f64 / dur.as_secs_f64() / 1e6;
             run.gbps = received as f64 * args.packet_size as f64 * 8.0 / dur.as_secs_f64() / 1e9;
         }
-        if pps > 0 || next_rate == 0 || next_rate <= lo_ok {
-            break;
+        match next {
+            Some(r) => next_rate = r,
+            None => break,
         }
     }
     let lat = lat_all;
@@ -665,4 +736,34 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&report.summary)?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loads(start: u64, max: u64, capacity: u64) -> Vec<u64> {
+        let mut s = Sweep::new(start, max);
+        let mut r = Some(s.first());
+        let mut v = Vec::new();
+        while let Some(x) = r {
+            v.push(x);
+            r = s.after(x, x <= capacity);
+        }
+        v
+    }
+
+    #[test]
+    fn sweep_doubles_then_bisects() {
+        assert_eq!(
+            loads(10_000, 1_280_000, 90_000),
+            [10_000, 20_000, 40_000, 80_000, 160_000, 120_000, 100_000, 90_000]
+        );
+        // Never fails: stops at the maximum.
+        assert_eq!(loads(10, 80, 1_000), [10, 20, 40, 80]);
+        // The first load fails: bisects below it.
+        assert_eq!(loads(100, 1_000, 10), [100, 50, 25, 12]);
+        // Bisection stops when the bounds meet.
+        assert_eq!(loads(1, 100, 1), [1, 2]);
+    }
 }

@@ -296,8 +296,11 @@ fn worker(
     let mut full = false;
     while !stop.stopped() {
         if !full {
-            let wait =
-                runtime::poll_ms(Instant::now(), node.poll_timeout(), Duration::from_millis(100));
+            let wait = runtime::poll_ms(
+                Instant::now(),
+                node.poll_timeout(),
+                Duration::from_millis(100),
+            );
             if wait > 0 {
                 let _ = poll_readable(&fds, wait);
             }

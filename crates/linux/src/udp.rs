@@ -608,8 +608,11 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
     let mut full = false;
     while !stop.stopped() {
         if !full {
-            let wait =
-                runtime::poll_ms(Instant::now(), peer.poll_timeout(), Duration::from_millis(100));
+            let wait = runtime::poll_ms(
+                Instant::now(),
+                peer.poll_timeout(),
+                Duration::from_millis(100),
+            );
             if wait > 0 {
                 let _ = poll_readable(&fds, wait);
             }
