@@ -18,7 +18,7 @@ use hirt_wire::tlv::TlvTypes;
 
 use crate::cli::Srv6Args;
 use crate::control::{self, Control};
-use crate::metrics::{self, add, Metrics};
+use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
 use crate::runtime::{self, StopFlag};
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
@@ -206,21 +206,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         .control
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from(format!("/run/hirt-{dev}.sock")));
-    let validate: control::Validator = Arc::new(|s: &str| {
-        s.parse::<ControllerConfig>()
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
-    let control_srv = match control::serve(&control_path, ctl.clone(), validate) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!("control socket {control_path:?}: {e}");
-            None
-        }
-    };
-    if let Some(addr) = args.metrics {
-        metrics::serve_prometheus(addr, metrics.clone())?;
-    }
+    let control_srv = control::start_operations(&control_path, &ctl, args.metrics, &metrics)?;
 
     let stop = Arc::new(StopFlag::default());
     let mut workers = Vec::new();

@@ -27,7 +27,7 @@ use crate::batch::Batch;
 use crate::cli::UdpArgs;
 use crate::control::{self, Control};
 use crate::crypto::{self, Direction, Opener, Sealer, HEADER_LEN, OVERHEAD};
-use crate::metrics::{self, add, Metrics};
+use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Netlink};
 use crate::runtime::{self, StopFlag};
 use crate::tun::{poll_readable, Tun};
@@ -541,21 +541,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         .control
         .clone()
         .unwrap_or_else(|| format!("/run/hirt-{dev}.sock").into());
-    let validate: control::Validator = Arc::new(|s: &str| {
-        s.parse::<ControllerConfig>()
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
-    let control_srv = match control::serve(&control_path, ctl.clone(), validate) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!("control socket {control_path:?}: {e}");
-            None
-        }
-    };
-    if let Some(addr) = args.metrics {
-        metrics::serve_prometheus(addr, metrics.clone())?;
-    }
+    let control_srv = control::start_operations(&control_path, &ctl, args.metrics, &metrics)?;
     let repair_tos = u32::from(args.repair_dscp.unwrap_or(0).min(63) << 2);
     if repair_tos != 0 {
         // One socket carries every packet type, so the DSCP applies to the whole tunnel.
