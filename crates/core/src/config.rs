@@ -472,6 +472,9 @@ impl fmt::Display for FecMode {
     }
 }
 
+/// Default CPU load above which optional FEC work is skipped (HIRT §V).
+pub const DEFAULT_OVERLOAD_THRESHOLD: f64 = 0.9;
+
 /// Encoder configuration. Build with [`EncoderConfig::new`] and adjust the public fields.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EncoderConfig {
@@ -494,6 +497,10 @@ pub struct EncoderConfig {
     pub work_budget: Option<u64>,
     /// Length of the overload accounting period.
     pub budget_period: Duration,
+    /// CPU load (busy fraction, injected with [`crate::Encoder::set_cpu_load`]) above which
+    /// repair generation is skipped at random, with probability
+    /// `(load - threshold) / (1 - threshold)` (HIRT §V). `1.0` disables it.
+    pub overload_threshold: f64,
 }
 
 impl EncoderConfig {
@@ -507,6 +514,7 @@ impl EncoderConfig {
             repair_retries: 1,
             work_budget: None,
             budget_period: Duration::from_millis(1),
+            overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,
         }
     }
 }
@@ -540,6 +548,9 @@ pub struct DecoderConfig {
     pub work_budget: Option<u64>,
     /// Length of the overload accounting period.
     pub budget_period: Duration,
+    /// As [`EncoderConfig::overload_threshold`], for solving with repairs (load injected with
+    /// [`crate::Decoder::set_cpu_load`]).
+    pub overload_threshold: f64,
     /// Most streams tracked; sources of further streams are delivered unprotected.
     pub max_streams: usize,
 }
@@ -568,6 +579,7 @@ impl DecoderConfig {
             path: 0,
             work_budget: None,
             budget_period: Duration::from_millis(1),
+            overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,
             max_streams: 64,
         }
     }

@@ -92,6 +92,8 @@ pub struct Decoder {
     current: Option<RecBuf>,
     due: VecDeque<usize>,
     untracked: u64,
+    /// Skip probability from the last injected CPU load (applied to new streams too).
+    load_skip: f64,
 }
 
 impl Decoder {
@@ -106,6 +108,7 @@ impl Decoder {
             current: None,
             due: VecDeque::new(),
             untracked: 0,
+            load_skip: 0.0,
         }
     }
 
@@ -122,6 +125,8 @@ impl Decoder {
         if self.streams.len() >= self.cfg.max_streams {
             return None;
         }
+        let mut budget = Budget::new(self.cfg.work_budget, self.cfg.budget_period);
+        budget.set_load_skip(self.load_skip);
         self.streams.push(Stream {
             id,
             codec: DecCodec::new(&self.cfg.scheme),
@@ -131,7 +136,7 @@ impl Decoder {
                 self.cfg.reorder_tolerance,
                 self.cfg.loss_window,
             ),
-            budget: Budget::new(self.cfg.work_budget, self.cfg.budget_period),
+            budget,
             stats: DecoderStats::default(),
             seq: 0,
             period_start: None,
@@ -366,6 +371,16 @@ impl Decoder {
     /// Counters of one stream, if it exists.
     pub fn stats(&self, stream: StreamId) -> Option<DecoderStats> {
         self.index.get(stream).map(|i| self.streams[i].stats)
+    }
+
+    /// Tells the decoder how busy the CPU that runs it is (see [`crate::Encoder::set_cpu_load`]):
+    /// above [`DecoderConfig::overload_threshold`] repairs are dropped unsolved at random
+    /// (counted in `overload_skips`). Sources are always delivered.
+    pub fn set_cpu_load(&mut self, load: f64) {
+        self.load_skip = crate::overload::load_skip_probability(load, self.cfg.overload_threshold);
+        for s in &mut self.streams {
+            s.budget.set_load_skip(self.load_skip);
+        }
     }
 
     /// Ids of the streams tracked, in creation order.

@@ -106,6 +106,8 @@ pub struct Encoder {
     out: Out,
     current: Option<PendingRepair>,
     feedback_unknown_stream: u64,
+    /// Skip probability from the last injected CPU load (applied to new streams too).
+    load_skip: f64,
 }
 
 impl Encoder {
@@ -123,6 +125,7 @@ impl Encoder {
             },
             current: None,
             feedback_unknown_stream: 0,
+            load_skip: 0.0,
         }
     }
 
@@ -144,6 +147,8 @@ impl Encoder {
             rate: controller.rate(),
             ..EncoderStats::default()
         };
+        let mut budget = Budget::new(self.cfg.work_budget, self.cfg.budget_period);
+        budget.set_load_skip(self.load_skip);
         self.streams.push(Stream {
             id,
             next_esi: 0,
@@ -153,7 +158,7 @@ impl Encoder {
             unprotected_since: None,
             retry_at: None,
             retries_left: 0,
-            budget: Budget::new(self.cfg.work_budget, self.cfg.budget_period),
+            budget,
             last_seq: None,
             srtt: None,
             stats,
@@ -397,6 +402,18 @@ impl Encoder {
     /// Feedback messages dropped because their stream does not exist here.
     pub fn feedback_unknown_stream(&self) -> u64 {
         self.feedback_unknown_stream
+    }
+
+    /// Tells the encoder how busy the CPU that runs it is: `load` is the fraction of the last
+    /// measurement period the driver's thread spent working rather than waiting (0.0..=1.0).
+    /// Above [`EncoderConfig::overload_threshold`] repairs are skipped at random (counted in
+    /// `overload_skips`), so that an overloaded router does not add work. The controller still
+    /// sees each skipped repair as sent, so it does not try to make up for it later.
+    pub fn set_cpu_load(&mut self, load: f64) {
+        self.load_skip = crate::overload::load_skip_probability(load, self.cfg.overload_threshold);
+        for s in &mut self.streams {
+            s.budget.set_load_skip(self.load_skip);
+        }
     }
 
     /// Replaces the repair-rate controller of every stream (and of streams created later), e.g.

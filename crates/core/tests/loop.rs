@@ -611,6 +611,58 @@ fn overload_skips_repairs_but_never_sources() {
 }
 
 #[test]
+fn injected_cpu_load_skips_repairs_and_solving_above_the_threshold() {
+    let mode: FecMode = "fixed:w=100,step=4".parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 9);
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 9);
+    let base = t0();
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let mut phase = |enc: &mut Encoder, dec: &mut Decoder, from: u32, to: u32| {
+        let mut delivered = 0u64;
+        for k in from..to {
+            let now = base + Duration::from_micros(100 * u64::from(k));
+            let d = payload(0, k);
+            let tag = enc.handle_source(0, &d, now);
+            if !rng.gen_bool(0.05) && dec.handle_source(0, tag.esi, &d, now) == Verdict::Deliver
+            {
+                delivered += 1;
+            }
+            let mut reps = Vec::new();
+            while let Some(r) = enc.poll_repair() {
+                reps.push((r.info, r.timestamp, r.payload.to_vec()));
+            }
+            for (info, ts, pl) in reps {
+                dec.handle_repair(0, &info, ts, &pl, now).unwrap();
+            }
+            while dec.poll_recovered().is_some() {}
+        }
+        delivered
+    };
+    // Busy but under the threshold (0.9 by default): nothing is skipped.
+    enc.set_cpu_load(0.85);
+    dec.set_cpu_load(0.85);
+    let mut delivered = phase(&mut enc, &mut dec, 0, 2000);
+    assert_eq!(enc.stats(0).unwrap().overload_skips, 0);
+    assert_eq!(dec.stats(0).unwrap().overload_skips, 0);
+    assert_eq!(enc.stats(0).unwrap().repairs, 500);
+    // 95 % busy: half of the repairs are skipped at each end, sources still all go through.
+    enc.set_cpu_load(0.95);
+    dec.set_cpu_load(0.95);
+    delivered += phase(&mut enc, &mut dec, 2000, 6000);
+    let es = enc.stats(0).unwrap();
+    assert_eq!(es.sources, 6000);
+    assert_eq!(es.repairs + es.overload_skips, 1500);
+    assert!((400..600).contains(&es.overload_skips), "{es:?}");
+    assert!(dec.stats(0).unwrap().overload_skips > 100);
+    assert_eq!(delivered, dec.stats(0).unwrap().delivered);
+    // Load gone: no more skips.
+    enc.set_cpu_load(0.1);
+    let before = enc.stats(0).unwrap().overload_skips;
+    phase(&mut enc, &mut dec, 6000, 7000);
+    assert_eq!(enc.stats(0).unwrap().overload_skips, before);
+}
+
+#[test]
 fn same_seed_same_run() {
     let a = run(
         "hirt:w=50",

@@ -26,7 +26,11 @@
 //! 4. **Evenly spread, exact rate.** A fractional credit accumulates `rate` per source and a
 //!    repair goes out each time it crosses 1: no rounding of the step, repairs evenly spaced.
 //!    Time-driven repairs consume credit too, so they do not add to the overhead.
-//! 5. **Comes down when losses stop**, at the pace of the half-life, to a floor of `floor`
+//! 5. **Bounded.** Rate plus repayment never exceed `max` repairs per source (default 0.3):
+//!    losses that come from congestion or from an overloaded router inside the tunnel would
+//!    otherwise raise the rate without bound and feed the overload (HIRT §V's vicious circle).
+//!    The dataplane also skips repairs when its CPU is overloaded (`Encoder::set_cpu_load`).
+//! 6. **Comes down when losses stop**, at the pace of the half-life, to a floor of `floor`
 //!    repairs per source (default one per two windows), so a lone loss on a clean link is still
 //!    recovered.
 //!
@@ -72,6 +76,8 @@ pub struct OursParams {
     pub base: f64,
     /// Unmatched losses tolerated at the decoder before extra repairs are sent.
     pub slack: f64,
+    /// Most repairs per source, repayment included.
+    pub max: f64,
 }
 
 impl Default for OursParams {
@@ -87,12 +93,13 @@ impl Default for OursParams {
             max_delay: Duration::from_millis(20),
             slack: 2.0,
             base: 0.001,
+            max: 0.3,
         }
     }
 }
 
-/// Parses `z=..,zmin=..,zmax=..,target=..,gain=..,half=..,floor=..,maxdelay_ms=..` (each
-/// optional).
+/// Parses `z=..,zmin=..,zmax=..,target=..,gain=..,half=..,floor=..,slack=..,base=..,max=..,
+/// maxdelay_ms=..` (each optional).
 impl FromStr for OursParams {
     type Err = ConfigError;
 
@@ -109,6 +116,7 @@ impl FromStr for OursParams {
                 "floor" => p.floor = parse_num(k, v, 0.0, 1.0)?,
                 "slack" => p.slack = parse_num(k, v, 0.0, 1e6)?,
                 "base" => p.base = parse_num(k, v, 0.0, 1.0)?,
+                "max" => p.max = parse_num(k, v, 0.0, 1.0)?,
                 "maxdelay_ms" => {
                     p.max_delay =
                         Duration::from_secs_f64(parse_num::<f64>(k, v, 0.0, 10_000.0)? / 1e3)
@@ -217,7 +225,7 @@ impl Ours {
         let p = self.loss();
         let dispersion = (2.0 * self.burst() - 1.0).max(1.0);
         let need = p + self.p.base + self.z * (p * dispersion / self.window).sqrt();
-        self.rate = need.max(self.floor()).min(1.0);
+        self.rate = need.max(self.floor()).min(self.p.max.max(self.floor())).min(1.0);
     }
 }
 
@@ -228,7 +236,8 @@ impl Controller for Ours {
 
     fn on_source(&mut self) -> u32 {
         self.hold = (self.hold - 1.0).max(0.0);
-        let pay = self.debt.min(self.rate.max(DEBT_SPEED));
+        let headroom = (self.p.max - self.rate).max(0.0);
+        let pay = self.debt.min(self.rate.max(DEBT_SPEED)).min(headroom);
         self.debt -= pay;
         self.credit += self.rate + pay;
         if self.credit >= 1.0 {
@@ -296,7 +305,9 @@ impl Controller for Ours {
                 unmatched - self.p.slack
             };
             if excess > 0.0 {
-                self.debt += excess;
+                // A debt larger than a window's worth at the cap could not be paid within the
+                // window anyway.
+                self.debt = (self.debt + excess).min(self.p.max * self.window);
                 self.hold = rtt_pkts + self.debt / self.rate.max(DEBT_SPEED);
             }
         }
@@ -499,6 +510,33 @@ mod tests {
             c.on_feedback(&fb, &ctx(i * 2000));
         }
         assert_eq!(c.repair_delay(), None);
+    }
+
+    #[test]
+    fn rate_and_repayment_stay_under_the_cap() {
+        // Losses of an overloaded router: 60 % of every period lost and never recovered.
+        let mut c = Ours::new(OursParams::default(), 200);
+        for i in 0..200 {
+            let fb = Feedback {
+                received: 80,
+                lost: 120,
+                residual: 120,
+                bursts: 10,
+                burst_sum: 120,
+                ..Feedback::default()
+            };
+            c.on_feedback(&fb, &ctx(i * 20));
+        }
+        assert!((c.rate() - 0.3).abs() < 1e-9, "{}", c.rate());
+        let n = drive(&mut c, 10_000);
+        assert!(n <= 3_001, "{n} repairs for 10000 sources");
+
+        let p: OursParams = "max=0.6".parse().unwrap();
+        let mut c = Ours::new(p, 200);
+        for i in 0..200 {
+            c.on_feedback(&period(200, 80, 1), &ctx(i * 20));
+        }
+        assert!(c.rate() > 0.4 && c.rate() <= 0.6, "{}", c.rate());
     }
 
     #[test]
