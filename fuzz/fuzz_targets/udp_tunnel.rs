@@ -25,6 +25,7 @@ fn server(now: Instant) -> UdpPeer {
         stream: 0,
         mss_mtu: Some(1400),
         ecn_ce: true,
+        repair_dscp: 10,
         keepalive: Duration::from_millis(100),
         remote: None,
         seed: 1,
@@ -42,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
         0 => {
             let mut p = server(now);
             let mut buf = rest.to_vec();
-            let _ = p.handle_udp(&mut buf, from, now, &mut |_, _| {}, &mut |_| {});
+            let _ = p.handle_udp(&mut buf, from, 0, now, &mut |_, _, _| {}, &mut |_| {});
         }
         1 => {
             let mut p = server(now);
@@ -59,8 +60,9 @@ fuzz_target!(|data: &[u8]| {
                 let len = sealer.seal(&mut buf, n);
                 buf.truncate(len);
                 t += Duration::from_millis(1);
-                let _ = p.handle_udp(&mut buf, from, t, &mut |_, _| {}, &mut |_| {});
-                p.handle_timeout(t + Duration::from_millis(50), &mut |_, _| {}, &mut |_| {});
+                // The selector's high bits as the outer TOS (ECN decapsulation paths).
+                let _ = p.handle_udp(&mut buf, from, sel >> 2, t, &mut |_, _, _| {}, &mut |_| {});
+                p.handle_timeout(t + Duration::from_millis(50), &mut |_, _, _| {}, &mut |_| {});
             }
         }
         _ => {
@@ -86,6 +88,7 @@ fuzz_target!(|data: &[u8]| {
                 ecn_ce: true,
                 repair_tclass: 0,
                 seed: 1,
+                overload_threshold: 0.9,
             };
             let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else {
                 return;

@@ -10,6 +10,7 @@ use clap::ValueEnum;
 
 use crate::emu::core::{DirectionConfig, QueueLimit};
 use crate::emu::{DirectionStats, Emulator};
+use crate::host::HostCounters;
 use crate::netns;
 use crate::report::{self, Comparison, LinkStats, Summary};
 use crate::topo::Topology;
@@ -560,6 +561,7 @@ impl<'a> Lab<'a> {
             baseline: Summary::default(),
             fec: None,
             fec_stats: None,
+            lossless_link: None,
             baseline_link: LinkStats::default(),
             fec_link: None,
             notes: Vec::new(),
@@ -599,9 +601,20 @@ impl<'a> Lab<'a> {
                 RunKind::Baseline => "no FEC",
                 RunKind::Fec => "FEC",
             };
+            // The raw completion times (sorted, one per line, ms), for plots of one's own.
+            let raw: String = samples
+                .latencies_us
+                .iter()
+                .map(|us| format!("{:.3}\n", *us as f64 / 1000.0))
+                .collect();
+            let file = format!("{name}-{}-ms.txt", label.replace(' ', "-").to_lowercase());
+            let _ = std::fs::write(self.dir.join(file), raw);
             series.push((label.to_string(), samples.latencies_us));
             match kind {
-                RunKind::Lossless => c.lossless = Some(s),
+                RunKind::Lossless => {
+                    c.lossless = Some(s);
+                    c.lossless_link = Some(link);
+                }
                 RunKind::Baseline => {
                     c.baseline = s;
                     c.baseline_link = link;
@@ -641,10 +654,11 @@ impl<'a> Lab<'a> {
         let emu = Emulator::start(Some(&self.topo.link), "la", "lb", &up, &down)
             .context("starting the link emulator")?;
         let tunnel = if kind == RunKind::Fec {
+            let extra = tunnel_args(self.args.tunnel_args.as_deref(), &self.up, &self.down);
             Some(Tunnel::start(
                 self.topo,
                 self.args.tunnel,
-                self.args.tunnel_args.as_deref(),
+                Some(&extra),
                 self.args.seed,
             )?)
         } else {
@@ -665,8 +679,12 @@ impl<'a> Lab<'a> {
             self.args.duration,
             done.clone(),
         );
+        let ends = [self.topo.client.as_str(), self.topo.server.as_str()];
+        let host_before = HostCounters::snapshot(&ends);
         let samples = self.client(w, done.clone());
         bar.finish_and_clear();
+        // Before the tunnel goes: its TUN devices' counters go with them.
+        let host = HostCounters::snapshot(&ends).since(&host_before);
         let samples = samples?;
         let fec = tunnel.as_ref().map(|t| t.stats());
         if let Some(t) = &tunnel {
@@ -683,7 +701,9 @@ impl<'a> Lab<'a> {
         drop(tunnel);
         self.topo.route_plain()?;
         let (ab, ba) = emu.stop();
-        Ok((samples, link_stats(&ab, &ba), fec))
+        let mut link = link_stats(&ab, &ba);
+        link.host = host;
+        Ok((samples, link, fec))
     }
 
     fn client(&mut self, w: WorkloadKind, done: Arc<AtomicU64>) -> anyhow::Result<Samples> {
@@ -774,6 +794,41 @@ impl<'a> Lab<'a> {
     }
 }
 
+/// Bytes of a full-size tunnel packet on the link: the 1280-byte path MTU of the application
+/// routes plus the UDP tunnel's 61 bytes (docs/dataplane.md).
+const TUNNEL_PACKET: u64 = 1341;
+
+/// The sliding window the lab gives the tunnel: twice the link's bandwidth-delay product in
+/// full-size packets, rounded up to a hundred, within [200, 2400] (200 is the dataplane's
+/// default). The "ours" controller pays a deficit the decoder reports with repairs sent a round
+/// trip later; they only help losses still inside the window, so the window must hold more than
+/// a round trip of packets (CUBIC's queue adds to the round trip). At 9.3 kpps x 100 ms (`wan1`)
+/// the default 200 covers a fifth of it: 38 unrecoverable losses in a 30 s bulk run where a
+/// window of 1000 or 2000 had none (docs/lab.md). 2400 is the window the simulator validated.
+pub fn tunnel_window(up: &DirectionConfig, down: &DirectionConfig) -> u16 {
+    let rtt = (up.delay + down.delay).as_secs_f64();
+    let rate = up.rate_bps.max(down.rate_bps).unwrap_or(0) as f64;
+    let bdp = rate / (8.0 * TUNNEL_PACKET as f64) * rtt;
+    let w = ((2.0 * bdp / 100.0).ceil() * 100.0).clamp(200.0, 2400.0);
+    w as u16
+}
+
+/// The arguments of both tunnel ends: the user's `--tunnel-args`, plus `--window` sized for the
+/// link ([`tunnel_window`]) unless they choose the window or a block code themselves.
+pub fn tunnel_args(user: Option<&str>, up: &DirectionConfig, down: &DirectionConfig) -> String {
+    let user = user.unwrap_or("").trim();
+    let chooses = user.split_whitespace().any(|a| {
+        a == "-f" || a.starts_with("--rs") || a.starts_with("--window") || a.contains("w=")
+    });
+    if chooses {
+        user.to_string()
+    } else {
+        format!("--window {} {user}", tunnel_window(up, down))
+            .trim()
+            .to_string()
+    }
+}
+
 fn link_stats(ab: &DirectionStats, ba: &DirectionStats) -> LinkStats {
     LinkStats {
         packets: ab.rx_packets + ba.rx_packets,
@@ -781,6 +836,7 @@ fn link_stats(ab: &DirectionStats, ba: &DirectionStats) -> LinkStats {
         lost: ab.lost + ba.lost,
         queue_drops: ab.queue_drops + ba.queue_drops,
         own_losses: ab.own_losses() + ba.own_losses(),
+        host: HostCounters::default(),
     }
 }
 
@@ -967,6 +1023,31 @@ mod tests {
         let spec: hirt_channel::LossSpec = u.loss.parse().unwrap();
         let loss = spec.expected_loss().unwrap();
         assert!((0.004..0.006).contains(&loss), "{loss}");
+    }
+
+    #[test]
+    fn the_tunnel_window_follows_the_bandwidth_delay_product() {
+        let w = |p| {
+            let (u, d) = profile_links(p, 1);
+            tunnel_window(&u, &d)
+        };
+        // 100 Mbit/s / 1341 B = 9321 pps; x 100 ms x 2 = 1864.
+        assert_eq!(w(Profile::Wan1), 1900);
+        assert_eq!(w(Profile::Starlink), 1000);
+        assert_eq!(w(Profile::Iot), 200);
+        assert_eq!(w(Profile::Clean), 200);
+        let (u, d) = profile_links(Profile::Wan1, 1);
+        assert_eq!(tunnel_args(None, &u, &d), "--window 1900");
+        assert_eq!(
+            tunnel_args(Some("--fec hirt"), &u, &d),
+            "--window 1900 --fec hirt"
+        );
+        assert_eq!(tunnel_args(Some("--window 300"), &u, &d), "--window 300");
+        assert_eq!(
+            tunnel_args(Some("--fec fixed:w=50,step=5"), &u, &d),
+            "--fec fixed:w=50,step=5"
+        );
+        assert_eq!(tunnel_args(Some("-f 20:10"), &u, &d), "-f 20:10");
     }
 
     #[test]

@@ -8,12 +8,15 @@
 //! - [`workload`]: real-stack workloads (HTTP/1.1 over kernel TCP, QUIC with quinn, TCP bulk,
 //!   4 kB block RPC, MQTT via mosquitto) that record per-request completion times and verify every
 //!   response byte;
+//! - [`host`]: kernel counters of the end hosts (socket-buffer and queue drops, TCP
+//!   retransmissions), so a run tells link losses from host losses;
 //! - [`report`]: comparison tables, JSON and SVG CDF plots;
 //! - [`cli`]: `hirt lab` and `hirt demo`.
 #![deny(unsafe_code)]
 
 pub mod cli;
 pub mod emu;
+pub mod host;
 pub mod netns;
 pub mod report;
 pub mod sys;

@@ -103,6 +103,9 @@ pub struct LinkStats {
     pub queue_drops: u64,
     /// The emulator's own losses (should be 0).
     pub own_losses: u64,
+    /// Kernel counters of the end hosts during the run (drops inside the hosts, TCP
+    /// retransmissions).
+    pub host: crate::host::HostCounters,
 }
 
 /// One workload: baseline vs FEC (and optionally lossless).
@@ -118,7 +121,9 @@ pub struct Comparison {
     pub fec: Option<Summary>,
     /// Tunnel counters of the FEC run.
     pub fec_stats: Option<FecStats>,
-    /// Emulator counters, baseline run.
+    /// Emulator and host counters, lossless run.
+    pub lossless_link: Option<LinkStats>,
+    /// Emulator and host counters, baseline run.
     pub baseline_link: LinkStats,
     /// Emulator counters, FEC run.
     pub fec_link: Option<LinkStats>,
@@ -196,18 +201,32 @@ impl Comparison {
         if let Some(f) = &self.fec {
             row(&mut out, "FEC", f);
         }
-        let bl = &self.baseline_link;
-        let _ = writeln!(
-            out,
-            "link, no FEC: {} pkts, {} lost by the model, {} queue drops, {} emulator losses",
-            bl.packets, bl.lost, bl.queue_drops, bl.own_losses
-        );
-        if let Some(fl) = &self.fec_link {
+        let link_row = |out: &mut String, name: &str, l: &LinkStats| {
             let _ = writeln!(
                 out,
-                "link, FEC:    {} pkts, {} lost by the model, {} queue drops, {} emulator losses",
-                fl.packets, fl.lost, fl.queue_drops, fl.own_losses
+                "link, {name} {} pkts, {} lost by the model, {} queue drops, {} emulator losses",
+                l.packets, l.lost, l.queue_drops, l.own_losses
             );
+            let h = &l.host;
+            let _ = writeln!(
+                out,
+                "hosts, {name} {} drops inside the hosts ({} UDP rcvbuf, {} UDP sndbuf, {} backlog, interfaces {:?}); TCP: {} retransmitted segments, {} RTOs, {} loss probes",
+                h.host_drops(),
+                h.udp_rcvbuf_errors,
+                h.udp_sndbuf_errors,
+                h.backlog_drops,
+                h.if_drops,
+                h.tcp_retrans_segs,
+                h.tcp_timeouts,
+                h.tcp_loss_probes
+            );
+        };
+        if let Some(ll) = &self.lossless_link {
+            link_row(&mut out, "lossless:", ll);
+        }
+        link_row(&mut out, "no FEC:  ", &self.baseline_link);
+        if let Some(fl) = &self.fec_link {
+            link_row(&mut out, "FEC:     ", fl);
         }
         if let Some(fs) = &self.fec_stats {
             let _ = writeln!(
@@ -404,6 +423,7 @@ mod tests {
             baseline: b.clone(),
             fec: Some(b),
             fec_stats: Some(FecStats::default()),
+            lossless_link: None,
             baseline_link: LinkStats::default(),
             fec_link: None,
             notes: vec![],

@@ -169,14 +169,16 @@ impl Batch {
     }
 }
 
-fn storage_len(s: &libc::sockaddr_storage) -> u32 {
+/// Length of the socket address held in `s` (for `msg_namelen`).
+pub fn storage_len(s: &libc::sockaddr_storage) -> u32 {
     match s.ss_family as i32 {
         libc::AF_INET => std::mem::size_of::<libc::sockaddr_in>() as u32,
         _ => std::mem::size_of::<libc::sockaddr_in6>() as u32,
     }
 }
 
-fn to_storage(a: SocketAddr, s: &mut libc::sockaddr_storage) {
+/// Writes `a` into `s` as a `sockaddr_in` / `sockaddr_in6`.
+pub fn to_storage(a: SocketAddr, s: &mut libc::sockaddr_storage) {
     match a {
         SocketAddr::V4(v) => {
             // SAFETY: sockaddr_storage is large and aligned enough for sockaddr_in.
@@ -203,7 +205,8 @@ fn to_storage(a: SocketAddr, s: &mut libc::sockaddr_storage) {
     }
 }
 
-fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+/// The address in `s` (None for a family other than IPv4/IPv6).
+pub fn from_storage(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match s.ss_family as i32 {
         libc::AF_INET => {
             // SAFETY: the family says this is a sockaddr_in.

@@ -69,6 +69,16 @@ pub struct DataplaneBenchArgs {
     /// kernel then tend to run on the others).
     #[arg(long)]
     pub pin_traffic: Option<usize>,
+    /// Overload threshold of the hirt instances (`hirt srv6 --overload-threshold`; 1 = off).
+    #[arg(long)]
+    pub overload_threshold: Option<f64>,
+    /// Authenticate source packets in the FEC runs (`--hmac-key` + `--auth-sources`), to
+    /// measure what it costs.
+    #[arg(long)]
+    pub auth_sources: bool,
+    /// Seconds of the goal check (FEC at `--loss`, offered 0.85 x the no-FEC capacity).
+    #[arg(long, default_value_t = 2.0)]
+    pub goal_duration: f64,
 }
 
 /// One throughput run.
@@ -79,9 +89,10 @@ pub struct Run {
     /// Every offered load tried: (packets/s, sent, received).
     pub offered: Vec<(u64, u64, u64)>,
     /// Tunnel counters of every offered load tried, in the same order: (losses, recovered,
-    /// repairs, repair overhead). Shows what FEC does at and above capacity (queue drops in
-    /// the TUN devices look like tunnel losses to the decoder).
-    pub offered_fec: Vec<(u64, u64, u64, f64)>,
+    /// repairs, repair overhead, overload skips of encoder + decoder, packets the emulated
+    /// link dropped). Shows what FEC does at and above capacity (queue drops in the TUN
+    /// devices look like tunnel losses to the decoder; overload control skips repairs there).
+    pub offered_fec: Vec<(u64, u64, u64, f64, u64, u64)>,
     /// Packets sent at the highest rate that delivered >= 99%.
     pub sent: u64,
     /// Packets received (unique) at that rate.
@@ -119,6 +130,35 @@ pub struct Latency {
     pub p99_us: f64,
 }
 
+/// The throughput goal checked directly: FEC at the lossy run's loss rate, offered
+/// 0.85 x the measured no-FEC capacity for `--goal-duration` seconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoalCheck {
+    /// Offered load, packets/s.
+    pub offered_pps: u64,
+    /// Packets sent.
+    pub sent: u64,
+    /// Packets received (unique).
+    pub received: u64,
+    /// Packets the emulated link dropped (ip6tables counter: sources and repairs).
+    pub link_losses: u64,
+    /// Source losses the decoder saw (ESI gaps: link drops of sources plus any queue drop
+    /// between encoder and decoder).
+    pub tunnel_losses: u64,
+    /// Packets recovered.
+    pub recovered: u64,
+    /// recovered / tunnel_losses (1.0 without losses).
+    pub recovered_ratio: f64,
+    /// received / sent: what the application saw.
+    pub delivered_ratio: f64,
+    /// Repair overhead (repair bytes / source bytes).
+    pub overhead: f64,
+    /// Repairs skipped by overload control (encoder) and repairs left unsolved (decoder).
+    pub overload_skips: u64,
+    /// Goal met: >= 99.9% of the tunnel losses recovered and >= 99.9% delivered.
+    pub met: bool,
+}
+
 /// The whole result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -132,6 +172,8 @@ pub struct Report {
     pub runs: Vec<Run>,
     /// Latency runs.
     pub latency: Vec<Latency>,
+    /// The throughput goal at 0.85 x the no-FEC capacity.
+    pub goal_3pct: GoalCheck,
     /// Headline numbers.
     pub summary: serde_json::Value,
 }
@@ -490,7 +532,11 @@ fn one_run(
         Mode::Hirt { fec: true } => args.fec.clone(),
         _ => "none".to_string(),
     };
+    let fec_on = matches!(mode, Mode::Hirt { fec: true });
     let mk = |role: &str| Srv6Args {
+        hmac_key: (args.auth_sources && fec_on).then(|| "0x5eed5eed5eed5eed".into()),
+        auth_sources: args.auth_sources && fec_on,
+        overload_threshold: args.overload_threshold,
         role: Some(role.into()),
         enc_sid: Some(ENC.parse().expect("sid")),
         dec_sid: Some(DEC.parse().expect("sid")),
@@ -561,12 +607,14 @@ fn one_run(
         repairs: 0,
         overhead: 0.0,
     };
-    // Tunnel counters (losses, recovered, unrecoverable, repairs, repair bytes, source bytes),
-    // read before and after each load so a run reports the numbers of its capacity load.
+    // Tunnel counters (losses, recovered, unrecoverable, repairs, repair bytes, source bytes,
+    // overload skips, link drops), read before and after each load so a run reports the
+    // numbers of its capacity load.
     let snap =
-        || -> [u64; 6] {
+        || -> [u64; 8] {
+            let link = if loss > 0.0 { link_drops(t) } else { 0 };
             let Some((enc, dec)) = handles.as_ref() else {
-                return [0; 6];
+                return [0, 0, 0, 0, 0, 0, 0, link];
             };
             let sum = |m: &crate::metrics::Metrics,
                    f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
@@ -580,6 +628,8 @@ fn one_run(
                 sum(em, |s| &s.repairs_sent),
                 sum(em, |s| &s.repair_bytes_sent),
                 sum(em, |s| &s.source_bytes_sent),
+                sum(em, |s| &s.overload_skips) + sum(dm, |s| &s.overload_skips),
+                link,
             ]
         };
     let mut lat_all: Vec<u64>;
@@ -618,7 +668,8 @@ fn one_run(
         let after = snap();
         let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
         let overhead = d[4] as f64 / d[5].max(1) as f64;
-        run.offered_fec.push((d[0], d[1], d[3], overhead));
+        run.offered_fec
+            .push((d[0], d[1], d[3], overhead, d[6], d[7]));
         // A load that passed with more delivered than any before is the capacity so far.
         if passed && received > run.received {
             run.losses = d[0];
@@ -650,6 +701,48 @@ fn one_run(
         let _ = t.e.exec(&["ip6tables", "-F", "FORWARD"]);
     }
     Ok((run, lat))
+}
+
+/// Packets dropped so far by the loss rule on the encoder's lossy link (ip6tables counter).
+fn link_drops(t: &Topo) -> u64 {
+    let Ok(out) =
+        t.e.exec(&["ip6tables", "-w", "-L", "FORWARD", "-v", "-x", "-n"])
+    else {
+        return 0;
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("DROP"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The goal check: one paced run of FEC at `args.loss` at `pps`.
+fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<GoalCheck> {
+    let dur = Duration::from_secs_f64(args.goal_duration);
+    let mode = Mode::Hirt { fec: true };
+    let (r, _) = one_run(t, args, "goal_3pct", mode, args.loss, pps, dur)?;
+    let (_, sent, received) = r.offered[0];
+    let (losses, recovered, _, overhead, skips, link) = r.offered_fec[0];
+    let recovered_ratio = if losses > 0 {
+        (recovered as f64 / losses as f64).min(1.0)
+    } else {
+        1.0
+    };
+    let delivered_ratio = received as f64 / sent.max(1) as f64;
+    Ok(GoalCheck {
+        offered_pps: pps,
+        sent,
+        received,
+        link_losses: link,
+        tunnel_losses: losses,
+        recovered,
+        recovered_ratio,
+        delivered_ratio,
+        overhead,
+        overload_skips: skips,
+        met: recovered_ratio >= 0.999 && delivered_ratio >= 0.999,
+    })
 }
 
 /// Runs `hirt bench dataplane`.
@@ -704,11 +797,22 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     }
     let nofec = by("hirt_nofec");
     let fec3 = by("hirt_fec_3pct");
+    let goal_pps = (nofec.mpps * 1e6 * 0.85).round() as u64;
+    let goal = goal_check(&t, &args, goal_pps.max(1000))?;
+    if !args.json {
+        eprintln!("goal_3pct: {goal:?}");
+    }
     let added_p50 = latency[1].p50_us - latency[0].p50_us;
     let added_p99 = latency[1].p99_us - latency[0].p99_us;
     let mut summary = serde_json::json!({
         "fec_over_nofec_3pct": fec3.mpps / nofec.mpps.max(1e-9),
+        // At the FEC 3% run's capacity load (the highest load where >= 99% arrived).
         "recovered_ratio_3pct": fec3.recovered_ratio,
+        // The goal itself: FEC at 3% loss offered 0.85 x the no-FEC capacity.
+        "goal_3pct_offered_pps": goal.offered_pps,
+        "goal_3pct_recovered_ratio": goal.recovered_ratio,
+        "goal_3pct_delivered_ratio": goal.delivered_ratio,
+        "goal_3pct_met": goal.met,
         "latency_p50_us": added_p50,
         "latency_p99_us": added_p99,
         "latency_pps": args.latency_pps,
@@ -728,6 +832,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         fec: args.fec.clone(),
         runs,
         latency,
+        goal_3pct: goal,
         summary,
     };
     if args.json {

@@ -62,6 +62,14 @@ pub struct Srv6Args {
     #[arg(long)]
     #[serde(rename = "rfc8754-hmac")]
     pub rfc8754_hmac: bool,
+    /// Authenticate source packets too (needs --hmac-key): the decoder drops and counts
+    /// unauthenticated or replayed sources.
+    #[arg(long)]
+    pub auth_sources: bool,
+    /// Worker load (busy fraction, 0..1) above which repair generation and solving are
+    /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
+    #[arg(long)]
+    pub overload_threshold: Option<f64>,
     /// Do not install routes for the SIDs (the operator routes them to --dev).
     #[arg(long)]
     pub no_routes: bool,
@@ -99,8 +107,8 @@ impl Srv6Args {
         let s = &mut self;
         merge_fields!(s, file;
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
-                 key_id, repair_dscp, tlv_types, metrics, control, mtu, seed;
-            flag: rfc8754_hmac, no_routes, ecn_ce);
+                 key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold;
+            flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources);
         Ok(self)
     }
 }

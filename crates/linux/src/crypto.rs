@@ -127,6 +127,15 @@ impl Sealer {
     /// front and the tag behind it. `buf` must hold `len + OVERHEAD` bytes. Returns the total
     /// length. No allocation.
     pub fn seal(&mut self, buf: &mut [u8], len: usize) -> usize {
+        let counter = self.counter;
+        self.counter = self.counter.wrapping_add(1);
+        self.seal_with_counter(buf, len, counter)
+    }
+
+    /// [`Self::seal`] with a counter the caller allocates (several workers sealing for one
+    /// direction share one atomic counter, so no nonce is ever used twice under a key). The
+    /// sealer's own counter is not touched.
+    pub fn seal_with_counter(&self, buf: &mut [u8], len: usize, counter: u64) -> usize {
         let total = len + OVERHEAD;
         assert!(buf.len() >= total, "seal buffer too small");
         let mode = if self.encrypt {
@@ -134,8 +143,6 @@ impl Sealer {
         } else {
             MODE_AUTH
         };
-        let counter = self.counter;
-        self.counter = self.counter.wrapping_add(1);
         buf[0] = mode;
         buf[1..HEADER_LEN].copy_from_slice(&counter.to_be_bytes());
         let (head, rest) = buf.split_at_mut(HEADER_LEN);
@@ -187,6 +194,21 @@ impl Opener {
     /// within `buf` and the counter; the replay window is updated only then, so forged packets
     /// cannot move it.
     pub fn open(&mut self, buf: &mut [u8]) -> Result<(std::ops::Range<usize>, u64), OpenError> {
+        let (range, counter) = self.open_unwindowed(buf, |c| self.window.check(c))?;
+        self.window.update(counter);
+        Ok((range, counter))
+    }
+
+    /// Verifies (and decrypts in place) without this opener's replay window: `fresh(counter)`
+    /// is asked before any cryptography (a cheap early reject), and the caller records the
+    /// counter in its own window afterwards (several workers sharing one window under a lock
+    /// must test-and-set it after authentication, so a replay raced to two workers is accepted
+    /// once).
+    pub fn open_unwindowed(
+        &self,
+        buf: &mut [u8],
+        fresh: impl FnOnce(u64) -> bool,
+    ) -> Result<(std::ops::Range<usize>, u64), OpenError> {
         if buf.len() < OVERHEAD {
             return Err(OpenError::Malformed);
         }
@@ -200,7 +222,7 @@ impl Opener {
             return Err(OpenError::Malformed);
         }
         let counter = u64::from_be_bytes(buf[1..HEADER_LEN].try_into().expect("8 bytes"));
-        if !self.window.check(counter) {
+        if !fresh(counter) {
             return Err(OpenError::Replay);
         }
         let len = buf.len() - OVERHEAD;
@@ -221,7 +243,6 @@ impl Opener {
         if !ok {
             return Err(OpenError::BadTag);
         }
-        self.window.update(counter);
         Ok((HEADER_LEN..HEADER_LEN + len, counter))
     }
 }

@@ -68,6 +68,10 @@ counters!(
         controller_ratio_ppm,
         /// Repair/feedback/tunnel packets dropped for failed authentication or replay.
         auth_failures,
+        /// Load of the worker owning this stream (SRv6: worker i owns stream i), x 1e6: the
+        /// fraction of the last ~10 ms it was not blocked waiting for packets (gauge; drives
+        /// overload control).
+        worker_load_ppm,
     }
 );
 
@@ -76,6 +80,9 @@ counters!(
     GlobalCounters {
         /// Packets that could not be parsed and were dropped.
         malformed,
+        /// Packets on the SID device not addressed to one of our SIDs (the kernel's own
+        /// link-local traffic, e.g. MLD reports), dropped.
+        not_ours,
         /// Packets forwarded without protection (not for our SIDs' segment lists).
         unprotected,
         /// Packets dropped because of authentication failure (before a stream is known).
@@ -153,7 +160,7 @@ impl Metrics {
         let snaps: Vec<_> = self.streams.iter().map(|s| s.snapshot()).collect();
         if let Some(first) = snaps.first() {
             for k in first.keys() {
-                let ty = if *k == "controller_ratio_ppm" {
+                let ty = if matches!(*k, "controller_ratio_ppm" | "worker_load_ppm") {
                     "gauge"
                 } else {
                     "counter"

@@ -139,6 +139,31 @@ impl Netlink {
         self.finish()
     }
 
+    /// Sets the link's IPv6 address generation mode to none (`ip link set DEV addrgenmode
+    /// none`): no link-local address, hence no router solicitation, DAD or solicited-node MLD
+    /// on it. Call before the link goes up. (Added for the SRv6 SID device.)
+    pub fn link_addr_gen_mode_none(&mut self, index: u32) -> io::Result<()> {
+        const IFLA_AF_SPEC: u16 = 26;
+        const IFLA_INET6_ADDR_GEN_MODE: u16 = 8;
+        const IN6_ADDR_GEN_MODE_NONE: u8 = 1;
+        self.begin(RTM_NEWLINK, 0);
+        self.buf.push(libc::AF_UNSPEC as u8);
+        self.buf.push(0);
+        self.buf.extend_from_slice(&0u16.to_ne_bytes());
+        self.buf.extend_from_slice(&(index as i32).to_ne_bytes());
+        self.buf.extend_from_slice(&0u32.to_ne_bytes());
+        self.buf.extend_from_slice(&0u32.to_ne_bytes());
+        // IFLA_AF_SPEC { AF_INET6 { IFLA_INET6_ADDR_GEN_MODE: u8 } }, each attribute padded to 4.
+        let mut inet6 = Vec::with_capacity(12);
+        inet6.extend_from_slice(&12u16.to_ne_bytes());
+        inet6.extend_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+        inet6.extend_from_slice(&5u16.to_ne_bytes());
+        inet6.extend_from_slice(&IFLA_INET6_ADDR_GEN_MODE.to_ne_bytes());
+        inet6.extend_from_slice(&[IN6_ADDR_GEN_MODE_NONE, 0, 0, 0]);
+        self.attr(IFLA_AF_SPEC, &inet6);
+        self.finish()
+    }
+
     /// Adds an address to an interface.
     pub fn add_addr(&mut self, index: u32, addr: IpAddr, prefix_len: u8) -> io::Result<()> {
         self.begin(RTM_NEWADDR, NLM_F_CREATE | NLM_F_REPLACE);

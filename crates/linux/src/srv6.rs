@@ -43,12 +43,15 @@ use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes};
 
 use crate::metrics::{add, Metrics};
 
+pub mod load;
+
 /// Buffer size for one packet (jumbo frame plus our headers).
 pub const BUF_LEN: usize = 9216 + 512;
 
 const NH_IPV6: u8 = 41;
 const NH_IPV4: u8 = 4;
 const NH_NONE: u8 = 59;
+const NH_ROUTING: u8 = 43;
 
 /// What the decoder SID does with a decoded packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,15 +95,21 @@ pub enum Egress {
     Decap,
 }
 
-/// Key for the auth TLV on repair and feedback packets.
+/// Key for the auth TLV on repair and feedback packets (and, with `sources`, source packets).
 #[derive(Clone, Debug)]
 pub struct AuthKey {
     /// Key id carried in the TLV.
     pub key_id: u32,
     /// The secret.
     pub key: Vec<u8>,
-    /// Also add a real RFC 8754 HMAC TLV (H flag).
+    /// Also add a real RFC 8754 HMAC TLV (H flag) to repair and feedback packets.
     pub rfc8754: bool,
+    /// Authenticate source packets too (`--auth-sources`): the encoder adds the auth TLV to
+    /// every source packet, the decoder drops and counts sources without a valid, fresh one
+    /// (and unprotected packets to its SID), so nothing forged is delivered from the tunnel.
+    /// Sources get hirt's auth TLV only, never the RFC 8754 HMAC TLV: that one would make
+    /// every Linux SID on the path check it, and the ingress may already have added its own.
+    pub sources: bool,
 }
 
 /// Configuration of one worker's node.
@@ -130,6 +139,9 @@ pub struct NodeConfig {
     pub repair_tclass: u8,
     /// Seed for the core's randomness.
     pub seed: u64,
+    /// Worker load above which repair generation and repair solving are randomly skipped
+    /// (HIRT §V; 1.0 = never). See [`Srv6Node::set_cpu_load`].
+    pub overload_threshold: f64,
 }
 
 /// Encoder and decoder state of an instance, shared by its workers: one slot per worker, and
@@ -167,7 +179,8 @@ impl Shared {
         let encs = match cfg.enc_sid {
             Some(_) => (0..slots)
                 .map(|i| {
-                    let c = EncoderConfig::new(cfg.fec.clone());
+                    let mut c = EncoderConfig::new(cfg.fec.clone());
+                    c.overload_threshold = cfg.overload_threshold;
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
                 .collect(),
@@ -176,7 +189,8 @@ impl Shared {
         let decs = match cfg.dec_sid {
             Some(_) => (0..slots)
                 .map(|i| {
-                    let c = DecoderConfig::new(cfg.fec.scheme.clone());
+                    let mut c = DecoderConfig::new(cfg.fec.scheme.clone());
+                    c.overload_threshold = cfg.overload_threshold;
                     let dec = Decoder::new(c, (cfg.seed ^ 0x5eed).wrapping_add(i as u64));
                     Mutex::new(DecState {
                         dec,
@@ -236,7 +250,8 @@ pub enum Drop {
     Auth,
     /// A duplicate source.
     Duplicate,
-    /// Not for one of our SIDs.
+    /// Not SRv6 traffic for one of our SIDs (the kernel's MLD reports on the device, ICMPv6
+    /// errors about our packets).
     NotOurs,
 }
 
@@ -268,6 +283,31 @@ impl Srv6Node {
             e.set_controller(c);
         }
         self.cfg.fec.controller = c.clone();
+    }
+
+    /// Tells the core how busy this worker is: `load` is the worker's load over the last
+    /// measurement period (~10 ms), 0.0..=1.0, as [`load::LoadMeter`] measures it (1.0 when its
+    /// queue never drained, else its CPU time over wall time). Applied to the encoder and decoder slot this worker owns (stream
+    /// `cfg.stream`); above `overload_threshold` they skip repair generation / repair solving
+    /// with probability `(load - threshold) / (1 - threshold)` (HIRT §V), so FEC stops adding
+    /// work when the worker is already saturated. Also published as the stream's
+    /// `worker_load_ppm`.
+    pub fn set_cpu_load(&mut self, load: f64) {
+        let load = if load.is_finite() {
+            load.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        if let Some(mut e) = self.shared.enc(self.cfg.stream) {
+            e.set_cpu_load(load);
+        }
+        if let Some(mut d) = self.shared.dec(self.cfg.stream) {
+            d.dec.set_cpu_load(load);
+        }
+        self.metrics
+            .stream(self.cfg.stream)
+            .worker_load_ppm
+            .store((load * 1e6) as u64, Ordering::Relaxed);
     }
 
     /// When [`Self::handle_timeout`] should be called next.
@@ -323,12 +363,23 @@ impl Srv6Node {
         now: Instant,
         emit: &mut dyn FnMut(Egress, &[u8]),
     ) -> Result<(), Drop> {
-        if len < 40 || buf[0] >> 4 != 6 {
+        if len < 40 {
             return self.count_drop(Drop::Malformed);
+        }
+        if buf[0] >> 4 != 6 {
+            // IPv4 or anything else the kernel hands the device: not addressed to a SID.
+            return self.count_drop(Drop::NotOurs);
         }
         let mut da = [0u8; 16];
         da.copy_from_slice(&buf[24..40]);
         let da = Ipv6Addr::from(da);
+        let ours = Some(da) == self.cfg.enc_sid || Some(da) == self.cfg.dec_sid;
+        if !ours || buf[6] != NH_ROUTING {
+            // Not SRv6 traffic for our SIDs: the kernel's own link-local traffic on the
+            // device, or an ICMPv6 error about a packet we sent (a Packet Too Big for a repair
+            // larger than the path MTU lands here).
+            return self.count_drop(Drop::NotOurs);
+        }
         if Some(da) == self.cfg.enc_sid {
             self.encoder_packet(buf, len, now, emit)
         } else if Some(da) == self.cfg.dec_sid {
@@ -340,7 +391,11 @@ impl Srv6Node {
 
     fn count_drop(&self, d: Drop) -> Result<(), Drop> {
         match d {
-            Drop::Malformed | Drop::NotOurs => add(&self.metrics.global.malformed, 1),
+            Drop::Malformed => add(&self.metrics.global.malformed, 1),
+            // The kernel's own link-local traffic on the device (MLD reports, router
+            // solicitations; mostly avoided by `Netlink::link_addr_gen_mode_none`), ICMPv6
+            // errors: not an attack and not a parse error, so not "malformed".
+            Drop::NotOurs => add(&self.metrics.global.not_ours, 1),
             Drop::Auth => add(&self.metrics.global.auth_failures, 1),
             Drop::Duplicate => {}
         }
@@ -446,7 +501,21 @@ impl Srv6Node {
             stream: tag.stream,
             esi: tag.esi,
         };
-        match wsrv6::insert_source_tlv(buf, len, self.cfg.tlv.source, &src) {
+        let tagged = wsrv6::insert_source_tlv(buf, len, self.cfg.tlv.source, &src);
+        let tagged = match (tagged, self.cfg.auth.as_ref()) {
+            (Ok(n), Some(a)) if a.sources => {
+                let auth = Auth {
+                    tlv_type: self.cfg.tlv.auth,
+                    key_id: a.key_id,
+                    key: &a.key,
+                    seq: shared.auth_seq.fetch_add(1, Ordering::Relaxed),
+                    rfc8754_hmac: false,
+                };
+                wsrv6::sign(buf, n, &auth)
+            }
+            (t, _) => t,
+        };
+        match tagged {
             Ok(n) => {
                 add(&c.enc_packets_out, 1);
                 add(&c.source_bytes_sent, n as u64);
@@ -519,11 +588,33 @@ impl Srv6Node {
         if tlvs.feedback.is_some() {
             return self.count_drop(Drop::Malformed);
         }
+        let auth_sources = self.cfg.auth.as_ref().is_some_and(|a| a.sources);
         let Some((_, src)) = tlvs.source else {
+            if auth_sources {
+                // Anyone can send to the SID; with source authentication on, only what our
+                // encoder signed leaves the decoder.
+                return self.count_drop(Drop::Auth);
+            }
             // Unprotected traffic to our decoder SID: apply the behaviour directly.
             add(&self.metrics.global.unprotected, 1);
             behave(&self.cfg, &self.metrics, 0, buf, len, false, emit);
             return Ok(());
+        };
+        let len = if tlvs.auth.is_some() {
+            // Verified whenever we have a key (required or not); always stripped, so the
+            // symbol is the encoder's (which was made before the TLVs went in).
+            if self.cfg.auth.is_some() {
+                self.verify(&buf[..len], src.stream)?;
+            }
+            match wsrv6::remove_tlv(buf, len, self.cfg.tlv.auth) {
+                Ok(Some(n)) => n,
+                _ => return self.count_drop(Drop::Malformed),
+            }
+        } else if auth_sources {
+            add(&self.metrics.stream(src.stream).auth_failures, 1);
+            return Err(Drop::Auth);
+        } else {
+            len
         };
         let Ok(Some(len)) = wsrv6::remove_tlv(buf, len, self.cfg.tlv.source) else {
             return self.count_drop(Drop::Malformed);

@@ -21,6 +21,7 @@ use crate::control::{self, Control};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
 use crate::runtime::{self, StopFlag};
+use crate::srv6::load::{LoadMeter, LOAD_PERIOD};
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
 
@@ -124,9 +125,20 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             key_id: args.key_id.unwrap_or(1),
             key: crate::cli::parse_key(k)?,
             rfc8754: args.rfc8754_hmac,
+            sources: args.auth_sources,
         }),
-        None => None,
+        None => {
+            anyhow::ensure!(!args.auth_sources, "--auth-sources needs --hmac-key");
+            None
+        }
     };
+    let overload_threshold = args
+        .overload_threshold
+        .unwrap_or(hirt_core::DEFAULT_OVERLOAD_THRESHOLD);
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&overload_threshold),
+        "--overload-threshold must be within 0..=1 (1 = off)"
+    );
     let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
     let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
     let metrics = Metrics::new(threads, &format!("srv6 {role}"));
@@ -136,6 +148,12 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     for _ in 0..threads {
         queues.push(Tun::open(&dev, threads > 1).with_context(|| format!("opening TUN {dev}"))?);
     }
+    let mut nl = Netlink::open()?;
+    let idx = if_index(&dev)?;
+    // No IPv6 link-local address (so no router solicitations, DAD or MLD for its solicited-node
+    // group): the device only carries our SIDs. Set before the link goes up.
+    nl.link_addr_gen_mode_none(idx)
+        .context("addrgenmode none on the SID device")?;
     let table = args.table;
     let decap_needed = matches!(behavior, Behavior::Dx6(_))
         || (behavior != Behavior::End && table.is_some_and(|t| t != MAIN_TABLE));
@@ -145,9 +163,8 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         for _ in 0..threads {
             decap_queues.push(Tun::open(&decap_name, threads > 1)?);
         }
+        nl.link_addr_gen_mode_none(if_index(&decap_name)?)?;
     }
-    let mut nl = Netlink::open()?;
-    let idx = if_index(&dev)?;
     // A long queue absorbs bursts while a worker is busy (a drop here happens before the encoder
     // numbers the packet, or after the tunnel at the decoder, where it would look like loss).
     nl.link_up_qlen(idx, Some(args.mtu.unwrap_or(9000)), Some(TUN_TXQLEN))?;
@@ -224,6 +241,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         ecn_ce: args.ecn_ce,
         repair_tclass,
         seed,
+        overload_threshold,
     };
     let shared = Shared::new(&base, threads, threads);
     for (i, q) in queues.into_iter().enumerate() {
@@ -268,6 +286,7 @@ fn worker(
     let fds = [tun.as_raw_fd()];
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
+    let mut meter = LoadMeter::new(last_publish, thread_cpu_time(), LOAD_PERIOD);
     let m = ctl.metrics.clone();
     let mut emit = |e: Egress, pkt: &[u8]| {
         let dev = match (e, &decap) {
@@ -287,6 +306,7 @@ fn worker(
                 node.poll_timeout(),
                 Duration::from_millis(100),
             );
+            meter.drained();
             if wait > 0 {
                 let _ = poll_readable(&fds, wait);
             }
@@ -309,6 +329,9 @@ fn worker(
         }
         full = got == BATCH;
         let now = Instant::now();
+        if meter.due(now) {
+            node.set_cpu_load(meter.close(now, thread_cpu_time()));
+        }
         if node.poll_timeout().is_some_and(|t| t <= now) {
             node.handle_timeout(now, &mut emit);
         }
@@ -325,4 +348,18 @@ fn worker(
         }
     }
     node.publish_stats();
+}
+
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), for the load meter.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }

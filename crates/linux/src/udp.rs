@@ -1,19 +1,51 @@
 //! UDP mode: two peers, each with a TUN device, carrying IP packets over UDP with FEC in each
-//! direction (like tinyfecVPN, but adaptive and authenticated).
+//! direction (like tinyfecVPN, but adaptive, multi-core and authenticated).
 //!
-//! [`UdpPeer`] is the per-packet logic (no sockets): TUN packet -> source frame (+ repairs);
-//! datagram -> authenticate, then source / repair / feedback / keepalive. Every datagram is
-//! sealed with ChaCha20-Poly1305 ([`crate::crypto`]); anything that does not open is dropped
-//! silently and counted, so nothing reaches the TUN device without the key. The server learns
-//! the client's address from authenticated packets whose counter is the newest it has seen
-//! (NAT rebinding, address change); a replayed packet from elsewhere cannot move it.
+//! [`UdpPeer`] is one worker's per-packet logic (no sockets): TUN packet -> source frame (+
+//! repairs); datagram -> authenticate, then source / repair / feedback / keepalive. Every
+//! datagram is sealed with ChaCha20-Poly1305 ([`crate::crypto`]); anything that does not open is
+//! dropped silently and counted, so nothing reaches the TUN device without the key.
+//!
+//! **Several workers** (`--threads N`): worker `t` owns TUN queue `t`, UDP socket `t` and
+//! encoder stream `t` (the stream id travels in the frame header). The kernel decides which
+//! socket a datagram reaches, so a datagram of stream `s` may land on any worker: encoders and
+//! decoders live in per-stream slots of [`Shared`] (slot `s % N`, one mutex each; a worker's own
+//! stream is uncontended), and whichever worker receives a datagram locks its stream's slot.
+//! - Nonces: all workers of one direction draw their AEAD counter from one atomic counter, so a
+//!   counter (nonce) is never used twice under a key, whatever the number of workers.
+//! - Replay: one window per direction in [`Shared`], under a lock, tested and set *after* the
+//!   tag verified, so a datagram replayed to two workers at once is accepted once, and forged
+//!   datagrams cannot move the window.
+//! - Addresses: the server learns the client's address per socket (each client worker sends
+//!   from its own port, and `SO_REUSEPORT` hashes each port to one server socket): worker `t`
+//!   answers the address its socket heard last, or the address of the newest authenticated
+//!   datagram of any socket if its socket heard nothing for three keepalive intervals or heard
+//!   nothing since a new peer address appeared (so a worker whose client port went away with an
+//!   address change does not keep sending to it while other sockets hear the new one). Only a
+//!   datagram newer than every earlier one (by counter) can move an address, so a replay from
+//!   elsewhere cannot. `peer_address_changes` counts new peer addresses (not heard within three
+//!   keepalive intervals) after the first: a client with N workers adds N - 1 at start (one
+//!   port each) and up to N per address change.
+//! - Keepalives are sent by every worker from its own socket: on the client each socket is a
+//!   NAT binding of its own that must be kept alive; on the server it costs N small datagrams
+//!   per interval.
+//!
+//! **Traffic class per datagram** (a cmsg per datagram, [`io::TosBatch`]): a source datagram
+//! carries the inner packet's DSCP and ECN (RFC 2983 uniform model, RFC 6040 normal mode);
+//! repairs, feedback and keepalives carry `--repair-dscp` and Not-ECT. On receipt an outer CE
+//! mark is copied to an ECN-capable inner packet, and a CE-marked datagram whose inner packet is
+//! Not-ECT is dropped (RFC 6040 §4.2).
 //!
 //! The frame inside the AEAD is `hirt_wire::udp` (source, repair, feedback, keepalive). A
-//! source frame carries the TUN packet unchanged: the symbol is the exact inner IP packet.
+//! source frame carries the TUN packet unchanged: the symbol is the exact inner IP packet (as
+//! read from the TUN device, before any ECN change on the way).
+
+pub mod io;
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -23,10 +55,9 @@ use hirt_core::{
 };
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
-use crate::batch::Batch;
 use crate::cli::UdpArgs;
 use crate::control::{self, Control};
-use crate::crypto::{self, Direction, Opener, Sealer, HEADER_LEN, OVERHEAD};
+use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Netlink};
 use crate::runtime::{self, StopFlag};
@@ -38,6 +69,8 @@ pub const MAX_PACKET: usize = 9216;
 pub const TUN_OFFSET: usize = HEADER_LEN + SOURCE_LEN;
 /// Buffer length for one datagram.
 pub const BUF_LEN: usize = TUN_OFFSET + MAX_PACKET + 64;
+/// A learned per-socket address is used while heard within this many keepalive intervals.
+const LEARNED_KEEPALIVES: u32 = 3;
 
 /// Which end of the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +81,7 @@ pub enum Role {
     Client,
 }
 
-/// Configuration of one peer.
+/// Configuration of one peer (one worker of it).
 #[derive(Clone, Debug)]
 pub struct PeerConfig {
     /// Server or client.
@@ -59,12 +92,14 @@ pub struct PeerConfig {
     pub encrypt: bool,
     /// FEC mode of our encoder (the peer's decoder must use the same scheme).
     pub fec: FecMode,
-    /// Our encoder stream.
+    /// Our encoder stream: the worker index (its slot in [`Shared`]).
     pub stream: StreamId,
     /// Clamp TCP MSS of SYNs to fit this TUN MTU (None: no clamping).
     pub mss_mtu: Option<u16>,
     /// Mark recovered packets ECN-CE.
     pub ecn_ce: bool,
+    /// DSCP (0-63) of repair, feedback and keepalive datagrams.
+    pub repair_dscp: u8,
     /// Keepalive interval.
     pub keepalive: Duration,
     /// The server's address (client only).
@@ -73,26 +108,151 @@ pub struct PeerConfig {
     pub seed: u64,
 }
 
-/// One peer's state.
+/// State every worker of one instance reaches: coder slots, the sealing counter, the replay
+/// window and the newest peer address. Each piece has its own lock, held for one packet.
+pub struct Shared {
+    encs: Vec<Mutex<Encoder>>,
+    decs: Vec<Mutex<Decoder>>,
+    /// Next AEAD counter of our direction (one space for all workers: nonces never repeat).
+    counter: AtomicU64,
+    rx: Mutex<RxState>,
+    /// Server: bumped whenever a new peer address appears; an address a worker learned before
+    /// is not used until its socket hears it again (it may be the one that just went away).
+    addr_epoch: AtomicU64,
+}
+
+/// What the receive side of all workers shares.
+struct RxState {
+    /// Replay window of the peer's direction.
+    window: ReplayWindow,
+    /// Newest authenticated counter, and the address it came from.
+    top: Option<u64>,
+    newest: Option<SocketAddr>,
+    /// Server: peer addresses heard lately, and when (a client with N workers has N ports).
+    recent: [Option<(SocketAddr, Instant)>; RECENT],
+    /// Server: whether any peer address was ever heard.
+    heard_any: bool,
+}
+
+/// Peer addresses remembered for counting address changes.
+const RECENT: usize = 16;
+
+impl RxState {
+    /// Server: notes that `from` was heard. Returns true for a new peer address: one not heard
+    /// within `fresh` while another had been heard before (NAT rebinding, address change, or a
+    /// client worker's port seen for the first time).
+    fn note(&mut self, from: SocketAddr, now: Instant, fresh: Duration) -> bool {
+        let live = |t: Instant| now.saturating_duration_since(t) < fresh;
+        if let Some(e) = self.recent.iter_mut().flatten().find(|(a, _)| *a == from) {
+            let was_live = live(e.1);
+            e.1 = now;
+            return !was_live;
+        }
+        // Replace an empty or the stalest entry.
+        let slot = self
+            .recent
+            .iter_mut()
+            .min_by_key(|e| e.as_ref().map(|&(_, t)| t))
+            .expect("RECENT > 0");
+        *slot = Some((from, now));
+        let new = self.heard_any;
+        self.heard_any = true;
+        new
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("slots", &self.encs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// State for `slots` workers (encoder and decoder slots; stream `s` lives in `s % slots`).
+    pub fn new(cfg: &PeerConfig, slots: usize) -> Arc<Shared> {
+        let slots = slots.max(1);
+        Arc::new(Shared {
+            encs: (0..slots)
+                .map(|i| {
+                    let c = EncoderConfig::new(cfg.fec.clone());
+                    Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
+                })
+                .collect(),
+            decs: (0..slots)
+                .map(|i| {
+                    let c = DecoderConfig::new(cfg.fec.scheme.clone());
+                    Mutex::new(Decoder::new(
+                        c,
+                        (cfg.seed ^ 0xdec0de).wrapping_add(i as u64),
+                    ))
+                })
+                .collect(),
+            counter: AtomicU64::new(crypto::initial_counter()),
+            rx: Mutex::new(RxState {
+                window: ReplayWindow::default(),
+                top: None,
+                newest: None,
+                recent: [None; RECENT],
+                heard_any: false,
+            }),
+            addr_epoch: AtomicU64::new(0),
+        })
+    }
+
+    fn enc(&self, stream: StreamId) -> MutexGuard<'_, Encoder> {
+        lock(&self.encs[stream as usize % self.encs.len()])
+    }
+
+    fn dec(&self, stream: StreamId) -> MutexGuard<'_, Decoder> {
+        lock(&self.decs[stream as usize % self.decs.len()])
+    }
+
+    /// The address of the newest authenticated datagram, whichever worker received it.
+    pub fn newest_peer(&self) -> Option<SocketAddr> {
+        lock(&self.rx).newest
+    }
+}
+
+/// Locks, ignoring poisoning (a panicking worker must not stop the others).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One worker: the shared state and what is its own (socket-side address, scratch, sealer).
 pub struct UdpPeer {
+    shared: Arc<Shared>,
+    w: Worker,
+}
+
+/// The per-worker part of a peer (split from [`Shared`] so both can be borrowed at once).
+struct Worker {
     cfg: PeerConfig,
-    enc: Encoder,
-    dec: Decoder,
     sealer: Sealer,
     opener: Opener,
-    peer: Option<SocketAddr>,
-    top: Option<u64>,
+    /// Server: the address this worker's socket heard last (newest counter), and when.
+    learned: Option<Learned>,
     metrics: Arc<Metrics>,
     next_keepalive: Option<Instant>,
     out: Vec<u8>,
     epoch: Instant,
 }
 
+#[derive(Clone, Copy, Debug)]
+struct Learned {
+    addr: SocketAddr,
+    top: u64,
+    heard: Instant,
+    /// `Shared::addr_epoch` when last heard.
+    epoch: u64,
+}
+
 impl std::fmt::Debug for UdpPeer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UdpPeer")
-            .field("cfg", &self.cfg)
-            .field("peer", &self.peer)
+            .field("cfg", &self.w.cfg)
+            .field("learned", &self.w.learned)
             .finish_non_exhaustive()
     }
 }
@@ -106,71 +266,81 @@ pub enum UdpDrop {
     Malformed,
     /// A duplicate source.
     Duplicate,
+    /// Outer ECN CE on a Not-ECT inner packet (RFC 6040 §4.2: drop).
+    CeOnNotEct,
 }
 
+/// Where a datagram goes: `send(bytes, to, tos)`, `tos` = DSCP << 2 | ECN of the outer header.
+pub type Send<'a> = dyn FnMut(&[u8], SocketAddr, u8) + 'a;
+
 impl UdpPeer {
-    /// A peer.
+    /// A single-worker peer with its own state.
     pub fn new(cfg: PeerConfig, metrics: Arc<Metrics>, now: Instant) -> UdpPeer {
+        let shared = Shared::new(&cfg, 1);
+        UdpPeer::with_shared(cfg, metrics, shared, now)
+    }
+
+    /// Worker `cfg.stream` of a multi-worker peer.
+    pub fn with_shared(
+        cfg: PeerConfig,
+        metrics: Arc<Metrics>,
+        shared: Arc<Shared>,
+        now: Instant,
+    ) -> UdpPeer {
         let (tx, rx) = match cfg.role {
             Role::Client => (Direction::ClientToServer, Direction::ServerToClient),
             Role::Server => (Direction::ServerToClient, Direction::ClientToServer),
         };
-        let sealer = Sealer::new(
-            &crypto::derive_key(&cfg.secret, tx),
-            cfg.encrypt,
-            crypto::initial_counter(),
-        );
+        // The sealer's own counter is unused: counters come from `Shared::counter`.
+        let sealer = Sealer::new(&crypto::derive_key(&cfg.secret, tx), cfg.encrypt, 0);
         let opener = Opener::new(&crypto::derive_key(&cfg.secret, rx), cfg.encrypt);
         UdpPeer {
-            enc: Encoder::new(EncoderConfig::new(cfg.fec.clone()), cfg.seed),
-            dec: Decoder::new(
-                DecoderConfig::new(cfg.fec.scheme.clone()),
-                cfg.seed ^ 0xdec0de,
-            ),
-            sealer,
-            opener,
-            peer: cfg.remote,
-            top: None,
-            metrics,
-            next_keepalive: Some(now),
-            out: vec![0u8; BUF_LEN],
-            epoch: now,
-            cfg,
+            shared,
+            w: Worker {
+                sealer,
+                opener,
+                learned: None,
+                metrics,
+                next_keepalive: Some(now),
+                out: vec![0u8; BUF_LEN],
+                epoch: now,
+                cfg,
+            },
         }
     }
 
-    /// Where we currently send (the server: the last authenticated client address).
-    pub fn peer(&self) -> Option<SocketAddr> {
-        self.peer
+    /// Where this worker currently sends (the server: see the module docs).
+    pub fn peer(&self, now: Instant) -> Option<SocketAddr> {
+        self.w.dest(&self.shared, now)
     }
 
-    /// Switches the encoder's controller (live change).
+    /// Switches this worker's encoder controller (live change).
     pub fn set_controller(&mut self, c: &ControllerConfig) {
-        self.enc.set_controller(c);
+        self.shared.enc(self.w.cfg.stream).set_controller(c);
     }
 
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
     /// place and hands the datagram (and any repairs) to `send`.
-    pub fn handle_tun(
-        &mut self,
-        buf: &mut [u8],
-        len: usize,
-        now: Instant,
-        send: &mut dyn FnMut(&[u8], SocketAddr),
-    ) {
-        let Some(peer) = self.peer else { return };
+    pub fn handle_tun(&mut self, buf: &mut [u8], len: usize, now: Instant, send: &mut Send<'_>) {
+        let (shared, w) = (&*self.shared, &mut self.w);
+        let Some(peer) = w.dest(shared, now) else {
+            return;
+        };
         if len == 0 || TUN_OFFSET + len + 16 > buf.len() {
             return;
         }
-        if let Some(mtu) = self.cfg.mss_mtu {
-            crate::mss::clamp(&mut buf[TUN_OFFSET..TUN_OFFSET + len], mtu);
+        let pkt = &mut buf[TUN_OFFSET..TUN_OFFSET + len];
+        if let Some(mtu) = w.cfg.mss_mtu {
+            crate::mss::clamp(pkt, mtu);
         }
-        let stream = self.cfg.stream;
-        let c = self.metrics.stream(stream);
+        // RFC 2983 uniform model / RFC 6040 normal mode: the outer header carries the inner
+        // DSCP and ECN, so the underlay treats the tunnelled flow as the flow itself.
+        let tos = inner_tos(pkt);
+        let stream = w.cfg.stream;
+        let c = w.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
-        let tag = self
-            .enc
-            .handle_source(stream, &buf[TUN_OFFSET..TUN_OFFSET + len], now);
+        let mut enc = shared.enc(stream);
+        let tag = enc.handle_source(stream, pkt, now);
         let repr = UdpRepr::Source {
             stream: tag.stream,
             esi: tag.esi,
@@ -179,15 +349,284 @@ impl UdpPeer {
         if repr.emit_header(&mut buf[HEADER_LEN..TUN_OFFSET]).is_err() {
             return;
         }
-        let n = self.sealer.seal(buf, SOURCE_LEN + len);
+        let n = w.seal(shared, buf, SOURCE_LEN + len);
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, n as u64);
-        send(&buf[..n], peer);
-        self.drain_repairs(peer, send);
+        send(&buf[..n], peer, tos);
+        w.drain_repairs(shared, &mut enc, peer, send);
     }
 
-    fn drain_repairs(&mut self, peer: SocketAddr, send: &mut dyn FnMut(&[u8], SocketAddr)) {
-        while let Some(r) = self.enc.poll_repair() {
+    /// A datagram from `from` whose outer header had TOS / traffic class `tos`. `deliver` gets
+    /// every packet for the TUN device.
+    pub fn handle_udp(
+        &mut self,
+        buf: &mut [u8],
+        from: SocketAddr,
+        tos: u8,
+        now: Instant,
+        send: &mut Send<'_>,
+        deliver: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), UdpDrop> {
+        let (shared, w) = (&*self.shared, &mut self.w);
+        let Ok((range, counter)) = w.opener.open_unwindowed(buf, |_| true) else {
+            add(&w.metrics.global.auth_failures, 1);
+            return Err(UdpDrop::Auth);
+        };
+        {
+            // Test-and-set after authentication, under the lock: a replay raced to two workers
+            // passes once.
+            let mut rx = lock(&shared.rx);
+            if !rx.window.check(counter) {
+                drop(rx);
+                add(&w.metrics.global.auth_failures, 1);
+                return Err(UdpDrop::Auth);
+            }
+            rx.window.update(counter);
+            if rx.top.is_none_or(|t| counter > t) {
+                rx.top = Some(counter);
+                rx.newest = Some(from);
+            }
+            if w.cfg.role == Role::Server
+                && rx.note(from, now, w.cfg.keepalive * LEARNED_KEEPALIVES)
+            {
+                shared.addr_epoch.fetch_add(1, Ordering::Relaxed);
+                drop(rx);
+                add(&w.metrics.global.peer_address_changes, 1);
+                tracing::info!("new peer address {from}");
+            }
+        }
+        if w.cfg.role == Role::Server {
+            w.learn(
+                from,
+                counter,
+                now,
+                shared.addr_epoch.load(Ordering::Relaxed),
+            );
+        }
+        let (start, end) = (range.start, range.end);
+        let Ok(pkt) = UdpPacket::new_checked(&buf[start..end]) else {
+            add(&w.metrics.global.malformed, 1);
+            return Err(UdpDrop::Malformed);
+        };
+        let Ok(repr) = UdpRepr::parse(&pkt) else {
+            add(&w.metrics.global.malformed, 1);
+            return Err(UdpDrop::Malformed);
+        };
+        let mut res = Ok(());
+        let dest = w.dest(shared, now);
+        match repr {
+            UdpRepr::Source { stream, esi, .. } => {
+                let c = w.metrics.stream(stream);
+                add(&c.dec_packets_in, 1);
+                let payload = &mut buf[start + SOURCE_LEN..end];
+                let mut dec = shared.dec(stream);
+                // The decoder keeps the packet as sent (before the ECN update below), the
+                // symbol the encoder coded.
+                match dec.handle_source(stream, esi, payload, now) {
+                    Verdict::Deliver => {
+                        if decap_ecn(tos, payload) {
+                            add(&c.dec_packets_out, 1);
+                            deliver(payload);
+                        } else {
+                            res = Err(UdpDrop::CeOnNotEct);
+                        }
+                    }
+                    Verdict::Duplicate => {
+                        add(&c.duplicates, 1);
+                        res = Err(UdpDrop::Duplicate);
+                    }
+                }
+                w.drain_decoder(shared, &mut dec, dest, now, send, deliver);
+            }
+            UdpRepr::Repair {
+                stream,
+                info,
+                timestamp,
+                payload,
+            } => {
+                let c = w.metrics.stream(stream);
+                add(&c.repairs_received, 1);
+                let mut dec = shared.dec(stream);
+                let before = dec.stats(stream).map(|s| s.recovered).unwrap_or(0);
+                let _ = dec.handle_repair(stream, &info, timestamp, payload, now);
+                if dec.stats(stream).map(|s| s.recovered).unwrap_or(0) > before {
+                    add(&c.repairs_used, 1);
+                }
+                w.drain_decoder(shared, &mut dec, dest, now, send, deliver);
+            }
+            UdpRepr::Feedback { stream, body, .. } => match Feedback::decode(body) {
+                Ok(fb) => {
+                    add(&w.metrics.stream(stream).feedback_in, 1);
+                    // Feedback is about our encoder stream `fb.stream` (any worker's).
+                    let mut enc = shared.enc(fb.stream);
+                    enc.handle_feedback(&fb, now);
+                    if let Some(peer) = dest {
+                        w.drain_repairs(shared, &mut enc, peer, send);
+                    }
+                }
+                Err(_) => {
+                    add(&w.metrics.global.malformed, 1);
+                    res = Err(UdpDrop::Malformed);
+                }
+            },
+            UdpRepr::Keepalive { .. } => {}
+        }
+        res
+    }
+
+    /// When [`Self::handle_timeout`] should run next (this worker's slots and keepalive).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let s = self.w.cfg.stream;
+        [
+            self.shared.enc(s).poll_timeout(),
+            self.shared.dec(s).poll_timeout(),
+            self.w.next_keepalive,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Timers of this worker's slots: time-driven repairs, feedback; and its keepalive.
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        send: &mut Send<'_>,
+        deliver: &mut dyn FnMut(&[u8]),
+    ) {
+        let (shared, w) = (&*self.shared, &mut self.w);
+        let s = w.cfg.stream;
+        let dest = w.dest(shared, now);
+        {
+            let mut enc = shared.enc(s);
+            enc.handle_timeout(now);
+            if let Some(peer) = dest {
+                w.drain_repairs(shared, &mut enc, peer, send);
+            }
+        }
+        {
+            let mut dec = shared.dec(s);
+            dec.handle_timeout(now);
+            w.drain_decoder(shared, &mut dec, dest, now, send, deliver);
+        }
+        if w.next_keepalive.is_some_and(|t| t <= now) {
+            w.next_keepalive = Some(now + w.cfg.keepalive);
+            if let Some(peer) = dest {
+                let ts = now.duration_since(w.epoch).as_micros() as u32;
+                let repr = UdpRepr::Keepalive { timestamp: ts };
+                if let Ok(flen) = repr.emit(&mut w.out[HEADER_LEN..BUF_LEN - 16]) {
+                    let n = w.seal_out(shared, flen);
+                    add(&w.metrics.global.keepalives_sent, 1);
+                    send(&w.out[..n], peer, w.repair_tos());
+                }
+            }
+        }
+    }
+
+    /// Copies the core's counters of this worker's slots into the metrics (periodically).
+    pub fn publish_stats(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = self.w.cfg.stream;
+        let m = &self.w.metrics;
+        {
+            let enc = self.shared.enc(s);
+            for s in enc.streams() {
+                if let Some(st) = enc.stats(s) {
+                    let c = m.stream(s);
+                    c.controller_ratio_ppm
+                        .store((st.rate * 1e6) as u64, Relaxed);
+                    c.overload_skips.store(st.overload_skips, Relaxed);
+                }
+            }
+        }
+        let dec = self.shared.dec(s);
+        for s in dec.streams() {
+            if let Some(st) = dec.stats(s) {
+                let c = m.stream(s);
+                c.losses.store(st.lost, Relaxed);
+                c.unrecoverable.store(st.residual, Relaxed);
+            }
+        }
+    }
+}
+
+impl Worker {
+    fn repair_tos(&self) -> u8 {
+        self.cfg.repair_dscp.min(63) << 2
+    }
+
+    /// Seals `buf[HEADER_LEN..HEADER_LEN + len]` with the next counter of our direction.
+    fn seal(&self, shared: &Shared, buf: &mut [u8], len: usize) -> usize {
+        let c = shared.counter.fetch_add(1, Ordering::Relaxed);
+        self.sealer.seal_with_counter(buf, len, c)
+    }
+
+    fn seal_out(&mut self, shared: &Shared, len: usize) -> usize {
+        let c = shared.counter.fetch_add(1, Ordering::Relaxed);
+        self.sealer.seal_with_counter(&mut self.out, len, c)
+    }
+
+    /// Where to send: the client its server; the server the address its own socket heard last
+    /// (while fresh), else the newest address any worker heard.
+    fn dest(&self, shared: &Shared, now: Instant) -> Option<SocketAddr> {
+        match self.cfg.role {
+            Role::Client => self.cfg.remote,
+            Role::Server => match self.learned {
+                Some(l)
+                    if now.saturating_duration_since(l.heard)
+                        < self.cfg.keepalive * LEARNED_KEEPALIVES
+                        && l.epoch == shared.addr_epoch.load(Ordering::Relaxed) =>
+                {
+                    Some(l.addr)
+                }
+                _ => shared.newest_peer(),
+            },
+        }
+    }
+
+    /// Server: address learning on this worker's socket from an authenticated datagram.
+    fn learn(&mut self, from: SocketAddr, counter: u64, now: Instant, epoch: u64) {
+        match &mut self.learned {
+            Some(l) if l.addr == from => {
+                l.top = l.top.max(counter);
+                l.heard = now;
+                l.epoch = epoch;
+            }
+            Some(l) if counter > l.top || l.epoch != epoch => {
+                tracing::debug!(
+                    "worker {}: peer address now {from} (was {})",
+                    self.cfg.stream,
+                    l.addr
+                );
+                *l = Learned {
+                    addr: from,
+                    top: counter,
+                    heard: now,
+                    epoch,
+                };
+            }
+            Some(_) => {}
+            None => {
+                tracing::debug!("worker {}: peer address {from}", self.cfg.stream);
+                self.learned = Some(Learned {
+                    addr: from,
+                    top: counter,
+                    heard: now,
+                    epoch,
+                });
+            }
+        }
+    }
+
+    fn drain_repairs(
+        &mut self,
+        shared: &Shared,
+        enc: &mut Encoder,
+        peer: SocketAddr,
+        send: &mut Send<'_>,
+    ) {
+        let tos = self.repair_tos();
+        while let Some(r) = enc.poll_repair() {
             let repr = UdpRepr::Repair {
                 stream: r.stream,
                 info: r.info,
@@ -197,112 +636,24 @@ impl UdpPeer {
             let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
                 continue;
             };
-            let n = self.sealer.seal(&mut self.out, flen);
+            let n = self.seal_out(shared, flen);
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
-            send(&self.out[..n], peer);
+            send(&self.out[..n], peer, tos);
         }
-    }
-
-    /// A datagram from `from`. `deliver` gets every packet for the TUN device.
-    pub fn handle_udp(
-        &mut self,
-        buf: &mut [u8],
-        from: SocketAddr,
-        now: Instant,
-        send: &mut dyn FnMut(&[u8], SocketAddr),
-        deliver: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), UdpDrop> {
-        let (range, counter) = match self.opener.open(buf) {
-            Ok(x) => x,
-            Err(_) => {
-                add(&self.metrics.global.auth_failures, 1);
-                return Err(UdpDrop::Auth);
-            }
-        };
-        // Address learning: only the newest authenticated packet may move the peer address.
-        if self.top.is_none_or(|t| counter > t) {
-            self.top = Some(counter);
-            if self.cfg.role == Role::Server && self.peer != Some(from) {
-                if self.peer.is_some() {
-                    add(&self.metrics.global.peer_address_changes, 1);
-                }
-                tracing::info!("peer address now {from}");
-                self.peer = Some(from);
-            }
-        }
-        let frame = &buf[range];
-        let Ok(pkt) = UdpPacket::new_checked(frame) else {
-            add(&self.metrics.global.malformed, 1);
-            return Err(UdpDrop::Malformed);
-        };
-        let Ok(repr) = UdpRepr::parse(&pkt) else {
-            add(&self.metrics.global.malformed, 1);
-            return Err(UdpDrop::Malformed);
-        };
-        let mut res = Ok(());
-        match repr {
-            UdpRepr::Source {
-                stream,
-                esi,
-                payload,
-            } => {
-                let c = self.metrics.stream(stream);
-                add(&c.dec_packets_in, 1);
-                match self.dec.handle_source(stream, esi, payload, now) {
-                    Verdict::Deliver => {
-                        add(&c.dec_packets_out, 1);
-                        deliver(payload);
-                    }
-                    Verdict::Duplicate => {
-                        add(&c.duplicates, 1);
-                        res = Err(UdpDrop::Duplicate);
-                    }
-                }
-            }
-            UdpRepr::Repair {
-                stream,
-                info,
-                timestamp,
-                payload,
-            } => {
-                let c = self.metrics.stream(stream);
-                add(&c.repairs_received, 1);
-                let before = self.dec.stats(stream).map(|s| s.recovered).unwrap_or(0);
-                let _ = self
-                    .dec
-                    .handle_repair(stream, &info, timestamp, payload, now);
-                if self.dec.stats(stream).map(|s| s.recovered).unwrap_or(0) > before {
-                    add(&c.repairs_used, 1);
-                }
-            }
-            UdpRepr::Feedback { stream, body, .. } => match Feedback::decode(body) {
-                Ok(fb) => {
-                    add(&self.metrics.stream(stream).feedback_in, 1);
-                    self.enc.handle_feedback(&fb, now);
-                }
-                Err(_) => {
-                    add(&self.metrics.global.malformed, 1);
-                    res = Err(UdpDrop::Malformed);
-                }
-            },
-            UdpRepr::Keepalive { .. } => {}
-        }
-        self.drain_decoder(now, send, deliver);
-        if let Some(peer) = self.peer {
-            self.drain_repairs(peer, send);
-        }
-        res
     }
 
     fn drain_decoder(
         &mut self,
+        shared: &Shared,
+        dec: &mut Decoder,
+        peer: Option<SocketAddr>,
         now: Instant,
-        send: &mut dyn FnMut(&[u8], SocketAddr),
+        send: &mut Send<'_>,
         deliver: &mut dyn FnMut(&[u8]),
     ) {
-        while let Some(r) = self.dec.poll_recovered() {
+        while let Some(r) = dec.poll_recovered() {
             let n = r.data.len();
             if n == 0 || n > MAX_PACKET {
                 continue;
@@ -318,11 +669,12 @@ impl UdpPeer {
                 deliver(r.data);
             }
         }
-        let Some(peer) = self.peer else {
-            while self.dec.poll_feedback(now).is_some() {}
+        let Some(peer) = peer else {
+            while dec.poll_feedback(now).is_some() {}
             return;
         };
-        while let Some(fb) = self.dec.poll_feedback(now) {
+        let tos = self.repair_tos();
+        while let Some(fb) = dec.poll_feedback(now) {
             let mut body = [0u8; Feedback::MAX_LEN];
             let Some(blen) = fb.encode(&mut body) else {
                 continue;
@@ -336,69 +688,62 @@ impl UdpPeer {
             let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
                 continue;
             };
-            let n = self.sealer.seal(&mut self.out, flen);
+            // Sealed with our direction's counter by whichever worker holds the decoder slot.
+            let n = self.seal_out(shared, flen);
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
-            send(&self.out[..n], peer);
+            send(&self.out[..n], peer, tos);
         }
     }
+}
 
-    /// When [`Self::handle_timeout`] should run next.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        [
-            self.enc.poll_timeout(),
-            self.dec.poll_timeout(),
-            self.next_keepalive,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+/// RFC 6040 decapsulation (normal mode) of the outer ECN field into the inner packet: CE is
+/// copied onto an ECN-capable inner packet, ECT(1) over ECT(0) is copied; CE over Not-ECT means
+/// the packet must be dropped (returns false). Other combinations leave the inner packet as is.
+pub fn decap_ecn(outer_tos: u8, inner: &mut [u8]) -> bool {
+    let (outer, ecn) = (outer_tos & 3, inner_tos(inner) & 3);
+    match (outer, ecn) {
+        (3, 0) => false,
+        (3, 1 | 2) => {
+            set_ecn(inner, 3);
+            true
+        }
+        (1, 2) => {
+            set_ecn(inner, 1);
+            true
+        }
+        _ => true,
     }
+}
 
-    /// Timers: time-driven repairs, feedback, keepalive.
-    pub fn handle_timeout(
-        &mut self,
-        now: Instant,
-        send: &mut dyn FnMut(&[u8], SocketAddr),
-        deliver: &mut dyn FnMut(&[u8]),
-    ) {
-        self.enc.handle_timeout(now);
-        self.dec.handle_timeout(now);
-        if let Some(peer) = self.peer {
-            self.drain_repairs(peer, send);
-        }
-        self.drain_decoder(now, send, deliver);
-        if self.next_keepalive.is_some_and(|t| t <= now) {
-            self.next_keepalive = Some(now + self.cfg.keepalive);
-            if let Some(peer) = self.peer {
-                let ts = now.duration_since(self.epoch).as_micros() as u32;
-                let repr = UdpRepr::Keepalive { timestamp: ts };
-                if let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) {
-                    let n = self.sealer.seal(&mut self.out, flen);
-                    add(&self.metrics.global.keepalives_sent, 1);
-                    send(&self.out[..n], peer);
-                }
-            }
-        }
+/// The TOS (IPv4) / traffic class (IPv6) byte of an IP packet; 0 for anything else.
+pub fn inner_tos(pkt: &[u8]) -> u8 {
+    match pkt.first().map(|b| b >> 4) {
+        Some(4) if pkt.len() >= 20 => pkt[1],
+        Some(6) if pkt.len() >= 40 => (pkt[0] << 4) | (pkt[1] >> 4),
+        _ => 0,
     }
+}
 
-    /// Copies the core's counters into the metrics (periodically, not per packet).
-    pub fn publish_stats(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        for s in self.enc.streams() {
-            if let Some(st) = self.enc.stats(s) {
-                let c = self.metrics.stream(s);
-                c.controller_ratio_ppm
-                    .store((st.rate * 1e6) as u64, Relaxed);
-                c.overload_skips.store(st.overload_skips, Relaxed);
+/// Sets the ECN field of an IP packet (IPv4: header checksum patched, RFC 1624).
+fn set_ecn(pkt: &mut [u8], ecn: u8) {
+    match pkt.first().map(|b| b >> 4) {
+        Some(4) if pkt.len() >= 20 => {
+            let old = u16::from_be_bytes([pkt[0], pkt[1]]);
+            pkt[1] = (pkt[1] & !3) | (ecn & 3);
+            let new = u16::from_be_bytes([pkt[0], pkt[1]]);
+            let ck = u16::from_be_bytes([pkt[10], pkt[11]]);
+            let mut sum = u32::from(!ck) + u32::from(!old) + u32::from(new);
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
             }
+            pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
         }
-        for s in self.dec.streams() {
-            if let Some(st) = self.dec.stats(s) {
-                let c = self.metrics.stream(s);
-                c.losses.store(st.lost, Relaxed);
-                c.unrecoverable.store(st.residual, Relaxed);
-            }
+        Some(6) if pkt.len() >= 40 => {
+            // Traffic class = low nibble of byte 0 . high nibble of byte 1; ECN is its low two
+            // bits, i.e. bits 5-4 of byte 1.
+            pkt[1] = (pkt[1] & 0xcf) | ((ecn & 3) << 4);
         }
+        _ => {}
     }
 }
 
@@ -406,19 +751,25 @@ impl UdpPeer {
 #[derive(Debug)]
 pub struct UdpHandle {
     stop: Arc<StopFlag>,
-    worker: Option<std::thread::JoinHandle<()>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
     /// Counters.
     pub metrics: Arc<Metrics>,
-    /// The bound UDP address.
+    /// The bound UDP address of worker 0's socket (the server: the listening address).
     pub local: SocketAddr,
+    /// Every worker's bound address (the client: one source port per worker).
+    pub locals: Vec<SocketAddr>,
     _control: Option<control::ControlServer>,
 }
 
 impl UdpHandle {
-    /// Stops the worker.
+    /// Stops the workers.
     pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
         self.stop.stop();
-        if let Some(w) = self.worker.take() {
+        for w in self.workers.drain(..) {
             let _ = w.join();
         }
     }
@@ -426,10 +777,7 @@ impl UdpHandle {
 
 impl Drop for UdpHandle {
     fn drop(&mut self) {
-        self.stop.stop();
-        if let Some(w) = self.worker.take() {
-            let _ = w.join();
-        }
+        self.halt();
     }
 }
 
@@ -449,7 +797,31 @@ fn parse_cidr(s: &str) -> anyhow::Result<(IpAddr, u8)> {
     Ok((a.parse()?, p.parse()?))
 }
 
-/// Starts an instance in the calling thread's network namespace.
+/// Requested receive and send buffer of the tunnel sockets (the kernel caps it at
+/// net.core.rmem_max / wmem_max).
+const SOCKET_BUFFER: usize = 4 << 20;
+
+/// A non-blocking UDP socket bound to `addr` (with `SO_REUSEPORT` when `reuse`), reporting the
+/// TOS of what it receives.
+fn udp_socket(addr: SocketAddr, reuse: bool) -> anyhow::Result<UdpSocket> {
+    let dom = socket2::Domain::for_address(addr);
+    let s = socket2::Socket::new(dom, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
+    if reuse {
+        s.set_reuse_port(true)?;
+    }
+    s.bind(&addr.into())
+        .with_context(|| format!("binding {addr}"))?;
+    s.set_nonblocking(true)?;
+    // Room for bursts while the worker is descheduled: the default (~200 kB, ~90 datagrams of
+    // 1.3 kB = 10 ms at 9 kpps) overflowed on a busy host and each overflow is a burst of losses
+    // the code cannot cover (docs/lab.md, bulk). Capped by net.core.{r,w}mem_max; best effort.
+    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    io::enable_recv_tos(&s, addr.is_ipv4());
+    Ok(s.into())
+}
+
+/// Starts an instance in the calling thread's network namespace (workers inherit it).
 pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     let role = match (args.server, args.client) {
         (true, false) => Role::Server,
@@ -467,15 +839,34 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     let fec_s = crate::cli::fec_string(args.fec.as_deref(), args.rs.as_deref());
     let fec = FecMode::parse_with_window(&fec_s, args.window.unwrap_or(hirt_core::DEFAULT_WINDOW))
         .map_err(|e| anyhow::anyhow!("--fec {fec_s}: {e}"))?;
+    let threads = args.threads.unwrap_or(1).clamp(1, 64);
     let mtu = args.mtu.unwrap_or(1400);
     let dev = args.dev.clone().unwrap_or_else(|| "hirt-udp".into());
-    let (sock, remote) = match role {
+    // Server: N sockets on the listening address in one SO_REUSEPORT group (the kernel hashes
+    // each client 4-tuple to one of them). Client: N sockets with distinct source ports, so
+    // the server's hash can spread the client's workers over its sockets.
+    let mut socks = Vec::with_capacity(threads);
+    let remote = match role {
         Role::Server => {
             let l = args.listen.as_deref().unwrap_or("0.0.0.0:4096");
-            (
-                UdpSocket::bind(l).with_context(|| format!("binding {l}"))?,
-                None,
-            )
+            let la = l
+                .to_socket_addrs()?
+                .next()
+                .with_context(|| format!("cannot resolve {l}"))?;
+            for i in 0..threads {
+                // Port 0: the first socket picks the port, the others join it.
+                let a = if i == 0 {
+                    la
+                } else {
+                    socks
+                        .first()
+                        .map(|s: &UdpSocket| s.local_addr())
+                        .transpose()?
+                        .unwrap_or(la)
+                };
+                socks.push(udp_socket(a, threads > 1)?);
+            }
+            None
         }
         Role::Client => {
             let r = args
@@ -486,20 +877,36 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
                 .to_socket_addrs()?
                 .next()
                 .context("cannot resolve the server")?;
-            let bind = args.listen.clone().unwrap_or_else(|| {
-                if ra.is_ipv4() {
-                    "0.0.0.0:0".into()
+            let bind: SocketAddr = match &args.listen {
+                Some(l) => l
+                    .to_socket_addrs()?
+                    .next()
+                    .with_context(|| format!("cannot resolve {l}"))?,
+                None if ra.is_ipv4() => "0.0.0.0:0".parse()?,
+                None => "[::]:0".parse()?,
+            };
+            for i in 0..threads {
+                // Worker 0 takes `-l` as given; the others the same address, any port.
+                let a = if i == 0 {
+                    bind
                 } else {
-                    "[::]:0".into()
-                }
-            });
-            (UdpSocket::bind(&bind)?, Some(ra))
+                    SocketAddr::new(bind.ip(), 0)
+                };
+                socks.push(udp_socket(a, false)?);
+            }
+            Some(ra)
         }
     };
-    sock.set_nonblocking(true)?;
-    let local = sock.local_addr()?;
-    let tun = Tun::open(&dev, false).with_context(|| format!("opening TUN {dev}"))?;
-    tun.set_nonblocking(true)?;
+    let locals = socks
+        .iter()
+        .map(|s| s.local_addr())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut queues = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let q = Tun::open(&dev, threads > 1).with_context(|| format!("opening TUN {dev}"))?;
+        q.set_nonblocking(true)?;
+        queues.push(q);
+    }
     let mut nl = Netlink::open()?;
     let idx = if_index(&dev)?;
     nl.link_up_qlen(idx, Some(mtu), Some(crate::srv6_run::TUN_TXQLEN))?;
@@ -514,7 +921,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         nl.add_addr(idx, a, p)?;
     }
     let metrics = Metrics::new(
-        1,
+        threads,
         &format!(
             "udp {}",
             if role == Role::Server {
@@ -524,7 +931,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
             }
         ),
     );
-    let cfg = PeerConfig {
+    let base = PeerConfig {
         role,
         secret,
         encrypt: !args.no_encrypt,
@@ -532,7 +939,8 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         stream: 0,
         mss_mtu: (!args.no_mss_clamp).then_some(mtu.min(65535) as u16),
         ecn_ce: args.ecn_ce,
-        keepalive: Duration::from_millis(args.keepalive_ms.unwrap_or(1000)),
+        repair_dscp: args.repair_dscp.unwrap_or(0).min(63),
+        keepalive: Duration::from_millis(args.keepalive_ms.unwrap_or(1000).max(1)),
         remote,
         seed: args.seed.unwrap_or_else(crypto::initial_counter),
     };
@@ -542,49 +950,37 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         .clone()
         .unwrap_or_else(|| format!("/run/hirt-{dev}.sock").into());
     let control_srv = control::start_operations(&control_path, &ctl, args.metrics, &metrics)?;
-    let repair_tos = u32::from(args.repair_dscp.unwrap_or(0).min(63) << 2);
-    if repair_tos != 0 {
-        // One socket carries every packet type, so the DSCP applies to the whole tunnel.
-        set_tos(&sock, local.is_ipv4(), repair_tos);
-    }
     let stop = Arc::new(StopFlag::default());
-    let peer = UdpPeer::new(cfg, metrics.clone(), Instant::now());
-    let s2 = stop.clone();
-    let worker = std::thread::Builder::new()
-        .name("hirt-udp".into())
-        .spawn(move || worker(peer, tun, sock, s2, ctl))?;
+    let shared = Shared::new(&base, threads);
+    let now = Instant::now();
+    let mut workers = Vec::with_capacity(threads);
+    for (i, (q, sock)) in queues.into_iter().zip(socks).enumerate() {
+        let cfg = PeerConfig {
+            stream: i as StreamId,
+            ..base.clone()
+        };
+        let peer = UdpPeer::with_shared(cfg, metrics.clone(), shared.clone(), now);
+        let (stop, ctl) = (stop.clone(), ctl.clone());
+        workers.push(
+            std::thread::Builder::new()
+                .name(format!("hirt-udp-{i}"))
+                .spawn(move || worker(peer, q, sock, stop, ctl))?,
+        );
+    }
     Ok(UdpHandle {
         stop,
-        worker: Some(worker),
+        workers,
         metrics,
-        local,
+        local: locals[0],
+        locals,
         _control: control_srv,
     })
 }
 
-fn set_tos(sock: &UdpSocket, v4: bool, tos: u32) {
-    let (level, opt) = if v4 {
-        (libc::IPPROTO_IP, libc::IP_TOS)
-    } else {
-        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
-    };
-    let v = tos as libc::c_int;
-    // SAFETY: setsockopt with a c_int value of the right size on a socket we own.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        );
-    }
-}
-
 fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl: Arc<Control>) {
     let mut buf = vec![0u8; BUF_LEN];
-    let mut inb = Batch::default();
-    let mut outb = Batch::default();
+    let mut inb = io::TosBatch::default();
+    let mut outb = io::TosBatch::default();
     let fds = [tun.as_raw_fd(), sock.as_raw_fd()];
     let sfd = sock.as_raw_fd();
     let m = ctl.metrics.clone();
@@ -605,10 +1001,10 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
         }
         full = false;
         {
-            let mut send = |d: &[u8], to: SocketAddr| {
-                if !outb.push(d, to) {
-                    let _ = outb.send(sfd);
-                    outb.push(d, to);
+            let mut send = |d: &[u8], to: SocketAddr, tos: u8| {
+                if !outb.push(d, to, tos) {
+                    outb.send(sfd);
+                    outb.push(d, to, tos);
                 }
             };
             // TUN -> UDP.
@@ -636,13 +1032,13 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
                 full |= n == crate::batch::BATCH;
                 let now = Instant::now();
                 for i in 0..n {
-                    let (d, from) = inb.get_mut(i);
+                    let (d, from, tos) = inb.get_mut(i);
                     if d.len() < OVERHEAD {
                         add(&m.global.auth_failures, 1);
                         continue;
                     }
                     if let Some(from) = from {
-                        let _ = peer.handle_udp(d, from, now, &mut send, &mut deliver);
+                        let _ = peer.handle_udp(d, from, tos, now, &mut send, &mut deliver);
                     }
                 }
             }
@@ -652,7 +1048,7 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
             }
         }
         if !outb.is_empty() {
-            let _ = outb.send(sfd);
+            outb.send(sfd);
         }
         let g = ctl.generation();
         if g != gen {

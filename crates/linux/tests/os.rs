@@ -71,3 +71,36 @@ fn tun_routes_and_rules_in_a_namespace() {
     drop(ns);
     assert!(!std::path::Path::new(&format!("/var/run/netns/{ns_name}")).exists());
 }
+
+#[test]
+fn sid_device_gets_no_link_local_address() {
+    if !netns::available() {
+        eprintln!("skipped: needs root and iproute2");
+        return;
+    }
+    let ns = NetNs::new(&netns::unique_name("hll")).unwrap();
+    ns.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
+    let h = ns.spawn(move || {
+        let with = Tun::open("hll0", false)?;
+        let without = Tun::open("hll1", false)?;
+        let mut nl = Netlink::open()?;
+        nl.link_addr_gen_mode_none(if_index("hll1")?)?;
+        nl.link_up(if_index("hll0")?, None)?;
+        nl.link_up(if_index("hll1")?, None)?;
+        let show = |dev: &str| -> std::io::Result<String> {
+            let o = std::process::Command::new("ip")
+                .args(["-6", "addr", "show", "dev", dev])
+                .output()?;
+            Ok(String::from_utf8_lossy(&o.stdout).to_string())
+        };
+        // A default device gets one on this kernel (and then sends MLD reports from it); ours
+        // does not.
+        if !show("hll0")?.contains("fe80") {
+            eprintln!("this kernel gives TUN devices no link-local address anyway");
+        }
+        assert!(!show("hll1")?.contains("inet6"), "{}", show("hll1")?);
+        drop((with, without));
+        Ok(())
+    });
+    h.join().unwrap().unwrap();
+}

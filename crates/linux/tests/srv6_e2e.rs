@@ -129,6 +129,13 @@ fn args(role: &str, control: &str) -> Srv6Args {
         dev: Some("hirt0".into()),
         fec: Some("fixed:w=32,step=4".into()),
         hmac_key: Some("e2e-secret".into()),
+        // Sources authenticated too: forged ones would be dropped (unit-tested), and the
+        // kernel's End SID in the middle must accept the extra TLV.
+        auth_sources: true,
+        // Overload control off: on a busy CI machine a descheduled worker looks saturated and
+        // would skip repairs, which this test (every datagram exactly once) must not depend
+        // on. Overload control is tested in `srv6::tests`.
+        overload_threshold: Some(1.0),
         control: Some(std::env::temp_dir().join(control)),
         ..Default::default()
     }
@@ -366,6 +373,16 @@ fn srv6_tunnel_through_namespaces() {
     );
     let auth_failures = dec.metrics.streams[0].auth_failures.load(Ordering::Relaxed);
     assert_eq!(auth_failures, 0);
+    assert_eq!(dec.metrics.global.auth_failures.load(Ordering::Relaxed), 0);
+    // The kernel's own traffic on the SID devices (MLD reports) is not "malformed".
+    for m in [&enc.metrics, &dec.metrics] {
+        assert_eq!(
+            m.global.malformed.load(Ordering::Relaxed),
+            0,
+            "{:?}",
+            m.snapshot()
+        );
+    }
 
     if let Some(mut ts) = tshark {
         let _ = ts.wait();

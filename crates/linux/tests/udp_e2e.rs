@@ -1,15 +1,25 @@
 //! UDP mode end to end in network namespaces (root; skipped otherwise): client and server each
-//! run `hirt udp` in-process, 3% random loss on the underlay both ways, traffic both ways
-//! through the TUN devices, the client's underlay address changes mid-run, and garbage sent to
-//! the server port is dropped and counted.
+//! run `hirt udp --threads 2` in-process (two TUN queues, two sockets, two encoder streams per
+//! peer), 3% random loss on the underlay both ways, traffic both ways through the TUN devices,
+//! the client's underlay address changes mid-run, and garbage sent to the server port is
+//! dropped and counted. On the wire (nft counters at the server's ingress) sources carry the
+//! inner packets' DSCP and repairs/feedback/keepalives `--repair-dscp`; an ECN CE mark set on
+//! the outer header (nft, like a congested router) reaches the inner packets.
 
 use std::net::UdpSocket;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hirt_linux::cli::UdpArgs;
+use hirt_linux::metrics::{Metrics, StreamCounters};
 use hirt_linux::netns::{self, veth, NetNs};
 use hirt_linux::udp;
+use hirt_linux::udp::io::{enable_recv_tos, TosBatch};
+
+/// DSCP of repairs, feedback and keepalives (AF11).
+const REPAIR_DSCP: u8 = 10;
+/// TOS of the client's data packets: DSCP EF (46), ECT(0).
+const DATA_TOS: u8 = (46 << 2) | 0b10;
 
 fn payload(i: u32, dir: u8) -> Vec<u8> {
     let len = 32 + (i as usize * 7919) % 1100;
@@ -27,6 +37,47 @@ fn receive(sock: &UdpSocket) -> Vec<Vec<u8>> {
         got.push(buf[..n].to_vec());
     }
     got
+}
+
+/// Like [`receive`], with each datagram's TOS (what the inner IP header carried), until
+/// nothing arrived for `idle`.
+fn receive_tos(sock: &UdpSocket, idle: Duration) -> Vec<(Vec<u8>, u8)> {
+    use std::os::fd::AsRawFd;
+    enable_recv_tos(&socket2::SockRef::from(sock), true);
+    let mut got = Vec::new();
+    let mut b = TosBatch::default();
+    let mut last = std::time::Instant::now();
+    while last.elapsed() < idle {
+        let n = b.recv(sock.as_raw_fd()).unwrap_or(0);
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        last = std::time::Instant::now();
+        for i in 0..n {
+            let (d, _, tos) = b.get_mut(i);
+            got.push((d.to_vec(), tos));
+        }
+    }
+    got
+}
+
+/// `nft` counters of the chain, in rule order.
+fn nft_counters(ns: &NetNs, table: &str) -> Vec<u64> {
+    let out = ns.exec(&["nft", "list", "table", "inet", table]).unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let i = w.iter().position(|x| *x == "packets")?;
+            w.get(i + 1)?.parse().ok()
+        })
+        .collect()
+}
+
+/// A counter summed over every stream.
+fn sum(m: &Metrics, f: impl Fn(&StreamCounters) -> &AtomicU64) -> u64 {
+    m.streams.iter().map(|s| f(s).load(Ordering::Relaxed)).sum()
 }
 
 fn check(got: &[Vec<u8>], n: u32, dir: u8) {
@@ -51,6 +102,8 @@ fn args(server: bool, tag: &str) -> UdpArgs {
         fec: Some("fixed:w=32,step=4".into()),
         dev: Some("hu0".into()),
         keepalive_ms: Some(200),
+        threads: Some(2),
+        repair_dscp: Some(REPAIR_DSCP),
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
     }
@@ -96,6 +149,34 @@ fn udp_tunnel_both_ways_with_address_change() {
         ])
         .unwrap();
     }
+    // Server ingress, before the loss rule: a congested router marks CE on every ECT(0)
+    // datagram of the tunnel, then counters by DSCP (rule order = `nft_counters` order).
+    let table = format!("{base}t");
+    s.exec(&["nft", "add", "table", "inet", &table]).unwrap();
+    s.exec(&[
+        "nft",
+        "add",
+        "chain",
+        "inet",
+        &table,
+        "pre",
+        "{ type filter hook prerouting priority -300; }",
+    ])
+    .unwrap();
+    let dscp = REPAIR_DSCP.to_string();
+    for rule in [
+        &[
+            "udp", "dport", "4096", "ip", "ecn", "ect0", "ip", "ecn", "set", "ce", "counter",
+        ][..],
+        &["udp", "dport", "4096", "ip", "dscp", &dscp, "counter"],
+        &["udp", "dport", "4096", "ip", "dscp", "46", "counter"],
+        &["udp", "dport", "4096", "ip", "dscp", "0", "counter"],
+        &["udp", "dport", "4096", "counter"],
+    ] {
+        let mut a = vec!["nft", "add", "rule", "inet", &table, "pre"];
+        a.extend_from_slice(rule);
+        s.exec(&a).unwrap();
+    }
     let tag = base.clone();
     let server = {
         let a = args(true, &tag);
@@ -140,8 +221,7 @@ fn udp_tunnel_both_ways_with_address_change() {
     let s_rx = s.spawn(|| {
         let sock = UdpSocket::bind("10.77.0.1:9000")?;
         big_rcvbuf(&sock);
-        sock.set_read_timeout(Some(Duration::from_secs(3)))?;
-        Ok(receive(&sock))
+        Ok(receive_tos(&sock, Duration::from_secs(3)))
     });
     let c_rx = c.spawn(|| {
         let sock = UdpSocket::bind("10.77.0.2:9001")?;
@@ -169,10 +249,22 @@ fn udp_tunnel_both_ways_with_address_change() {
     });
     let vc2 = vc.clone();
     let cname = c.name().to_string();
+    let changes_before = server
+        .metrics
+        .global
+        .peer_address_changes
+        .load(Ordering::Relaxed);
     c.spawn(move || {
-        let sock = UdpSocket::bind("10.77.0.2:0")?;
+        // 16 flows (source ports): the client's multi-queue TUN spreads them over its queues,
+        // so both client workers and encoder streams carry data.
+        let mut socks = Vec::new();
+        for _ in 0..16 {
+            let sock = UdpSocket::bind("10.77.0.2:0")?;
+            socket2::SockRef::from(&sock).set_tos_v4(u32::from(DATA_TOS))?;
+            socks.push(sock);
+        }
         for i in 0..N {
-            sock.send_to(&payload(i, 1), "10.77.0.1:9000")?;
+            socks[i as usize % socks.len()].send_to(&payload(i, 1), "10.77.0.1:9000")?;
             if i % 10 == 9 {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -203,26 +295,88 @@ fn udp_tunnel_both_ways_with_address_change() {
     s_tx.join().unwrap().unwrap();
     let got_s = s_rx.join().unwrap().unwrap();
     let got_c = c_rx.join().unwrap().unwrap();
-    let rec_s = server.metrics.streams[0].recovered.load(Ordering::Relaxed);
-    let rec_c = client.metrics.streams[0].recovered.load(Ordering::Relaxed);
+    // The client stops first, so its counters are final before the wire counters are read.
+    let client_m = client.metrics.clone();
+    let c_sources = sum(&client_m, |s| &s.enc_packets_out);
+    client.stop();
+    std::thread::sleep(Duration::from_millis(200));
+    let c_marked = sum(&client_m, |s| &s.repairs_sent)
+        + sum(&client_m, |s| &s.feedback_sent)
+        + client_m.global.keepalives_sent.load(Ordering::Relaxed);
+    let rec_s = sum(&server.metrics, |s| &s.recovered);
+    let rec_c = sum(&client_m, |s| &s.recovered);
     let changes = server
         .metrics
         .global
         .peer_address_changes
         .load(Ordering::Relaxed);
     let auth = server.metrics.global.auth_failures.load(Ordering::Relaxed);
+    let per_stream: Vec<(u64, u64)> = server
+        .metrics
+        .streams
+        .iter()
+        .map(|s| {
+            (
+                s.dec_packets_in.load(Ordering::Relaxed),
+                s.recovered.load(Ordering::Relaxed),
+            )
+        })
+        .collect();
+    let wire = nft_counters(&s, &table);
     eprintln!(
-        "server got {} (recovered {rec_s}), client got {} (recovered {rec_c}), address changes {changes}, auth failures {auth}",
+        "server got {} (recovered {rec_s}; per client stream received/recovered {per_stream:?}), \
+         client got {} (recovered {rec_c}), address changes {changes}, auth failures {auth}; \
+         at the server's ingress: CE set {}, DSCP {REPAIR_DSCP} {}, DSCP 46 {}, DSCP 0 {}, all {}; \
+         client sent {c_sources} sources, {c_marked} repairs+feedback+keepalives",
         got_s.len(),
-        got_c.len()
+        got_c.len(),
+        wire[0],
+        wire[1],
+        wire[2],
+        wire[3],
+        wire[4],
     );
-    check(&got_s, N, 1);
+    let data: Vec<Vec<u8>> = got_s.iter().map(|(d, _)| d.clone()).collect();
+    check(&data, N, 1);
     check(&got_c, N, 2);
     assert!(rec_s > 0 && rec_c > 0, "losses were recovered both ways");
-    assert!(changes >= 1, "server followed the client's new address");
+    assert!(
+        changes > changes_before,
+        "server saw the client's new address"
+    );
     // (The 3% loss rule also applies to the garbage.)
     assert!(auth >= 35, "garbage counted as auth failures");
-    client.stop();
+    // Both client streams were used and decoded.
+    assert!(per_stream.iter().all(|&(rx, _)| rx > 100), "{per_stream:?}");
+
+    // DSCP per datagram: sources carry the inner DSCP (46), everything else REPAIR_DSCP.
+    let [ce, d_repair, d_ef, d_zero, all] = wire[..] else {
+        panic!("nft counters: {wire:?}");
+    };
+    assert_eq!(
+        all,
+        d_repair + d_ef + d_zero,
+        "no datagram with another DSCP"
+    );
+    assert!(
+        d_ef >= u64::from(N) && d_ef <= c_sources,
+        "every data packet went out as EF"
+    );
+    assert!(d_repair > 100, "repairs carry the repair DSCP");
+    assert!(
+        d_repair <= c_marked && d_repair * 100 >= c_marked * 95,
+        "repairs/feedback/keepalives sent {c_marked}, seen with DSCP {REPAIR_DSCP}: {d_repair}"
+    );
+    // ECN: the outer header of every data source was ECT(0) (inner copied, RFC 6040) and was
+    // marked CE; the marks reach the inner packets (recovered ones keep their original ECT(0)).
+    assert_eq!(ce, d_ef, "every EF datagram (the data sources) was ECT(0)");
+    let marked = got_s.iter().filter(|(_, t)| *t == DATA_TOS | 3).count() as u64;
+    let unmarked = got_s.iter().filter(|(_, t)| *t == DATA_TOS).count() as u64;
+    assert_eq!(marked + unmarked, got_s.len() as u64, "inner DSCP kept");
+    assert!(
+        marked + rec_s >= u64::from(N) && unmarked <= rec_s,
+        "CE reached the inner packets: {marked} marked, {unmarked} not"
+    );
     server.stop();
 }
 

@@ -34,6 +34,12 @@ fn transport(cc: &str) -> Arc<quinn::TransportConfig> {
         _ => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
     };
     // Packets fit the lab's 1280-byte path MTU in both runs.
+    if let Some(v) = std::env::var("HIRT_QUIC_PT").ok().and_then(|v| v.parse().ok()) {
+        t.packet_threshold(v);
+    }
+    if let Some(v) = std::env::var("HIRT_QUIC_TT").ok().and_then(|v| v.parse().ok()) {
+        t.time_threshold(v);
+    }
     t.initial_mtu(1200);
     t.mtu_discovery_config(None);
     t.max_concurrent_bidi_streams(1024u32.into());

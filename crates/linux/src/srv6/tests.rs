@@ -67,6 +67,7 @@ fn cfg(enc: bool, dec: bool, behavior: Behavior, auth: Option<AuthKey>) -> NodeC
         ecn_ce: false,
         repair_tclass: 0xb8,
         seed: 7,
+        overload_threshold: 1.0,
     }
 }
 
@@ -275,6 +276,7 @@ fn forged_and_replayed_repairs_change_nothing() {
         key_id: 9,
         key: b"k3y".to_vec(),
         rfc8754: false,
+        sources: false,
     };
     let mut p = pair(Behavior::Dt6, Some(key.clone()));
     let segs = [a(DEC), a(ENC)];
@@ -457,4 +459,217 @@ fn decoder_workers_steer_by_stream_through_shared_state() {
         .streams
         .iter()
         .all(|s| s.recovered.load(std::sync::atomic::Ordering::Relaxed) > 0));
+}
+
+#[test]
+fn authenticated_sources_recover_and_forged_sources_are_dropped() {
+    let key = AuthKey {
+        key_id: 3,
+        key: b"source key".to_vec(),
+        rfc8754: true,
+        sources: true,
+    };
+    let mut p = pair(Behavior::Dt6, Some(key.clone()));
+    let segs = [a(DEC), a(ENC)];
+    let mut genuine = 0u64;
+    let (decap, _) = run(
+        &mut p,
+        &segs,
+        150,
+        |i, k| k == 's' && i % 10 == 4,
+        |b| {
+            let l = Srv6Layout::parse(b).unwrap();
+            let t = HirtTlvs::parse(&b[l.tlv_range()], &TlvTypes::default()).unwrap();
+            if t.source.is_none() {
+                return vec![];
+            }
+            assert!(t.auth.is_some(), "sources carry the auth TLV");
+            assert!(t.hmac.is_none(), "but never the RFC 8754 HMAC TLV");
+            genuine += 1;
+            // A replay, a forged payload, a source whose auth TLV was stripped (what an
+            // attacker without the key sends), and unprotected traffic to the decoder SID.
+            let replay = b.clone();
+            let mut forged = b.clone();
+            let last = forged.len() - 1;
+            forged[last] ^= 0x5a;
+            let mut stripped = b.clone();
+            stripped.resize(BUF_LEN, 0);
+            let n = wsrv6::remove_tlv(&mut stripped, b.len(), TlvTypes::default().auth)
+                .unwrap()
+                .unwrap();
+            stripped.truncate(n);
+            let mut bare = stripped.clone();
+            bare.resize(BUF_LEN, 0);
+            let n = wsrv6::remove_tlv(&mut bare, n, TlvTypes::default().source)
+                .unwrap()
+                .unwrap();
+            bare.truncate(n);
+            vec![replay, forged, stripped, bare]
+        },
+    );
+    // Only genuine packets, each exactly once: the symbols (made before the TLVs went in) match.
+    check_exactly_once(&decap, 150, inner);
+    let rel = std::sync::atomic::Ordering::Relaxed;
+    let c = p.dm.stream(0);
+    assert!(c.recovered.load(rel) > 0, "losses recovered with auth TLVs");
+    let failures = c.auth_failures.load(rel) + p.dm.global.auth_failures.load(rel);
+    assert_eq!(
+        failures,
+        4 * genuine,
+        "every forged/replayed/bare source counted"
+    );
+    assert_eq!(p.dm.global.unprotected.load(rel), 0);
+
+    // Without the flag the same forgeries would have been delivered: the check is the flag's.
+    let open = AuthKey {
+        sources: false,
+        ..key.clone()
+    };
+    let mut q = pair(Behavior::Dt6, Some(open));
+    let mut forged_delivered = 0;
+    let mut buf = vec![0u8; BUF_LEN];
+    let now = Instant::now();
+    let pkt = encapsulated(&segs, 1);
+    buf[..pkt.len()].copy_from_slice(&pkt);
+    let mut out = Vec::new();
+    q.enc
+        .handle_packet(&mut buf, pkt.len(), now, &mut |_, b| out.push(b.to_vec()))
+        .unwrap();
+    let src = out.remove(0);
+    buf[..src.len()].copy_from_slice(&src);
+    let _ = q.dec.handle_packet(&mut buf, src.len(), now, &mut |e, _| {
+        forged_delivered += (e == Egress::Decap) as u32
+    });
+    assert_eq!(
+        forged_delivered, 1,
+        "no auth TLV on sources without the flag"
+    );
+
+    // A decoder that requires it drops what that encoder sends.
+    let mut r = pair(Behavior::Dt6, Some(key));
+    buf[..src.len()].copy_from_slice(&src);
+    let mut delivered = 0;
+    let res = r
+        .dec
+        .handle_packet(&mut buf, src.len(), now, &mut |_, _| delivered += 1);
+    assert_eq!(res, Err(Drop::Auth));
+    assert_eq!(delivered, 0);
+    assert_eq!(r.dm.stream(0).auth_failures.load(rel), 1);
+}
+
+#[test]
+fn kernel_link_local_traffic_is_not_counted_as_malformed() {
+    let mut p = pair(Behavior::Dt6, None);
+    let mut buf = vec![0u8; BUF_LEN];
+    let now = Instant::now();
+    // An MLDv2 report as the kernel writes it on a fresh device: hop-by-hop, to ff02::16.
+    let mut mld = vec![0u8; 76];
+    mld[0] = 0x60;
+    mld[4..6].copy_from_slice(&36u16.to_be_bytes());
+    mld[6] = 0; // hop-by-hop
+    mld[7] = 1;
+    mld[24..40].copy_from_slice(&a("ff02::16").octets());
+    mld[40] = 58;
+    mld[48] = 143;
+    // An IPv4 packet and a router solicitation to ff02::2.
+    let mut v4 = vec![0u8; 40];
+    v4[0] = 0x45;
+    let mut rs = vec![0u8; 48];
+    rs[0] = 0x60;
+    rs[6] = 58;
+    rs[24..40].copy_from_slice(&a("ff02::2").octets());
+    rs[40] = 133;
+    // An ICMPv6 Packet Too Big about one of our repairs, addressed to our SID.
+    let mut ptb = vec![0u8; 48];
+    ptb[0] = 0x60;
+    ptb[6] = 58;
+    ptb[24..40].copy_from_slice(&a(DEC).octets());
+    ptb[40] = 2;
+    for pkt in [&mld, &v4, &rs, &ptb] {
+        buf[..pkt.len()].copy_from_slice(pkt);
+        let r = p.dec.handle_packet(&mut buf, pkt.len(), now, &mut |_, _| {
+            panic!("nothing is emitted")
+        });
+        assert_eq!(r, Err(Drop::NotOurs));
+    }
+    let rel = std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(p.dm.global.malformed.load(rel), 0);
+    assert_eq!(p.dm.global.not_ours.load(rel), 4);
+    // A truncated packet to our SID still is malformed.
+    let good = encapsulated(&[a(DEC), a(ENC)], 1);
+    buf[..50].copy_from_slice(&good[..50]);
+    buf[24..40].copy_from_slice(&a(DEC).octets());
+    let _ = p.dec.handle_packet(&mut buf, 50, now, &mut |_, _| {});
+    assert_eq!(p.dm.global.malformed.load(rel), 1);
+}
+
+#[test]
+fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
+    let rel = std::sync::atomic::Ordering::Relaxed;
+    let em = Metrics::new(1, "enc");
+    let mut c = cfg(true, false, Behavior::Dt6, None);
+    c.overload_threshold = 0.9;
+    let mut enc = Srv6Node::new(c, em.clone()).unwrap();
+    let segs = [a(DEC), a(ENC)];
+    let mut buf = vec![0u8; BUF_LEN];
+    let now = Instant::now();
+    let mut send = |enc: &mut Srv6Node, from: u32, n: u32| {
+        let (mut sources, mut repairs) = (0, 0);
+        for i in from..from + n {
+            let pkt = encapsulated(&segs, i);
+            buf[..pkt.len()].copy_from_slice(&pkt);
+            enc.handle_packet(&mut buf, pkt.len(), now, &mut |_, b| {
+                let l = Srv6Layout::parse(b).unwrap();
+                let t = HirtTlvs::parse(&b[l.tlv_range()], &TlvTypes::default()).unwrap();
+                if t.repair.is_some() {
+                    repairs += 1
+                } else {
+                    sources += 1
+                }
+            })
+            .unwrap();
+        }
+        (sources, repairs)
+    };
+    // Fully busy (load 1.0 > 0.9): skip probability 1, every source still forwarded.
+    enc.set_cpu_load(1.0);
+    assert_eq!(em.stream(0).worker_load_ppm.load(rel), 1_000_000);
+    let (s, r) = send(&mut enc, 0, 100);
+    assert_eq!((s, r), (100, 0));
+    enc.publish_stats();
+    assert!(em.stream(0).overload_skips.load(rel) >= 20, "skips counted");
+    // Below the threshold: repairs again (fixed step 4 -> ~25 per 100 sources).
+    enc.set_cpu_load(0.5);
+    let (s, r) = send(&mut enc, 100, 100);
+    assert_eq!(s, 100);
+    assert!(r >= 20, "repairs {r}");
+    // Threshold 1.0 switches it off even at full load.
+    let mut c = cfg(true, false, Behavior::Dt6, None);
+    c.overload_threshold = 1.0;
+    let mut off = Srv6Node::new(c, Metrics::new(1, "enc")).unwrap();
+    off.set_cpu_load(1.0);
+    let (_, r) = send(&mut off, 0, 100);
+    assert!(r >= 20, "repairs {r}");
+}
+
+#[test]
+fn a_saturated_decoder_leaves_repairs_unsolved() {
+    let rel = std::sync::atomic::Ordering::Relaxed;
+    let mut p = pair(Behavior::Dt6, None);
+    let mut c = cfg(false, true, Behavior::Dt6, None);
+    c.overload_threshold = 0.5;
+    p.dec = Srv6Node::new(c, p.dm.clone()).unwrap();
+    p.dec.set_cpu_load(1.0);
+    let segs = [a(DEC), a(ENC)];
+    let (decap, _) = run(
+        &mut p,
+        &segs,
+        100,
+        |i, k| k == 's' && i % 10 == 4,
+        |_| vec![],
+    );
+    assert_eq!(decap.len(), 90, "sources delivered, nothing recovered");
+    p.dec.publish_stats();
+    assert_eq!(p.dm.stream(0).recovered.load(rel), 0);
+    assert!(p.dm.stream(0).overload_skips.load(rel) > 0);
 }
