@@ -35,6 +35,12 @@ pub struct HostCounters {
     pub tcp_timeouts: u64,
     /// TCP tail loss probes (`TcpExt: TCPLossProbes`).
     pub tcp_loss_probes: u64,
+    /// Congestion-window reductions TCP undid after finding its retransmission spurious
+    /// (`TcpExt: TCPDSACKUndo + TCPFullUndo + TCPPartialUndo + TCPLossUndo`): packets the
+    /// tunnel recovered after TCP had already retransmitted them.
+    pub tcp_undos: u64,
+    /// Reordering TCP detected (`TcpExt: TCPSACKReorder + TCPTSReorder`).
+    pub tcp_reorder_seen: u64,
 }
 
 impl HostCounters {
@@ -63,6 +69,17 @@ impl HostCounters {
             c.tcp_retrans_segs += g(&snmp, "Tcp:RetransSegs");
             c.tcp_timeouts += g(&netstat, "TcpExt:TCPTimeouts");
             c.tcp_loss_probes += g(&netstat, "TcpExt:TCPLossProbes");
+            c.tcp_undos += [
+                "TCPDSACKUndo",
+                "TCPFullUndo",
+                "TCPPartialUndo",
+                "TCPLossUndo",
+            ]
+            .iter()
+            .map(|k| g(&netstat, &format!("TcpExt:{k}")))
+            .sum::<u64>();
+            c.tcp_reorder_seen +=
+                g(&netstat, "TcpExt:TCPSACKReorder") + g(&netstat, "TcpExt:TCPTSReorder");
             for (dev, d) in parse_dev_drops(&read("/proc/net/dev")) {
                 *c.if_drops.entry(format!("{ns}/{dev}")).or_default() += d;
             }
@@ -73,8 +90,12 @@ impl HostCounters {
     /// The counts between `before` and `self` (interfaces absent from `before` count from 0).
     pub fn since(&self, before: &HostCounters) -> HostCounters {
         HostCounters {
-            udp_rcvbuf_errors: self.udp_rcvbuf_errors.saturating_sub(before.udp_rcvbuf_errors),
-            udp_sndbuf_errors: self.udp_sndbuf_errors.saturating_sub(before.udp_sndbuf_errors),
+            udp_rcvbuf_errors: self
+                .udp_rcvbuf_errors
+                .saturating_sub(before.udp_rcvbuf_errors),
+            udp_sndbuf_errors: self
+                .udp_sndbuf_errors
+                .saturating_sub(before.udp_sndbuf_errors),
             if_drops: self
                 .if_drops
                 .iter()
@@ -85,9 +106,15 @@ impl HostCounters {
                 .filter(|(_, v)| *v > 0)
                 .collect(),
             backlog_drops: self.backlog_drops.saturating_sub(before.backlog_drops),
-            tcp_retrans_segs: self.tcp_retrans_segs.saturating_sub(before.tcp_retrans_segs),
+            tcp_retrans_segs: self
+                .tcp_retrans_segs
+                .saturating_sub(before.tcp_retrans_segs),
             tcp_timeouts: self.tcp_timeouts.saturating_sub(before.tcp_timeouts),
             tcp_loss_probes: self.tcp_loss_probes.saturating_sub(before.tcp_loss_probes),
+            tcp_undos: self.tcp_undos.saturating_sub(before.tcp_undos),
+            tcp_reorder_seen: self
+                .tcp_reorder_seen
+                .saturating_sub(before.tcp_reorder_seen),
         }
     }
 

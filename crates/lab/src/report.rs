@@ -210,7 +210,7 @@ impl Comparison {
             let h = &l.host;
             let _ = writeln!(
                 out,
-                "hosts, {name} {} drops inside the hosts ({} UDP rcvbuf, {} UDP sndbuf, {} backlog, interfaces {:?}); TCP: {} retransmitted segments, {} RTOs, {} loss probes",
+                "hosts, {name} {} drops inside the hosts ({} UDP rcvbuf, {} UDP sndbuf, {} backlog, interfaces {:?}); TCP: {} retransmitted segments, {} RTOs, {} loss probes, {} undone reductions, {} reorderings",
                 h.host_drops(),
                 h.udp_rcvbuf_errors,
                 h.udp_sndbuf_errors,
@@ -218,7 +218,9 @@ impl Comparison {
                 h.if_drops,
                 h.tcp_retrans_segs,
                 h.tcp_timeouts,
-                h.tcp_loss_probes
+                h.tcp_loss_probes,
+                h.tcp_undos,
+                h.tcp_reorder_seen
             );
         };
         if let Some(ll) = &self.lossless_link {

@@ -20,9 +20,10 @@
 //! Mode is 0x01 (encrypted) or 0x02 (authenticated only: the frame is AAD, the AEAD plaintext is
 //! empty). The 9-byte header is always AAD, the nonce is `mode, 0, 0, 0, counter`. Each direction
 //! has its own key (HKDF-SHA-256 of the shared secret with a direction label), so both peers may
-//! use the same counter values. Counters start at the current Unix time in nanoseconds, so a
-//! restarted peer is not mistaken for a replay (the replay window only accepts counters newer than
-//! what it has seen, up to 2048 behind the highest).
+//! use the same counter values. Counters start at the current Unix time in nanoseconds
+//! ([`initial_counter`]; UDP mode with several workers puts the worker index in the top bits,
+//! see `udp`), so a restarted peer is not mistaken for a replay (the replay window only accepts
+//! counters newer than what it has seen, up to 2048 behind the highest).
 
 use chacha20poly1305::aead::AeadInPlace;
 use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit, Nonce, Tag};
@@ -127,15 +128,6 @@ impl Sealer {
     /// front and the tag behind it. `buf` must hold `len + OVERHEAD` bytes. Returns the total
     /// length. No allocation.
     pub fn seal(&mut self, buf: &mut [u8], len: usize) -> usize {
-        let counter = self.counter;
-        self.counter = self.counter.wrapping_add(1);
-        self.seal_with_counter(buf, len, counter)
-    }
-
-    /// [`Self::seal`] with a counter the caller allocates (several workers sealing for one
-    /// direction share one atomic counter, so no nonce is ever used twice under a key). The
-    /// sealer's own counter is not touched.
-    pub fn seal_with_counter(&self, buf: &mut [u8], len: usize, counter: u64) -> usize {
         let total = len + OVERHEAD;
         assert!(buf.len() >= total, "seal buffer too small");
         let mode = if self.encrypt {
@@ -143,6 +135,8 @@ impl Sealer {
         } else {
             MODE_AUTH
         };
+        let counter = self.counter;
+        self.counter = self.counter.wrapping_add(1);
         buf[0] = mode;
         buf[1..HEADER_LEN].copy_from_slice(&counter.to_be_bytes());
         let (head, rest) = buf.split_at_mut(HEADER_LEN);

@@ -11,21 +11,30 @@
 //! socket a datagram reaches, so a datagram of stream `s` may land on any worker: encoders and
 //! decoders live in per-stream slots of [`Shared`] (slot `s % N`, one mutex each; a worker's own
 //! stream is uncontended), and whichever worker receives a datagram locks its stream's slot.
-//! - Nonces: all workers of one direction draw their AEAD counter from one atomic counter, so a
-//!   counter (nonce) is never used twice under a key, whatever the number of workers.
-//! - Replay: one window per direction in [`Shared`], under a lock, tested and set *after* the
-//!   tag verified, so a datagram replayed to two workers at once is accepted once, and forged
-//!   datagrams cannot move the window.
+//! - Nonces and replay, per sending worker: the 64-bit AEAD counter is `worker index (6 bits)
+//!   | sequence (58 bits)`, each worker counting its own sequence (from 16 x the Unix time in
+//!   µs, so a restarted peer is not taken for a replay unless it sent more than 16 datagrams per
+//!   µs on average). No two workers can produce the same counter (nonce) under a key. The
+//!   receiver keeps one replay window per sending worker (all in [`Shared`], under one lock),
+//!   tested and set *after* the tag verified, so a datagram replayed to two workers at once is
+//!   accepted once and forged datagrams cannot move a window. A window per sender matters:
+//!   the senders' datagrams travel through different sockets and receiving workers, which run
+//!   milliseconds apart on a loaded machine, and one shared 2048-counter window dropped the
+//!   lagging worker's datagrams as replays (seen at ~50 kpps on 2 vCPUs).
 //! - Addresses: the server learns the client's address per socket (each client worker sends
-//!   from its own port, and `SO_REUSEPORT` hashes each port to one server socket): worker `t`
-//!   answers the address its socket heard last, or the address of the newest authenticated
-//!   datagram of any socket if its socket heard nothing for three keepalive intervals or heard
-//!   nothing since a new peer address appeared (so a worker whose client port went away with an
-//!   address change does not keep sending to it while other sockets hear the new one). Only a
-//!   datagram newer than every earlier one (by counter) can move an address, so a replay from
-//!   elsewhere cannot. `peer_address_changes` counts new peer addresses (not heard within three
-//!   keepalive intervals) after the first: a client with N workers adds N - 1 at start (one
-//!   port each) and up to N per address change.
+//!   from its own port, and the server's `SO_REUSEPORT` group hands client worker `t`'s
+//!   datagrams to socket `t mod N` by the sender index in the AEAD counter,
+//!   [`io::steer_by_sender`]; without it, a hash of the 4-tuple): worker `t`
+//!   answers the address its socket learned; if its socket heard nothing for three keepalive
+//!   intervals, or nothing since a new peer address appeared (a worker whose client port went
+//!   away with an address change must not keep sending to it while other sockets hear the new
+//!   one), it answers the peer address that appeared last (or the newest datagram's, if that
+//!   one went quiet or is on another IP). A socket that hears two client ports keeps answering
+//!   the one it learned (answering the newest alternates between them and reorders a stream
+//!   across the client's sockets); a newer datagram from another IP moves it at once. "Newer"
+//!   is per sending worker, so a replay from elsewhere never is. `peer_address_changes` counts
+//!   new peer addresses (not heard within three keepalive intervals) after the first: a client
+//!   with N workers adds N - 1 at start (one port each) and up to N per address change.
 //! - Keepalives are sent by every worker from its own socket: on the client each socket is a
 //!   NAT binding of its own that must be kept alive; on the server it costs N small datagrams
 //!   per interval.
@@ -71,6 +80,26 @@ pub const TUN_OFFSET: usize = HEADER_LEN + SOURCE_LEN;
 pub const BUF_LEN: usize = TUN_OFFSET + MAX_PACKET + 64;
 /// A learned per-socket address is used while heard within this many keepalive intervals.
 const LEARNED_KEEPALIVES: u32 = 3;
+/// High bits of the AEAD counter that name the sending worker.
+const SENDER_BITS: u32 = 6;
+const SEQ_BITS: u32 = 64 - SENDER_BITS;
+/// Most workers (`--threads`) per peer.
+pub const MAX_WORKERS: usize = 1 << SENDER_BITS;
+
+/// The first AEAD counter of worker `index`: the index in the top bits, then 16 x the Unix
+/// time in µs (see the module docs).
+pub fn counter_start(index: usize) -> u64 {
+    let us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(1);
+    ((index % MAX_WORKERS) as u64) << SEQ_BITS | (us.saturating_mul(16) & ((1 << SEQ_BITS) - 1))
+}
+
+/// The sending worker named in an AEAD counter.
+fn sender_of(counter: u64) -> usize {
+    (counter >> SEQ_BITS) as usize
+}
 
 /// Which end of the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,13 +137,11 @@ pub struct PeerConfig {
     pub seed: u64,
 }
 
-/// State every worker of one instance reaches: coder slots, the sealing counter, the replay
-/// window and the newest peer address. Each piece has its own lock, held for one packet.
+/// State every worker of one instance reaches: coder slots, the replay windows and the peer
+/// addresses. Each piece has its own lock, held for one packet.
 pub struct Shared {
     encs: Vec<Mutex<Encoder>>,
     decs: Vec<Mutex<Decoder>>,
-    /// Next AEAD counter of our direction (one space for all workers: nonces never repeat).
-    counter: AtomicU64,
     rx: Mutex<RxState>,
     /// Server: bumped whenever a new peer address appears; an address a worker learned before
     /// is not used until its socket hears it again (it may be the one that just went away).
@@ -123,15 +150,19 @@ pub struct Shared {
 
 /// What the receive side of all workers shares.
 struct RxState {
-    /// Replay window of the peer's direction.
-    window: ReplayWindow,
-    /// Newest authenticated counter, and the address it came from.
-    top: Option<u64>,
+    /// Replay windows of the peer's direction, one per sending worker.
+    windows: Vec<ReplayWindow>,
+    /// Newest authenticated counter per sending worker.
+    tops: [Option<u64>; MAX_WORKERS],
+    /// The address of the datagram that was last the newest of its sender.
     newest: Option<SocketAddr>,
     /// Server: peer addresses heard lately, and when (a client with N workers has N ports).
     recent: [Option<(SocketAddr, Instant)>; RECENT],
     /// Server: whether any peer address was ever heard.
     heard_any: bool,
+    /// Server: the peer address that appeared last (a stable answer for workers whose socket
+    /// hears nothing: `newest` alternates between the client's ports).
+    stable: Option<SocketAddr>,
 }
 
 /// Peer addresses remembered for counting address changes.
@@ -146,6 +177,9 @@ impl RxState {
         if let Some(e) = self.recent.iter_mut().flatten().find(|(a, _)| *a == from) {
             let was_live = live(e.1);
             e.1 = now;
+            if !was_live {
+                self.stable = Some(from);
+            }
             return !was_live;
         }
         // Replace an empty or the stalest entry.
@@ -155,9 +189,25 @@ impl RxState {
             .min_by_key(|e| e.as_ref().map(|&(_, t)| t))
             .expect("RECENT > 0");
         *slot = Some((from, now));
+        self.stable = Some(from);
         let new = self.heard_any;
         self.heard_any = true;
         new
+    }
+
+    /// Server: where a worker whose socket heard nothing (lately) sends: the address that
+    /// appeared last while it is live and on the newest datagram's IP, else the newest.
+    fn fallback(&self, now: Instant, fresh: Duration) -> Option<SocketAddr> {
+        let live = |a: SocketAddr| {
+            self.recent
+                .iter()
+                .flatten()
+                .any(|&(x, t)| x == a && now.saturating_duration_since(t) < fresh)
+        };
+        match (self.stable, self.newest) {
+            (Some(s), Some(n)) if s.ip() == n.ip() && live(s) => Some(s),
+            (_, n) => n,
+        }
     }
 }
 
@@ -189,13 +239,13 @@ impl Shared {
                     ))
                 })
                 .collect(),
-            counter: AtomicU64::new(crypto::initial_counter()),
             rx: Mutex::new(RxState {
-                window: ReplayWindow::default(),
-                top: None,
+                windows: vec![ReplayWindow::default(); MAX_WORKERS],
+                tops: [None; MAX_WORKERS],
                 newest: None,
                 recent: [None; RECENT],
                 heard_any: false,
+                stable: None,
             }),
             addr_epoch: AtomicU64::new(0),
         })
@@ -212,6 +262,10 @@ impl Shared {
     /// The address of the newest authenticated datagram, whichever worker received it.
     pub fn newest_peer(&self) -> Option<SocketAddr> {
         lock(&self.rx).newest
+    }
+
+    fn fallback_peer(&self, now: Instant, fresh: Duration) -> Option<SocketAddr> {
+        lock(&self.rx).fallback(now, fresh)
     }
 }
 
@@ -242,7 +296,6 @@ struct Worker {
 #[derive(Clone, Copy, Debug)]
 struct Learned {
     addr: SocketAddr,
-    top: u64,
     heard: Instant,
     /// `Shared::addr_epoch` when last heard.
     epoch: u64,
@@ -291,8 +344,11 @@ impl UdpPeer {
             Role::Client => (Direction::ClientToServer, Direction::ServerToClient),
             Role::Server => (Direction::ServerToClient, Direction::ClientToServer),
         };
-        // The sealer's own counter is unused: counters come from `Shared::counter`.
-        let sealer = Sealer::new(&crypto::derive_key(&cfg.secret, tx), cfg.encrypt, 0);
+        let sealer = Sealer::new(
+            &crypto::derive_key(&cfg.secret, tx),
+            cfg.encrypt,
+            counter_start(cfg.stream as usize),
+        );
         let opener = Opener::new(&crypto::derive_key(&cfg.secret, rx), cfg.encrypt);
         UdpPeer {
             shared,
@@ -349,11 +405,11 @@ impl UdpPeer {
         if repr.emit_header(&mut buf[HEADER_LEN..TUN_OFFSET]).is_err() {
             return;
         }
-        let n = w.seal(shared, buf, SOURCE_LEN + len);
+        let n = w.sealer.seal(buf, SOURCE_LEN + len);
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, n as u64);
         send(&buf[..n], peer, tos);
-        w.drain_repairs(shared, &mut enc, peer, send);
+        w.drain_repairs(&mut enc, peer, send);
     }
 
     /// A datagram from `from` whose outer header had TOS / traffic class `tos`. `deliver` gets
@@ -372,18 +428,21 @@ impl UdpPeer {
             add(&w.metrics.global.auth_failures, 1);
             return Err(UdpDrop::Auth);
         };
+        let newest;
         {
             // Test-and-set after authentication, under the lock: a replay raced to two workers
             // passes once.
             let mut rx = lock(&shared.rx);
-            if !rx.window.check(counter) {
+            let sender = sender_of(counter);
+            if !rx.windows[sender].check(counter) {
                 drop(rx);
                 add(&w.metrics.global.auth_failures, 1);
                 return Err(UdpDrop::Auth);
             }
-            rx.window.update(counter);
-            if rx.top.is_none_or(|t| counter > t) {
-                rx.top = Some(counter);
+            rx.windows[sender].update(counter);
+            newest = rx.tops[sender].is_none_or(|t| counter > t);
+            if newest {
+                rx.tops[sender] = Some(counter);
                 rx.newest = Some(from);
             }
             if w.cfg.role == Role::Server
@@ -396,12 +455,7 @@ impl UdpPeer {
             }
         }
         if w.cfg.role == Role::Server {
-            w.learn(
-                from,
-                counter,
-                now,
-                shared.addr_epoch.load(Ordering::Relaxed),
-            );
+            w.learn(from, newest, now, shared.addr_epoch.load(Ordering::Relaxed));
         }
         let (start, end) = (range.start, range.end);
         let Ok(pkt) = UdpPacket::new_checked(&buf[start..end]) else {
@@ -436,7 +490,7 @@ impl UdpPeer {
                         res = Err(UdpDrop::Duplicate);
                     }
                 }
-                w.drain_decoder(shared, &mut dec, dest, now, send, deliver);
+                w.drain_decoder(&mut dec, dest, now, send, deliver);
             }
             UdpRepr::Repair {
                 stream,
@@ -452,7 +506,7 @@ impl UdpPeer {
                 if dec.stats(stream).map(|s| s.recovered).unwrap_or(0) > before {
                     add(&c.repairs_used, 1);
                 }
-                w.drain_decoder(shared, &mut dec, dest, now, send, deliver);
+                w.drain_decoder(&mut dec, dest, now, send, deliver);
             }
             UdpRepr::Feedback { stream, body, .. } => match Feedback::decode(body) {
                 Ok(fb) => {
@@ -461,7 +515,7 @@ impl UdpPeer {
                     let mut enc = shared.enc(fb.stream);
                     enc.handle_feedback(&fb, now);
                     if let Some(peer) = dest {
-                        w.drain_repairs(shared, &mut enc, peer, send);
+                        w.drain_repairs(&mut enc, peer, send);
                     }
                 }
                 Err(_) => {
@@ -501,13 +555,13 @@ impl UdpPeer {
             let mut enc = shared.enc(s);
             enc.handle_timeout(now);
             if let Some(peer) = dest {
-                w.drain_repairs(shared, &mut enc, peer, send);
+                w.drain_repairs(&mut enc, peer, send);
             }
         }
         {
             let mut dec = shared.dec(s);
             dec.handle_timeout(now);
-            w.drain_decoder(shared, &mut dec, dest, now, send, deliver);
+            w.drain_decoder(&mut dec, dest, now, send, deliver);
         }
         if w.next_keepalive.is_some_and(|t| t <= now) {
             w.next_keepalive = Some(now + w.cfg.keepalive);
@@ -515,7 +569,7 @@ impl UdpPeer {
                 let ts = now.duration_since(w.epoch).as_micros() as u32;
                 let repr = UdpRepr::Keepalive { timestamp: ts };
                 if let Ok(flen) = repr.emit(&mut w.out[HEADER_LEN..BUF_LEN - 16]) {
-                    let n = w.seal_out(shared, flen);
+                    let n = w.seal_out(flen);
                     add(&w.metrics.global.keepalives_sent, 1);
                     send(&w.out[..n], peer, w.repair_tos());
                 }
@@ -555,15 +609,9 @@ impl Worker {
         self.cfg.repair_dscp.min(63) << 2
     }
 
-    /// Seals `buf[HEADER_LEN..HEADER_LEN + len]` with the next counter of our direction.
-    fn seal(&self, shared: &Shared, buf: &mut [u8], len: usize) -> usize {
-        let c = shared.counter.fetch_add(1, Ordering::Relaxed);
-        self.sealer.seal_with_counter(buf, len, c)
-    }
-
-    fn seal_out(&mut self, shared: &Shared, len: usize) -> usize {
-        let c = shared.counter.fetch_add(1, Ordering::Relaxed);
-        self.sealer.seal_with_counter(&mut self.out, len, c)
+    /// Seals the frame in `out[HEADER_LEN..HEADER_LEN + len]` with this worker's next counter.
+    fn seal_out(&mut self, len: usize) -> usize {
+        self.sealer.seal(&mut self.out, len)
     }
 
     /// Where to send: the client its server; the server the address its own socket heard last
@@ -579,20 +627,29 @@ impl Worker {
                 {
                     Some(l.addr)
                 }
-                _ => shared.newest_peer(),
+                _ => shared.fallback_peer(now, self.cfg.keepalive * LEARNED_KEEPALIVES),
             },
         }
     }
 
     /// Server: address learning on this worker's socket from an authenticated datagram.
-    fn learn(&mut self, from: SocketAddr, counter: u64, now: Instant, epoch: u64) {
+    /// `newest`: the datagram was the newest of its sender (a replay never is).
+    fn learn(&mut self, from: SocketAddr, newest: bool, now: Instant, epoch: u64) {
         match &mut self.learned {
             Some(l) if l.addr == from => {
-                l.top = l.top.max(counter);
                 l.heard = now;
                 l.epoch = epoch;
             }
-            Some(l) if counter > l.top || l.epoch != epoch => {
+            // A new peer address appeared since, or ours went silent: relearn. A newer datagram
+            // from another IP moves it (the client moved; a replay cannot be newer). Another
+            // port of the same IP is another client worker: keep answering ours, so a stream's
+            // datagrams reach the client in order through one port.
+            Some(l)
+                if l.epoch != epoch
+                    || now.saturating_duration_since(l.heard)
+                        >= self.cfg.keepalive * LEARNED_KEEPALIVES
+                    || (newest && from.ip() != l.addr.ip()) =>
+            {
                 tracing::debug!(
                     "worker {}: peer address now {from} (was {})",
                     self.cfg.stream,
@@ -600,7 +657,6 @@ impl Worker {
                 );
                 *l = Learned {
                     addr: from,
-                    top: counter,
                     heard: now,
                     epoch,
                 };
@@ -610,7 +666,6 @@ impl Worker {
                 tracing::debug!("worker {}: peer address {from}", self.cfg.stream);
                 self.learned = Some(Learned {
                     addr: from,
-                    top: counter,
                     heard: now,
                     epoch,
                 });
@@ -618,13 +673,7 @@ impl Worker {
         }
     }
 
-    fn drain_repairs(
-        &mut self,
-        shared: &Shared,
-        enc: &mut Encoder,
-        peer: SocketAddr,
-        send: &mut Send<'_>,
-    ) {
+    fn drain_repairs(&mut self, enc: &mut Encoder, peer: SocketAddr, send: &mut Send<'_>) {
         let tos = self.repair_tos();
         while let Some(r) = enc.poll_repair() {
             let repr = UdpRepr::Repair {
@@ -636,7 +685,7 @@ impl Worker {
             let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
                 continue;
             };
-            let n = self.seal_out(shared, flen);
+            let n = self.seal_out(flen);
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
@@ -646,7 +695,6 @@ impl Worker {
 
     fn drain_decoder(
         &mut self,
-        shared: &Shared,
         dec: &mut Decoder,
         peer: Option<SocketAddr>,
         now: Instant,
@@ -688,8 +736,8 @@ impl Worker {
             let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
                 continue;
             };
-            // Sealed with our direction's counter by whichever worker holds the decoder slot.
-            let n = self.seal_out(shared, flen);
+            // Sealed and sent by whichever worker holds the decoder slot (its own counter).
+            let n = self.seal_out(flen);
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
             send(&self.out[..n], peer, tos);
         }
@@ -865,6 +913,15 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
                         .unwrap_or(la)
                 };
                 socks.push(udp_socket(a, threads > 1)?);
+            }
+            if threads > 1 {
+                // Client worker t -> server worker t mod N, by the sender index in the AEAD
+                // counter (else the kernel's 4-tuple hash decides).
+                if let Err(e) = io::steer_by_sender(&socks[0], threads) {
+                    tracing::warn!(
+                        "SO_ATTACH_REUSEPORT_CBPF: {e}; the kernel's hash spreads clients"
+                    );
+                }
             }
             None
         }

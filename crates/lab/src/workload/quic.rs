@@ -24,7 +24,35 @@ pub fn certificate() -> anyhow::Result<(CertificateDer<'static>, PrivateKeyDer<'
     Ok((cert, key))
 }
 
-fn transport(cc: &str) -> Arc<quinn::TransportConfig> {
+/// Loss detection of the QUIC endpoints (RFC 9002 §6.1), the same in every run of a lab.
+///
+/// quinn declares a packet lost once `packet_threshold` later packets are acknowledged or
+/// `time_threshold` x RTT after it was sent, and every such loss is a congestion event (CUBIC:
+/// window x 0.7); it never undoes one found spurious. A packet that the tunnel recovers a few
+/// milliseconds late therefore still costs the connection its window: with 10 kB responses and
+/// quinn's 12 kB initial window, the next response needs two round trips (docs/lab.md, QUIC).
+/// Linux TCP (RACK, `min_rtt/4` reordering window, undo on DSACK) and picoquic, which HIRT
+/// measured, tolerate that reordering; `--quic-packet-threshold` / `--quic-time-threshold` set
+/// the equivalent here.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossDetection {
+    /// Reordering in packets before a packet is declared lost (RFC 9002: 3; at least 3).
+    pub packet_threshold: u32,
+    /// Reordering in time, as a multiple of the RTT (RFC 9002: 9/8; at least 1).
+    pub time_threshold: f32,
+}
+
+impl Default for LossDetection {
+    /// quinn's and RFC 9002's defaults.
+    fn default() -> Self {
+        LossDetection {
+            packet_threshold: 3,
+            time_threshold: 9.0 / 8.0,
+        }
+    }
+}
+
+fn transport(cc: &str, ld: LossDetection) -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
     match cc {
         "bbr" => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
@@ -34,12 +62,8 @@ fn transport(cc: &str) -> Arc<quinn::TransportConfig> {
         _ => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
     };
     // Packets fit the lab's 1280-byte path MTU in both runs.
-    if let Some(v) = std::env::var("HIRT_QUIC_PT").ok().and_then(|v| v.parse().ok()) {
-        t.packet_threshold(v);
-    }
-    if let Some(v) = std::env::var("HIRT_QUIC_TT").ok().and_then(|v| v.parse().ok()) {
-        t.time_threshold(v);
-    }
+    t.packet_threshold(ld.packet_threshold.max(3));
+    t.time_threshold(ld.time_threshold.max(1.0));
     t.initial_mtu(1200);
     t.mtu_discovery_config(None);
     t.max_concurrent_bidi_streams(1024u32.into());
@@ -53,6 +77,7 @@ fn transport(cc: &str) -> Arc<quinn::TransportConfig> {
 pub fn serve(
     addr: SocketAddr,
     cc: &str,
+    ld: LossDetection,
     cert: CertificateDer<'static>,
     key: PrivateKeyDer<'static>,
     stop: Arc<AtomicBool>,
@@ -64,7 +89,7 @@ pub fn serve(
     rt.block_on(async move {
         let setup = (|| -> anyhow::Result<quinn::Endpoint> {
             let mut sc = quinn::ServerConfig::with_single_cert(vec![cert], key)?;
-            sc.transport_config(transport(cc));
+            sc.transport_config(transport(cc, ld));
             Ok(quinn::Endpoint::server(sc, addr)?)
         })();
         let ep = match setup {
@@ -129,6 +154,8 @@ pub struct QuicClient {
     pub first_id: u64,
     /// The server's certificate (trusted root).
     pub cert: CertificateDer<'static>,
+    /// Loss detection (the server was started with the same).
+    pub loss_detection: LossDetection,
 }
 
 /// Runs the client in the calling thread's namespace.
@@ -147,7 +174,7 @@ pub fn run(c: &QuicClient, progress: Arc<dyn Fn(u64) + Send + Sync>) -> anyhow::
         .with_root_certificates(roots)
         .with_no_client_auth();
         let mut cfg = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
-        cfg.transport_config(transport(&c.cc));
+        cfg.transport_config(transport(&c.cc, c.loss_detection));
         let mut ep =
             quinn::Endpoint::client(SocketAddr::new(c.bind, 0)).context("QUIC client endpoint")?;
         ep.set_default_client_config(cfg);

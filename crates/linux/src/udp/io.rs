@@ -11,8 +11,8 @@
 
 use std::io;
 use std::mem::MaybeUninit;
-use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 
 use crate::batch::{from_storage, storage_len, to_storage, BATCH, SLOT};
 
@@ -59,6 +59,49 @@ pub fn enable_recv_tos(sock: &socket2::Socket, v4: bool) {
     if !v4 {
         let _ = sock.set_recv_tclass_v6(true);
     }
+}
+
+/// Makes an `SO_REUSEPORT` group of `n` bound sockets (of which `sock` is one) hand each
+/// datagram to socket `sender mod n`, `sender` being the sending worker's index in the top 6
+/// bits of the AEAD counter (byte 1 of the UDP payload, see `udp`). Client worker `t` then
+/// always reaches server worker `t mod n`, whatever the kernel's 4-tuple hash would have chosen
+/// (with 2 workers the hash puts both client ports on one socket half the time). A classic BPF
+/// program of four instructions; the kernel falls back to its hash for a datagram shorter
+/// than 2 bytes (the load fails: the program returns 0, socket 0) or if attaching fails.
+pub fn steer_by_sender(sock: &UdpSocket, n: usize) -> io::Result<()> {
+    // linux/filter.h: BPF_LD|BPF_B|BPF_ABS, BPF_ALU|BPF_RSH|BPF_K, BPF_ALU|BPF_MOD|BPF_K,
+    // BPF_RET|BPF_A. The program sees the datagram from the UDP payload on.
+    let op = |code: u16, k: u32| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let mut prog = [
+        op(0x30, 1),
+        op(0x74, 2),
+        op(0x94, n.max(1) as u32),
+        op(0x16, 0),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: setsockopt reads a sock_fprog that points at `prog` (4 instructions), both alive
+    // for the duration of the call; the kernel copies the program.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 impl TosBatch {
@@ -242,8 +285,6 @@ fn received_tos(h: &libc::msghdr) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use std::os::fd::AsRawFd;
-
     use super::*;
 
     fn pair(v4: bool) -> (socket2::Socket, socket2::Socket) {
@@ -283,6 +324,49 @@ mod tests {
                 assert_eq!(from, a.local_addr().unwrap().as_socket());
                 assert_eq!(got, t, "datagram {i} v4={v4}");
             }
+        }
+    }
+
+    /// Datagrams whose AEAD counter names sender `t` reach socket `t mod 2` of the group, from
+    /// any source port.
+    #[test]
+    fn reuseport_group_steers_by_sender_index() {
+        let a = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        a.set_reuse_port(true).unwrap();
+        a.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        let addr = a.local_addr().unwrap().as_socket().unwrap();
+        let b = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+        b.set_reuse_port(true).unwrap();
+        b.bind(&addr.into()).unwrap();
+        let (a, b): (UdpSocket, UdpSocket) = (a.into(), b.into());
+        steer_by_sender(&a, 2).unwrap();
+        for s in [&a, &b] {
+            s.set_nonblocking(true).unwrap();
+        }
+        let mut sent = [0usize; 2];
+        for port in 0..8 {
+            let c = UdpSocket::bind("127.0.0.1:0").unwrap();
+            for sender in 0..5u8 {
+                c.send_to(&[0x01, sender << 2, 0xaa, port], addr).unwrap();
+                sent[usize::from(sender % 2)] += 1;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        for (i, s) in [&a, &b].into_iter().enumerate() {
+            let mut n = 0;
+            let mut buf = [0u8; 16];
+            while let Ok(len) = s.recv(&mut buf) {
+                assert_eq!(len, 4);
+                assert_eq!(
+                    usize::from(buf[1] >> 2) % 2,
+                    i,
+                    "sender {} on socket {i}",
+                    buf[1] >> 2
+                );
+                n += 1;
+            }
+            assert_eq!(n, sent[i], "socket {i}");
         }
     }
 }

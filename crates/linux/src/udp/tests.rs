@@ -92,6 +92,8 @@ struct Net {
     /// Hand each datagram to server worker `k % N` (k: datagram number) instead of the worker
     /// its source port hashes to: one stream's sources and repairs reach different workers.
     spread: bool,
+    /// Every address the server sent to.
+    server_sent_to: std::collections::BTreeSet<SocketAddr>,
     now: Instant,
 }
 
@@ -104,6 +106,7 @@ fn net_n(secret_c: &[u8], secret_s: &[u8], encrypt: bool, nc: usize, ns: usize) 
             .map(|i| SocketAddr::new("198.51.100.7".parse().unwrap(), 5555 + i as u16))
             .collect(),
         spread: false,
+        server_sent_to: Default::default(),
         now,
     }
 }
@@ -181,6 +184,7 @@ impl Net {
                 }
             }
             for (mut d, to, _) in back {
+                self.server_sent_to.insert(to);
                 // The datagram reaches the client worker that owns the destination port.
                 let cw = self.client_addrs.iter().position(|a| *a == to).unwrap_or(0);
                 let _ = self.client.workers[cw].handle_udp(
@@ -356,6 +360,44 @@ fn replays_across_workers_are_rejected_and_counters_are_unique() {
     );
 }
 
+/// One replay window per sending worker: datagrams of one client worker that arrive after
+/// more than a window's worth (2048) of the other worker's datagrams are still accepted (their
+/// sockets and receiving workers run independently), and each is still accepted only once.
+#[test]
+fn a_lagging_sender_is_not_taken_for_a_replay() {
+    let now = Instant::now();
+    let mut client = side(cfg(Role::Client, b"key", true), 2, now);
+    let mut server = side(cfg(Role::Server, b"key", true), 2, now);
+    let from: SocketAddr = "198.51.100.7:5555".parse().unwrap();
+    let mut buf = vec![0u8; BUF_LEN];
+    let mut per_worker: [Vec<Vec<u8>>; 2] = Default::default();
+    for i in 0..6000u32 {
+        // Worker 0 seals 100 datagrams first, then worker 1 seals 5900.
+        let t = usize::from(i >= 100);
+        let p = ip_packet(i);
+        buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
+        client.workers[t].handle_tun(&mut buf, p.len(), now, &mut |d, _, _| {
+            per_worker[t].push(d.to_vec())
+        });
+    }
+    // Worker 1's datagrams (more than 2048) arrive first, then worker 0's, then all again.
+    let mut delivered = Vec::new();
+    let order: Vec<&Vec<u8>> = per_worker[1].iter().chain(&per_worker[0]).collect();
+    for (k, d) in order.iter().chain(order.iter()).enumerate() {
+        let mut d = d.to_vec();
+        let _ =
+            server.workers[k % 2].handle_udp(&mut d, from, 0, now, &mut |_, _, _| {}, &mut |p| {
+                delivered.push(p.to_vec())
+            });
+    }
+    assert_eq!(
+        count(&server.m.global.auth_failures),
+        order.len() as u64,
+        "only the second copies are replays"
+    );
+    exactly_once(&delivered, 0..6000);
+}
+
 #[test]
 fn forged_and_replayed_datagrams_change_nothing() {
     let mut n = net(b"key", b"key", true);
@@ -474,6 +516,19 @@ fn a_silent_socket_falls_back_to_the_newest_address() {
     }
     assert_eq!(n.server.workers[1].peer(n.now), Some(new));
     assert_eq!(count(&n.server.m.global.peer_address_changes), 2);
+}
+
+/// Two client ports on one server socket: the server worker keeps answering one of them (the
+/// one learned last when a new address appeared), so its stream reaches the client in order
+/// through one port instead of alternating with every datagram.
+#[test]
+fn a_socket_hearing_two_client_ports_answers_one() {
+    let mut n = net_n(b"key", b"key", true, 2, 1);
+    n.c2s(0..100, |_| false, |_| vec![]);
+    n.server_sent_to.clear();
+    n.c2s(100..300, |k| k % 13 == 5, |_| vec![]);
+    assert_eq!(n.server_sent_to.len(), 1, "{:?}", n.server_sent_to);
+    assert_eq!(n.server.workers[0].peer(n.now), Some(n.client_addrs[1]));
 }
 
 #[test]
