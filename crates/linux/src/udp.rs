@@ -914,7 +914,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
                 };
                 socks.push(udp_socket(a, threads > 1)?);
             }
-            if threads > 1 {
+            if threads > 1 && std::env::var_os("HIRTX_NOCBPF").is_none() {
                 // Client worker t -> server worker t mod N, by the sender index in the AEAD
                 // counter (else the kernel's 4-tuple hash decides).
                 if let Err(e) = io::steer_by_sender(&socks[0], threads) {
@@ -960,7 +960,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut queues = Vec::with_capacity(threads);
     for _ in 0..threads {
-        let q = Tun::open(&dev, threads > 1).with_context(|| format!("opening TUN {dev}"))?;
+        let q = Tun::open(&dev, threads > 1 || std::env::var_os("HIRTX_MQ").is_some()).with_context(|| format!("opening TUN {dev}"))?;
         q.set_nonblocking(true)?;
         queues.push(q);
     }

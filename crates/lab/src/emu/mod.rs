@@ -309,7 +309,7 @@ fn forward(
             }
         }
         iter = iter.wrapping_add(1);
-        if n < k || iter % 64 == 0 {
+        if n < k || iter.is_multiple_of(64) {
             ctr.socket_drops
                 .fetch_add(rx.take_drops(), Ordering::Relaxed);
             pipe_publish(&pipe, ctr, tx_packets, tx_errors, truncated, overflow);

@@ -88,7 +88,7 @@ fn handle(mut s: TcpStream, file: &Mutex<Vec<u8>>, stop: &AtomicBool) -> std::io
                     .copy_from_slice(&buf[..len]);
                 s.write_all(&[0u8; 8])?;
             }
-            (3, _) if off % REGION == 0 && len == REGION && off + REGION <= FILE_LEN => {
+            (3, _) if off.is_multiple_of(REGION) && len == REGION && off + REGION <= FILE_LEN => {
                 file.lock().map_err(|_| std::io::ErrorKind::Other)?[off..off + REGION]
                     .copy_from_slice(expected((off / REGION) as u64, REGION));
                 s.write_all(&[0u8; 8])?;
