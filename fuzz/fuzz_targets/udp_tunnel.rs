@@ -62,7 +62,11 @@ fuzz_target!(|data: &[u8]| {
                 t += Duration::from_millis(1);
                 // The selector's high bits as the outer TOS (ECN decapsulation paths).
                 let _ = p.handle_udp(&mut buf, from, sel >> 2, t, &mut |_, _, _| {}, &mut |_| {});
-                p.handle_timeout(t + Duration::from_millis(50), &mut |_, _, _| {}, &mut |_| {});
+                p.handle_timeout(
+                    t + Duration::from_millis(50),
+                    &mut |_, _, _| {},
+                    &mut |_| {},
+                );
             }
         }
         _ => {

@@ -95,7 +95,9 @@ pub struct LabArgs {
     /// Also run the workload over a lossless link (the reference of the bulk goal).
     #[arg(long)]
     pub lossless: bool,
-    /// Extra arguments passed to both `hirt` tunnel ends (e.g. "--scheme hirt").
+    /// Extra arguments passed to both `hirt` tunnel ends (e.g. "--fec hirt"). Unless they set
+    /// them, the lab adds `--window` (twice the link's bandwidth-delay product) and
+    /// `--fec ours:base=0.01` (see `tunnel_args`).
     #[arg(long, allow_hyphen_values = true)]
     pub tunnel_args: Option<String>,
     /// Loss model override, both directions (`uniform:0.01`, `ge:p=..,r=..`, `trace:FILE`, ...).

@@ -890,9 +890,10 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     let threads = args.threads.unwrap_or(1).clamp(1, 64);
     let mtu = args.mtu.unwrap_or(1400);
     let dev = args.dev.clone().unwrap_or_else(|| "hirt-udp".into());
-    // Server: N sockets on the listening address in one SO_REUSEPORT group (the kernel hashes
-    // each client 4-tuple to one of them). Client: N sockets with distinct source ports, so
-    // the server's hash can spread the client's workers over its sockets.
+    // Server: N sockets on the listening address in one SO_REUSEPORT group, steered by the
+    // sender index in the AEAD counter (`io::steer_by_sender`). Client: N sockets with distinct
+    // source ports (one NAT binding each; without the steering program the kernel's 4-tuple
+    // hash spreads them).
     let mut socks = Vec::with_capacity(threads);
     let remote = match role {
         Role::Server => {
@@ -914,7 +915,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
                 };
                 socks.push(udp_socket(a, threads > 1)?);
             }
-            if threads > 1 && std::env::var_os("HIRTX_NOCBPF").is_none() {
+            if threads > 1 {
                 // Client worker t -> server worker t mod N, by the sender index in the AEAD
                 // counter (else the kernel's 4-tuple hash decides).
                 if let Err(e) = io::steer_by_sender(&socks[0], threads) {
@@ -960,7 +961,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut queues = Vec::with_capacity(threads);
     for _ in 0..threads {
-        let q = Tun::open(&dev, threads > 1 || std::env::var_os("HIRTX_MQ").is_some()).with_context(|| format!("opening TUN {dev}"))?;
+        let q = Tun::open(&dev, threads > 1).with_context(|| format!("opening TUN {dev}"))?;
         q.set_nonblocking(true)?;
         queues.push(q);
     }
