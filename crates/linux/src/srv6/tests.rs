@@ -673,3 +673,53 @@ fn a_saturated_decoder_leaves_repairs_unsolved() {
     assert_eq!(p.dm.stream(0).recovered.load(rel), 0);
     assert!(p.dm.stream(0).overload_skips.load(rel) > 0);
 }
+
+/// Cost of `--auth-sources` per packet through an encoder and a decoder node (no I/O), printed
+/// for docs/dataplane.md: `cargo test -p hirt-linux --release --lib auth_sources_cost --
+/// --ignored --nocapture`. Asserts nothing about time.
+#[test]
+#[ignore]
+fn auth_sources_cost() {
+    let segs = [a(DEC), a(ENC)];
+    let pkts: Vec<Vec<u8>> = (0..64).map(|i| encapsulated(&segs, 1000 + i)).collect();
+    for sources in [false, true] {
+        let key = AuthKey {
+            key_id: 1,
+            key: b"0123456789abcdef0123456789abcdef".to_vec(),
+            rfc8754: false,
+            sources,
+        };
+        let mut c = cfg(true, false, Behavior::Dt6, Some(key.clone()));
+        c.fec = FecMode::parse_with_window("none", 16).unwrap();
+        let mut enc = Srv6Node::new(c, Metrics::new(1, "e")).unwrap();
+        let mut c = cfg(false, true, Behavior::Dt6, Some(key));
+        c.fec = FecMode::parse_with_window("none", 16).unwrap();
+        let mut dec = Srv6Node::new(c, Metrics::new(1, "d")).unwrap();
+        let mut buf = vec![0u8; BUF_LEN];
+        let mut mid = vec![0u8; BUF_LEN];
+        let now = Instant::now();
+        let n = 100_000;
+        let (mut bytes, mut delivered) = (0usize, 0usize);
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            let p = &pkts[i % pkts.len()];
+            buf[..p.len()].copy_from_slice(p);
+            let mut m = 0;
+            let _ = enc.handle_packet(&mut buf, p.len(), now, &mut |_, b| {
+                mid[..b.len()].copy_from_slice(b);
+                m = b.len();
+            });
+            bytes += p.len();
+            let _ = dec.handle_packet(&mut mid, m, now, &mut |e, _| {
+                delivered += (e == Egress::Decap) as usize
+            });
+        }
+        let dt = t.elapsed();
+        assert_eq!(delivered, n);
+        eprintln!(
+            "auth_sources={sources}: {:.2} us per packet (encoder + decoder), mean {} B",
+            dt.as_secs_f64() * 1e6 / n as f64,
+            bytes / n
+        );
+    }
+}
