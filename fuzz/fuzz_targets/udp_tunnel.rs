@@ -29,6 +29,8 @@ fn server(now: Instant) -> UdpPeer {
         keepalive: Duration::from_millis(100),
         remote: None,
         seed: 1,
+        repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
+        repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
     };
     UdpPeer::new(cfg, Metrics::new(2, "fuzz"), now)
 }
@@ -93,6 +95,8 @@ fuzz_target!(|data: &[u8]| {
                 repair_tclass: 0,
                 seed: 1,
                 overload_threshold: 0.9,
+                repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
+                repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
             };
             let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else {
                 return;

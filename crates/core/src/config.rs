@@ -472,6 +472,11 @@ impl fmt::Display for FecMode {
     }
 }
 
+/// Default time-driven repair delay ([`EncoderConfig::repair_delay`]).
+pub const DEFAULT_REPAIR_DELAY: Duration = Duration::from_millis(5);
+/// Default time-driven re-sends ([`EncoderConfig::repair_retries`]).
+pub const DEFAULT_REPAIR_RETRIES: u8 = 1;
+
 /// Default CPU load above which optional FEC work is skipped (HIRT §V).
 pub const DEFAULT_OVERLOAD_THRESHOLD: f64 = 0.9;
 
@@ -510,8 +515,8 @@ impl EncoderConfig {
     pub fn new(mode: FecMode) -> Self {
         EncoderConfig {
             mode,
-            repair_delay: Some(Duration::from_millis(5)),
-            repair_retries: 1,
+            repair_delay: Some(DEFAULT_REPAIR_DELAY),
+            repair_retries: DEFAULT_REPAIR_RETRIES,
             work_budget: None,
             budget_period: Duration::from_millis(1),
             overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,

@@ -40,7 +40,7 @@ mod timestamp;
 
 pub use config::{
     ConfigError, ControllerConfig, DecoderConfig, EncoderConfig, FecMode, SchemeConfig,
-    DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_WINDOW,
+    DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY, DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW,
 };
 pub use decoder::{Decoder, Recovered, Verdict};
 pub use encoder::{Encoder, Repair, SourceTag};

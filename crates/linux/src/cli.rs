@@ -66,6 +66,13 @@ pub struct Srv6Args {
     /// unauthenticated or replayed sources.
     #[arg(long)]
     pub auth_sources: bool,
+    /// Time-driven repair: a repair goes out when sources have been unprotected this long, in
+    /// ms (sparse traffic; default 5, 0 = off).
+    #[arg(long)]
+    pub repair_delay_ms: Option<f64>,
+    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
+    #[arg(long)]
+    pub repair_retries: Option<u8>,
     /// Worker load (busy fraction, 0..1) above which repair generation and solving are
     /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
     #[arg(long)]
@@ -107,7 +114,8 @@ impl Srv6Args {
         let s = &mut self;
         merge_fields!(s, file;
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
-                 key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold;
+                 key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
+                 repair_delay_ms, repair_retries;
             flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources);
         Ok(self)
     }
@@ -183,6 +191,13 @@ pub struct UdpArgs {
     /// Control socket for `hirt status` (default /run/hirt-<dev>.sock).
     #[arg(long)]
     pub control: Option<PathBuf>,
+    /// Time-driven repair: a repair goes out when sources have been unprotected this long, in
+    /// ms (sparse traffic; default 5, 0 = off).
+    #[arg(long)]
+    pub repair_delay_ms: Option<f64>,
+    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
+    #[arg(long)]
+    pub repair_retries: Option<u8>,
     /// Seed for the core's randomness (default from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -199,7 +214,8 @@ impl UdpArgs {
         let s = &mut self;
         merge_fields!(s, file;
             opt: listen, remote, key, fec, rs, window, dev, tun_addr, tun_addr6, mtu,
-                 keepalive_ms, threads, repair_dscp, metrics, control, seed;
+                 keepalive_ms, threads, repair_dscp, metrics, control, seed, repair_delay_ms,
+                 repair_retries;
             flag: server, client, no_encrypt, insecure, no_mss_clamp, ecn_ce);
         Ok(self)
     }
@@ -217,6 +233,21 @@ pub struct StatusArgs {
     /// Change the encoder's controller live (e.g. `fixed:step=10`, `ours`, `hirt`).
     #[arg(long)]
     pub set_controller: Option<String>,
+}
+
+/// The encoder's time-driven repair settings from `--repair-delay-ms` / `--repair-retries`.
+pub fn repair_timer(
+    delay_ms: Option<f64>,
+    retries: Option<u8>,
+) -> anyhow::Result<(Option<std::time::Duration>, u8)> {
+    let delay = match delay_ms {
+        None => Some(hirt_core::DEFAULT_REPAIR_DELAY),
+        Some(ms) if ms.is_finite() && (0.0..=10_000.0).contains(&ms) => {
+            (ms > 0.0).then(|| std::time::Duration::from_secs_f64(ms / 1e3))
+        }
+        Some(ms) => anyhow::bail!("--repair-delay-ms {ms}: must be within 0..=10000"),
+    };
+    Ok((delay, retries.unwrap_or(hirt_core::DEFAULT_REPAIR_RETRIES)))
 }
 
 /// Runs `hirt srv6`.

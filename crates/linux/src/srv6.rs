@@ -31,7 +31,7 @@
 use std::net::Ipv6Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hirt_core::{
     ControllerConfig, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId,
@@ -142,6 +142,10 @@ pub struct NodeConfig {
     /// Worker load above which repair generation and repair solving are randomly skipped
     /// (HIRT §V; 1.0 = never). See [`Srv6Node::set_cpu_load`].
     pub overload_threshold: f64,
+    /// Time-driven repair delay (`None`: off) and re-sends, see `hirt_core::EncoderConfig`.
+    pub repair_delay: Option<Duration>,
+    /// Re-sends after a time-driven repair.
+    pub repair_retries: u8,
 }
 
 /// Encoder and decoder state of an instance, shared by its workers: one slot per worker, and
@@ -181,6 +185,8 @@ impl Shared {
                 .map(|i| {
                     let mut c = EncoderConfig::new(cfg.fec.clone());
                     c.overload_threshold = cfg.overload_threshold;
+                    c.repair_delay = cfg.repair_delay;
+                    c.repair_retries = cfg.repair_retries;
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
                 .collect(),

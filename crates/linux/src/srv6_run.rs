@@ -139,6 +139,8 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         (0.0..=1.0).contains(&overload_threshold),
         "--overload-threshold must be within 0..=1 (1 = off)"
     );
+    let (repair_delay, repair_retries) =
+        crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
     let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
     let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
     let metrics = Metrics::new(threads, &format!("srv6 {role}"));
@@ -242,6 +244,8 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         repair_tclass,
         seed,
         overload_threshold,
+        repair_delay,
+        repair_retries,
     };
     let shared = Shared::new(&base, threads, threads);
     for (i, q) in queues.into_iter().enumerate() {

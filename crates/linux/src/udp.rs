@@ -135,6 +135,10 @@ pub struct PeerConfig {
     pub remote: Option<SocketAddr>,
     /// Seed for the core's randomness.
     pub seed: u64,
+    /// Time-driven repair delay (`None`: off), see `hirt_core::EncoderConfig`.
+    pub repair_delay: Option<Duration>,
+    /// Re-sends after a time-driven repair.
+    pub repair_retries: u8,
 }
 
 /// State every worker of one instance reaches: coder slots, the replay windows and the peer
@@ -226,7 +230,9 @@ impl Shared {
         Arc::new(Shared {
             encs: (0..slots)
                 .map(|i| {
-                    let c = EncoderConfig::new(cfg.fec.clone());
+                    let mut c = EncoderConfig::new(cfg.fec.clone());
+                    c.repair_delay = cfg.repair_delay;
+                    c.repair_retries = cfg.repair_retries;
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
                 .collect(),
@@ -989,6 +995,8 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
             }
         ),
     );
+    let (repair_delay, repair_retries) =
+        crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
     let base = PeerConfig {
         role,
         secret,
@@ -1001,6 +1009,8 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         keepalive: Duration::from_millis(args.keepalive_ms.unwrap_or(1000).max(1)),
         remote,
         seed: args.seed.unwrap_or_else(crypto::initial_counter),
+        repair_delay,
+        repair_retries,
     };
     let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
     let control_path = args
