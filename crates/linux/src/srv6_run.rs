@@ -21,7 +21,7 @@ use crate::control::{self, Control};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
 use crate::runtime::{self, StopFlag};
-use crate::srv6::load::{LoadMeter, LOAD_PERIOD};
+use crate::srv6::load::{self, LoadMeter, LOAD_PERIOD};
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
 
@@ -291,6 +291,10 @@ fn worker(
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
     let mut meter = LoadMeter::new(last_publish, thread_cpu_time(), LOAD_PERIOD);
+    // Overload = packets dropped at the SID device's queue (see `srv6::load`).
+    let dev_name = tun.name().to_string();
+    let mut proc_buf = String::with_capacity(4096);
+    let mut dropped_before = load::tx_dropped(&dev_name, &mut proc_buf);
     let m = ctl.metrics.clone();
     let mut emit = |e: Egress, pkt: &[u8]| {
         let dev = match (e, &decap) {
@@ -310,7 +314,6 @@ fn worker(
                 node.poll_timeout(),
                 Duration::from_millis(100),
             );
-            meter.drained();
             if wait > 0 {
                 let _ = poll_readable(&fds, wait);
             }
@@ -334,6 +337,13 @@ fn worker(
         full = got == BATCH;
         let now = Instant::now();
         if meter.due(now) {
+            let dropped = load::tx_dropped(&dev_name, &mut proc_buf);
+            if let (Some(now_d), Some(before)) = (dropped, dropped_before) {
+                if now_d > before {
+                    meter.queue_dropped();
+                }
+            }
+            dropped_before = dropped;
             node.set_cpu_load(meter.close(now, thread_cpu_time()));
         }
         if node.poll_timeout().is_some_and(|t| t <= now) {
