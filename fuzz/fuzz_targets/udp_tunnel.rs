@@ -31,6 +31,7 @@ fn server(now: Instant) -> UdpPeer {
         seed: 1,
         repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
         repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
+        overload_threshold: 1.0,
     };
     UdpPeer::new(cfg, Metrics::new(2, "fuzz"), now)
 }

@@ -198,6 +198,10 @@ pub struct UdpArgs {
     /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
     #[arg(long)]
     pub repair_retries: Option<u8>,
+    /// Worker load (busy fraction, 0..1) above which repair generation and solving are
+    /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
+    #[arg(long)]
+    pub overload_threshold: Option<f64>,
     /// Seed for the core's randomness (default from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -215,7 +219,7 @@ impl UdpArgs {
         merge_fields!(s, file;
             opt: listen, remote, key, fec, rs, window, dev, tun_addr, tun_addr6, mtu,
                  keepalive_ms, threads, repair_dscp, metrics, control, seed, repair_delay_ms,
-                 repair_retries;
+                 repair_retries, overload_threshold;
             flag: server, client, no_encrypt, insecure, no_mss_clamp, ecn_ce);
         Ok(self)
     }

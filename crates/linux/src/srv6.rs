@@ -293,7 +293,7 @@ impl Srv6Node {
 
     /// Tells the core how busy this worker is: `load` is the worker's load over the last
     /// measurement period (~10 ms), 0.0..=1.0, as [`load::LoadMeter`] measures it (per period
-    /// 1.0 when its queue never drained, else its CPU time over wall time; smoothed). Applied to the encoder and decoder slot this worker owns (stream
+    /// 1.0 when its device's queue dropped packets, else its CPU time over wall time; smoothed). Applied to the encoder and decoder slot this worker owns (stream
     /// `cfg.stream`); above `overload_threshold` they skip repair generation / repair solving
     /// with probability `(load - threshold) / (1 - threshold)` (HIRT §V), so FEC stops adding
     /// work when the worker is already saturated. Also published as the stream's

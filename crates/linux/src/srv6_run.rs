@@ -290,7 +290,7 @@ fn worker(
     let fds = [tun.as_raw_fd()];
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
-    let mut meter = LoadMeter::new(last_publish, thread_cpu_time(), LOAD_PERIOD);
+    let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
     // Overload = packets dropped at the SID device's queue (see `srv6::load`).
     let dev_name = tun.name().to_string();
     let mut proc_buf = String::with_capacity(4096);
@@ -344,7 +344,7 @@ fn worker(
                 }
             }
             dropped_before = dropped;
-            node.set_cpu_load(meter.close(now, thread_cpu_time()));
+            node.set_cpu_load(meter.close(now, load::thread_cpu_time()));
         }
         if node.poll_timeout().is_some_and(|t| t <= now) {
             node.handle_timeout(now, &mut emit);
@@ -362,18 +362,4 @@ fn worker(
         }
     }
     node.publish_stats();
-}
-
-/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), for the load meter.
-fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }

@@ -51,6 +51,7 @@
 
 pub mod io;
 
+use crate::srv6::load::{self, LoadMeter, LOAD_PERIOD};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -139,6 +140,8 @@ pub struct PeerConfig {
     pub repair_delay: Option<Duration>,
     /// Re-sends after a time-driven repair.
     pub repair_retries: u8,
+    /// Worker load above which repairs are skipped (HIRT §V; 1.0 = off).
+    pub overload_threshold: f64,
 }
 
 /// State every worker of one instance reaches: coder slots, the replay windows and the peer
@@ -233,12 +236,14 @@ impl Shared {
                     let mut c = EncoderConfig::new(cfg.fec.clone());
                     c.repair_delay = cfg.repair_delay;
                     c.repair_retries = cfg.repair_retries;
+                    c.overload_threshold = cfg.overload_threshold;
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
                 .collect(),
             decs: (0..slots)
                 .map(|i| {
-                    let c = DecoderConfig::new(cfg.fec.scheme.clone());
+                    let mut c = DecoderConfig::new(cfg.fec.scheme.clone());
+                    c.overload_threshold = cfg.overload_threshold;
                     Mutex::new(Decoder::new(
                         c,
                         (cfg.seed ^ 0xdec0de).wrapping_add(i as u64),
@@ -379,6 +384,24 @@ impl UdpPeer {
     /// Switches this worker's encoder controller (live change).
     pub fn set_controller(&mut self, c: &ControllerConfig) {
         self.shared.enc(self.w.cfg.stream).set_controller(c);
+    }
+
+    /// The measured load of this worker (see `srv6::load`): above the configured overload
+    /// threshold its encoder stream skips repairs and the decoder slot it owns skips solving.
+    pub fn set_cpu_load(&mut self, load: f64) {
+        let load = if load.is_finite() {
+            load.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        let s = self.w.cfg.stream;
+        self.shared.enc(s).set_cpu_load(load);
+        self.shared.dec(s).set_cpu_load(load);
+        self.w
+            .metrics
+            .stream(s)
+            .worker_load_ppm
+            .store((load * 1e6) as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
@@ -997,6 +1020,13 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     );
     let (repair_delay, repair_retries) =
         crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
+    let overload_threshold = args
+        .overload_threshold
+        .unwrap_or(hirt_core::DEFAULT_OVERLOAD_THRESHOLD);
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&overload_threshold),
+        "--overload-threshold must be within 0..=1 (1 = off)"
+    );
     let base = PeerConfig {
         role,
         secret,
@@ -1011,6 +1041,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         seed: args.seed.unwrap_or_else(crypto::initial_counter),
         repair_delay,
         repair_retries,
+        overload_threshold,
     };
     let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
     let control_path = args
@@ -1054,6 +1085,12 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
     let m = ctl.metrics.clone();
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
+    // Overload (see `srv6::load`): drops at our TUN device's queue (packets to encode that we
+    // did not read in time) or at UDP receive buffers (datagrams to decode) make a period 1.0.
+    let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
+    let dev_name = tun.name().to_string();
+    let mut proc_buf = String::with_capacity(4096);
+    let mut drops_before = overload_drops(&dev_name, &mut proc_buf);
     // After a full batch on either side more is very likely queued: skip the `poll`.
     let mut full = false;
     while !stop.stopped() {
@@ -1126,12 +1163,30 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
             }
         }
         let now = Instant::now();
+        if meter.due(now) {
+            let drops = overload_drops(&dev_name, &mut proc_buf);
+            if let (Some(now_d), Some(before)) = (drops, drops_before) {
+                if now_d > before {
+                    meter.queue_dropped();
+                }
+            }
+            drops_before = drops;
+            peer.set_cpu_load(meter.close(now, load::thread_cpu_time()));
+        }
         if now.duration_since(last_publish) > Duration::from_millis(200) {
             peer.publish_stats();
             last_publish = now;
         }
     }
     peer.publish_stats();
+}
+
+/// Packets dropped so far at the TUN device's queue plus UDP datagrams dropped for a full
+/// receive buffer (this network namespace; `None` if unreadable).
+fn overload_drops(dev: &str, buf: &mut String) -> Option<u64> {
+    let tun = load::tx_dropped(dev, buf)?;
+    let udp = load::udp_rcvbuf_errors(buf)?;
+    Some(tun + udp)
 }
 
 #[cfg(test)]

@@ -189,6 +189,54 @@ pub fn tx_dropped(dev: &str, buf: &mut String) -> Option<u64> {
     parse_tx_dropped(buf, dev)
 }
 
+/// UDP datagrams dropped so far because a socket's receive buffer was full (IPv4 and IPv6
+/// together: `RcvbufErrors` of `/proc/thread-self/net/snmp` and `Udp6RcvbufErrors` of
+/// `snmp6`). `buf` is reused.
+pub fn udp_rcvbuf_errors(buf: &mut String) -> Option<u64> {
+    use std::io::Read;
+    buf.clear();
+    std::fs::File::open("/proc/thread-self/net/snmp")
+        .ok()?
+        .read_to_string(buf)
+        .ok()?;
+    let v4 = parse_snmp_udp_rcvbuf_errors(buf)?;
+    buf.clear();
+    let v6 = std::fs::File::open("/proc/thread-self/net/snmp6")
+        .ok()
+        .and_then(|mut f| f.read_to_string(buf).ok())
+        .and_then(|_| {
+            buf.lines().find_map(|l| {
+                let mut it = l.split_whitespace();
+                (it.next()? == "Udp6RcvbufErrors").then(|| it.next()?.parse::<u64>().ok())?
+            })
+        })
+        .unwrap_or(0);
+    Some(v4 + v6)
+}
+
+/// `RcvbufErrors` of the two `Udp:` lines (names, then values) of `/proc/net/snmp`.
+fn parse_snmp_udp_rcvbuf_errors(text: &str) -> Option<u64> {
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp:"));
+    let names = udp.next()?;
+    let values = udp.next()?;
+    let col = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(col)?.parse().ok()
+}
+
+/// CPU time the calling thread has used (`CLOCK_THREAD_CPUTIME_ID`), for the load meter.
+pub fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The `tx drop` column of `dev`'s line in the text of `/proc/net/dev`.
 fn parse_tx_dropped(text: &str, dev: &str) -> Option<u64> {
     text.lines().find_map(|line| {
@@ -220,5 +268,19 @@ hirt0x:       0       0    0    0    0     0          0         0        0      
         assert_eq!(parse_tx_dropped("garbage\nhirt0: 1 2", "hirt0"), None);
         // this thread's namespace has a loopback device
         assert!(tx_dropped("lo", &mut String::new()).is_some());
+    }
+
+    #[test]
+    fn udp_receive_buffer_errors() {
+        let text = "Ip: Forwarding DefaultTTL
+Ip: 1 64
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+Udp: 100 2 3 400 37 5 0 0 0
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors
+UdpLite: 0 0 0 0 99 0 0 0 0
+";
+        assert_eq!(parse_snmp_udp_rcvbuf_errors(text), Some(37));
+        assert_eq!(parse_snmp_udp_rcvbuf_errors("Udp: RcvbufErrors"), None);
+        assert!(udp_rcvbuf_errors(&mut String::new()).is_some());
     }
 }
