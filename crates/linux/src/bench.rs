@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::batch::Batch;
 use crate::cli::Srv6Args;
 use crate::netns::{self, veth, NetNs};
 use crate::srv6_run;
+use crate::udp::io::TosBatch;
 
 /// Arguments of `hirt bench dataplane`.
 #[derive(Debug, Clone, clap::Args)]
@@ -270,7 +270,7 @@ fn sender(
     pin(cpu);
     let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
     let to: SocketAddr = format!("[{DST}]:9000").parse()?;
-    let mut batch = Batch::default();
+    let mut batch = TosBatch::default();
     let mut p = vec![0u8; payload_len.max(24)];
     let start = Instant::now();
     let mut seq: u64 = 0;
@@ -313,10 +313,10 @@ fn sender(
             p[..8].copy_from_slice(&seq.to_be_bytes());
             p[8..16].copy_from_slice(&mono_ns().to_be_bytes());
             p[16..24].copy_from_slice(&run.to_be_bytes());
-            batch.push(&p, to);
+            batch.push(&p, to, 0);
             seq += 1;
         }
-        batch.send(sock.as_raw_fd())?;
+        batch.send(sock.as_raw_fd());
     }
     Ok(seq)
 }
@@ -344,7 +344,7 @@ fn receiver(
     }
     sock.set_nonblocking(true)?;
     let _ = ready.send(());
-    let mut batch = Batch::default();
+    let mut batch = TosBatch::default();
     let mut seen = std::collections::HashSet::new();
     let mut lat = Vec::new();
     let mut last = Instant::now();
@@ -367,7 +367,7 @@ fn receiver(
         let now = mono_ns();
         last = Instant::now();
         for i in 0..n {
-            let (d, _) = batch.get_mut(i);
+            let (d, _, _) = batch.get_mut(i);
             if d.len() < 24 || d[16..24] != run.to_be_bytes() {
                 continue;
             }

@@ -177,6 +177,20 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// The auth TLV for the next packet we sign with `key` (each takes a fresh sequence
+    /// number from this instance's space).
+    fn next_auth<'k>(&self, cfg: &NodeConfig, key: &'k AuthKey, rfc8754_hmac: bool) -> Auth<'k> {
+        Auth {
+            tlv_type: cfg.tlv.auth,
+            key_id: key.key_id,
+            key: &key.key,
+            seq: self.auth_seq.fetch_add(1, Ordering::Relaxed),
+            rfc8754_hmac,
+        }
+    }
+}
+
+impl Shared {
     /// State for `slots` workers and up to `streams` stream ids (for the replay windows).
     pub fn new(cfg: &NodeConfig, slots: usize, streams: usize) -> Arc<Shared> {
         let slots = slots.max(1);
@@ -510,14 +524,7 @@ impl Srv6Node {
         let tagged = wsrv6::insert_source_tlv(buf, len, self.cfg.tlv.source, &src);
         let tagged = match (tagged, self.cfg.auth.as_ref()) {
             (Ok(n), Some(a)) if a.sources => {
-                let auth = Auth {
-                    tlv_type: self.cfg.tlv.auth,
-                    key_id: a.key_id,
-                    key: &a.key,
-                    seq: shared.auth_seq.fetch_add(1, Ordering::Relaxed),
-                    rfc8754_hmac: false,
-                };
-                wsrv6::sign(buf, n, &auth)
+                wsrv6::sign(buf, n, &shared.next_auth(&self.cfg, a, false))
             }
             (t, _) => t,
         };
@@ -704,29 +711,17 @@ fn drain_repairs(
     let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
     let dst = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
     while let Some(r) = enc.poll_repair() {
-        let h = Srv6Header {
-            src,
-            segments: &dst,
-            segments_left: 0,
-            hop_limit: 64,
-            traffic_class: cfg.repair_tclass,
-            flow_label: 0,
-            next_header: NH_NONE,
-            tag: 0,
-        };
+        let h = internal_header(cfg, src, &dst);
         let repr = RepairRepr {
             stream: r.stream,
             info: r.info,
             timestamp: r.timestamp,
             payload_len: r.payload.len() as u16,
         };
-        let auth = cfg.auth.as_ref().map(|a| Auth {
-            tlv_type: cfg.tlv.auth,
-            key_id: a.key_id,
-            key: &a.key,
-            seq: shared.auth_seq.fetch_add(1, Ordering::Relaxed),
-            rfc8754_hmac: a.rfc8754,
-        });
+        let auth = cfg
+            .auth
+            .as_ref()
+            .map(|a| shared.next_auth(cfg, a, a.rfc8754));
         let built = Srv6Builder::new(out, &h).and_then(|mut b| {
             b.push_repair(cfg.tlv.repair, &repr)?;
             b.finish(r.payload, auth.as_ref())
@@ -740,6 +735,21 @@ fn drain_repairs(
             }
             Err(_) => add(&metrics.global.send_errors, 1),
         }
+    }
+}
+
+/// Outer header of a repair or feedback packet: from `src` to our peer's SID `dst` as the last
+/// segment, with Next Header 59, so it never leaves the tunnel.
+fn internal_header<'a>(cfg: &NodeConfig, src: Ipv6Addr, dst: &'a [Ipv6Addr]) -> Srv6Header<'a> {
+    Srv6Header {
+        src,
+        segments: dst,
+        segments_left: 0,
+        hop_limit: 64,
+        traffic_class: cfg.repair_tclass,
+        flow_label: 0,
+        next_header: NH_NONE,
+        tag: 0,
     }
 }
 
@@ -774,29 +784,17 @@ fn drain_decoder(
         let Some(blen) = fb.encode(&mut body) else {
             continue;
         };
-        let h = Srv6Header {
-            src,
-            segments: &dst,
-            segments_left: 0,
-            hop_limit: 64,
-            traffic_class: cfg.repair_tclass,
-            flow_label: 0,
-            next_header: NH_NONE,
-            tag: 0,
-        };
+        let h = internal_header(cfg, src, &dst);
         let repr = FeedbackRepr {
             stream: fb.stream,
             path_id: fb.path,
             timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
             body: &body[..blen],
         };
-        let auth = cfg.auth.as_ref().map(|a| Auth {
-            tlv_type: cfg.tlv.auth,
-            key_id: a.key_id,
-            key: &a.key,
-            seq: shared.auth_seq.fetch_add(1, Ordering::Relaxed),
-            rfc8754_hmac: a.rfc8754,
-        });
+        let auth = cfg
+            .auth
+            .as_ref()
+            .map(|a| shared.next_auth(cfg, a, a.rfc8754));
         let built = Srv6Builder::new(out, &h).and_then(|mut b| {
             b.push_feedback(cfg.tlv.feedback, &repr)?;
             b.finish(&[], auth.as_ref())

@@ -21,7 +21,7 @@ use crate::control::{self, Control};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
 use crate::runtime::{self, StopFlag};
-use crate::srv6::load::{self, LoadMeter, LOAD_PERIOD};
+use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
 
@@ -292,9 +292,7 @@ fn worker(
     let mut last_publish = Instant::now();
     let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
     // Overload = packets dropped at the SID device's queue (see `srv6::load`).
-    let dev_name = tun.name().to_string();
-    let mut proc_buf = String::with_capacity(4096);
-    let mut dropped_before = load::tx_dropped(&dev_name, &mut proc_buf);
+    let mut drops = DropWatch::new(tun.name(), false);
     let m = ctl.metrics.clone();
     let mut emit = |e: Egress, pkt: &[u8]| {
         let dev = match (e, &decap) {
@@ -337,13 +335,9 @@ fn worker(
         full = got == BATCH;
         let now = Instant::now();
         if meter.due(now) {
-            let dropped = load::tx_dropped(&dev_name, &mut proc_buf);
-            if let (Some(now_d), Some(before)) = (dropped, dropped_before) {
-                if now_d > before {
-                    meter.queue_dropped();
-                }
+            if drops.rose() {
+                meter.queue_dropped();
             }
-            dropped_before = dropped;
             node.set_cpu_load(meter.close(now, load::thread_cpu_time()));
         }
         if node.poll_timeout().is_some_and(|t| t <= now) {

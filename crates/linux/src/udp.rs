@@ -51,7 +51,7 @@
 
 pub mod io;
 
-use crate::srv6::load::{self, LoadMeter, LOAD_PERIOD};
+use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -1088,9 +1088,7 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
     // Overload (see `srv6::load`): drops at our TUN device's queue (packets to encode that we
     // did not read in time) or at UDP receive buffers (datagrams to decode) make a period 1.0.
     let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
-    let dev_name = tun.name().to_string();
-    let mut proc_buf = String::with_capacity(4096);
-    let mut drops_before = overload_drops(&dev_name, &mut proc_buf);
+    let mut drops = DropWatch::new(tun.name(), true);
     // After a full batch on either side more is very likely queued: skip the `poll`.
     let mut full = false;
     while !stop.stopped() {
@@ -1164,13 +1162,9 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
         }
         let now = Instant::now();
         if meter.due(now) {
-            let drops = overload_drops(&dev_name, &mut proc_buf);
-            if let (Some(now_d), Some(before)) = (drops, drops_before) {
-                if now_d > before {
-                    meter.queue_dropped();
-                }
+            if drops.rose() {
+                meter.queue_dropped();
             }
-            drops_before = drops;
             peer.set_cpu_load(meter.close(now, load::thread_cpu_time()));
         }
         if now.duration_since(last_publish) > Duration::from_millis(200) {
@@ -1179,14 +1173,6 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
         }
     }
     peer.publish_stats();
-}
-
-/// Packets dropped so far at the TUN device's queue plus UDP datagrams dropped for a full
-/// receive buffer (this network namespace; `None` if unreadable).
-fn overload_drops(dev: &str, buf: &mut String) -> Option<u64> {
-    let tun = load::tx_dropped(dev, buf)?;
-    let udp = load::udp_rcvbuf_errors(buf)?;
-    Some(tun + udp)
 }
 
 #[cfg(test)]

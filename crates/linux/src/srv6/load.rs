@@ -175,6 +175,49 @@ mod tests {
     }
 }
 
+/// The drop counters that signal overload to a [`LoadMeter`]: the transmit-queue drops of the
+/// device a worker reads (packets it did not take in time) and, for a UDP worker, the
+/// namespace's UDP receive-buffer drops (datagrams it did not take in time).
+#[derive(Debug)]
+pub struct DropWatch {
+    dev: String,
+    udp: bool,
+    buf: String,
+    last: Option<u64>,
+}
+
+impl DropWatch {
+    /// Watches `dev` (and UDP receive buffers if `udp`), starting from the current counts.
+    pub fn new(dev: &str, udp: bool) -> DropWatch {
+        let mut w = DropWatch {
+            dev: dev.to_string(),
+            udp,
+            buf: String::with_capacity(4096),
+            last: None,
+        };
+        w.last = w.total();
+        w
+    }
+
+    fn total(&mut self) -> Option<u64> {
+        let tun = tx_dropped(&self.dev, &mut self.buf)?;
+        let udp = if self.udp {
+            udp_rcvbuf_errors(&mut self.buf)?
+        } else {
+            0
+        };
+        Some(tun + udp)
+    }
+
+    /// Whether packets were dropped since the last call (false if a counter cannot be read).
+    pub fn rose(&mut self) -> bool {
+        let now = self.total();
+        let rose = matches!((now, self.last), (Some(n), Some(b)) if n > b);
+        self.last = now;
+        rose
+    }
+}
+
 /// Packets the kernel dropped at network device `dev`'s transmit queue so far (for a TUN device:
 /// packets routed to it that its reader did not take in time), from `/proc/thread-self/net/dev`
 /// (the calling thread's network namespace). `buf` is reused between calls. `None` if the file

@@ -1,7 +1,7 @@
 //! Batched UDP I/O for the UDP tunnel with a traffic class per datagram.
 //!
-//! Like [`crate::batch::Batch`] (`recvmmsg` / `sendmmsg`, [`BATCH`] datagrams per system call,
-//! buffers allocated once), plus one control message per datagram:
+//! `recvmmsg` / `sendmmsg`, [`BATCH`] datagrams per system call, buffers allocated once, plus
+//! one control message per datagram (none when the TOS is 0):
 //! - on send, an `IP_TOS` (IPv4 or v4-mapped destination) / `IPV6_TCLASS` cmsg, so repairs and
 //!   feedback carry `--repair-dscp` while sources carry the inner packet's DSCP and ECN on the
 //!   same socket (a socket-wide `IP_TOS` would mark every datagram alike);
