@@ -558,6 +558,12 @@ pub struct DecoderConfig {
     pub overload_threshold: f64,
     /// Most streams tracked; sources of further streams are delivered unprotected.
     pub max_streams: usize,
+    /// In-order release: sources behind a missing one are held (copied) until it arrives or is
+    /// recovered, the code can no longer recover it, or they waited this long. `None` (the
+    /// default): every source is delivered at once and recovered ones arrive out of order.
+    pub in_order: Option<Duration>,
+    /// Most sources held per stream for in-order release; beyond, the first hole is given up.
+    pub in_order_max: usize,
 }
 
 impl DecoderConfig {
@@ -586,6 +592,8 @@ impl DecoderConfig {
             budget_period: Duration::from_millis(1),
             overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,
             max_streams: 64,
+            in_order: None,
+            in_order_max: 1024,
         }
     }
 }

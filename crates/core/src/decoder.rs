@@ -1,5 +1,6 @@
-//! The tunnel decoder: delivers originals at once, recovers lost sources the moment the code can,
-//! never delivers a source twice, and reports what it saw in periodic feedback.
+//! The tunnel decoder: delivers originals at once (or, with in-order release, after the sources
+//! before them), recovers lost sources the moment the code can, never delivers a source twice,
+//! and reports what it saw in periodic feedback.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use crate::codec::DecCodec;
 use crate::config::{DecoderConfig, SchemeConfig, MAX_WINDOW};
 use crate::feedback::{Feedback, TimestampEcho};
 use crate::loss::{Arrival, LossTracker};
+use crate::order::{Held, Place, Reorder};
 use crate::overload::Budget;
 use crate::stats::DecoderStats;
 use crate::streams::StreamMap;
@@ -22,12 +24,16 @@ use crate::{Esi, RepairInfo, StreamId};
 pub enum Verdict {
     /// Deliver it now.
     Deliver,
+    /// In-order release keeps it (a source before it is missing): it comes out of
+    /// [`Decoder::poll_recovered`] later, with `original` set. Do not deliver it now.
+    Hold,
     /// Drop it: already delivered (as an original or recovered), or too old to tell.
     Duplicate,
 }
 
-/// A recovered source packet, exact bytes. Borrowed from the decoder until the next
-/// `poll_recovered`.
+/// A source packet to deliver after the input that released it: a recovered source, or with
+/// in-order release an original that was held ([`Verdict::Hold`]). Exact bytes, borrowed from
+/// the decoder until the next `poll_recovered`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Recovered<'a> {
     /// Its stream.
@@ -36,17 +42,23 @@ pub struct Recovered<'a> {
     pub esi: Esi,
     /// The original packet bytes.
     pub data: &'a [u8],
+    /// A held original (true), not a recovered source.
+    pub original: bool,
+    /// For a held original: the `meta` given to [`Decoder::handle_source_with`]; else 0.
+    pub meta: u32,
 }
 
 #[derive(Debug)]
 struct RecBuf {
     stream: StreamId,
     esi: Esi,
+    original: bool,
+    meta: u32,
     data: Vec<u8>,
 }
 
-/// Most recycled buffers kept.
-const POOL_MAX: usize = 64;
+/// Most recycled buffers kept (in-order release holds up to a few hundred at a time).
+const POOL_MAX: usize = 512;
 
 #[derive(Debug)]
 struct Stream {
@@ -59,6 +71,7 @@ struct Stream {
     period_start: Option<Instant>,
     echo: Option<(u32, Instant)>,
     due: bool,
+    order: Option<Reorder>,
 }
 
 /// Recovered-packet output, split from the streams for disjoint borrows.
@@ -69,15 +82,72 @@ struct Out {
 }
 
 impl Out {
-    fn push(&mut self, stream: StreamId, esi: Esi, data: &[u8]) {
+    fn copy(&mut self, data: &[u8]) -> Vec<u8> {
         let mut buf = self.pool.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(data);
+        buf
+    }
+
+    fn push(&mut self, stream: StreamId, esi: Esi, data: &[u8]) {
+        let data = self.copy(data);
         self.queue.push_back(RecBuf {
             stream,
             esi,
-            data: buf,
+            original: false,
+            meta: 0,
+            data,
         });
+    }
+
+    fn push_held(&mut self, stream: StreamId, h: Held) {
+        self.queue.push_back(RecBuf {
+            stream,
+            esi: h.esi,
+            original: h.original,
+            meta: h.meta,
+            data: h.data,
+        });
+    }
+
+    /// A recovered source: delivered now, or held by in-order release.
+    fn recovered(
+        &mut self,
+        order: &mut Option<Reorder>,
+        stats: &mut DecoderStats,
+        stream: StreamId,
+        esi: Esi,
+        data: &[u8],
+        now: Instant,
+    ) {
+        let Some(o) = order else {
+            return self.push(stream, esi, data);
+        };
+        self.make_room(o, stream);
+        match o.place(esi) {
+            Place::Now => {
+                self.push(stream, esi, data);
+                o.release(&mut |h| self.push_held(stream, h));
+            }
+            Place::Hold => {
+                stats.held += 1;
+                let data = self.copy(data);
+                o.hold(Held {
+                    esi,
+                    at: now,
+                    original: false,
+                    meta: 0,
+                    data,
+                });
+            }
+        }
+    }
+
+    /// Gives the first hole up when the release buffer is full.
+    fn make_room(&mut self, o: &mut Reorder, stream: StreamId) {
+        if o.full() {
+            o.skip_hole(&mut |h| self.push_held(stream, h));
+        }
     }
 }
 
@@ -142,6 +212,10 @@ impl Decoder {
             period_start: None,
             echo: None,
             due: false,
+            order: self
+                .cfg
+                .in_order
+                .map(|hold| Reorder::new(hold, self.cfg.in_order_max)),
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
@@ -150,12 +224,25 @@ impl Decoder {
 
     /// Takes a source packet tagged (`stream`, `esi`). On [`Verdict::Deliver`] the caller
     /// delivers `packet` at once; then drain [`Decoder::poll_recovered`] (it may have completed
-    /// a recovery) and [`Decoder::poll_feedback`].
+    /// a recovery, or released held sources) and [`Decoder::poll_feedback`].
     pub fn handle_source(
         &mut self,
         stream: StreamId,
         esi: Esi,
         packet: &[u8],
+        now: Instant,
+    ) -> Verdict {
+        self.handle_source_with(stream, esi, packet, 0, now)
+    }
+
+    /// [`Decoder::handle_source`] with a caller's value `meta` that comes back with the packet
+    /// if in-order release holds it (e.g. fields of the packet the symbol does not cover).
+    pub fn handle_source_with(
+        &mut self,
+        stream: StreamId,
+        esi: Esi,
+        packet: &[u8],
+        meta: u32,
         now: Instant,
     ) -> Verdict {
         let Some(i) = self.stream_index(stream) else {
@@ -164,6 +251,10 @@ impl Decoder {
         };
         let s = &mut self.streams[i];
         s.period_start.get_or_insert(now);
+        let out = &mut self.out;
+        if let Some(o) = &mut s.order {
+            o.expire(now, &mut |h| out.push_held(stream, h));
+        }
         let verdict = match s.tracker.on_source(esi) {
             Arrival::New => {
                 s.stats.delivered += 1;
@@ -172,22 +263,51 @@ impl Decoder {
                     tracker,
                     stats,
                     budget,
+                    order,
                     ..
                 } = &mut *s;
-                let out = &mut self.out;
+                let verdict = match order {
+                    None => Verdict::Deliver,
+                    Some(o) => {
+                        out.make_room(o, stream);
+                        let place = o.place(esi);
+                        if place == Place::Now && out.queue.is_empty() {
+                            o.release(&mut |h| out.push_held(stream, h));
+                            Verdict::Deliver
+                        } else {
+                            // Behind a hole, or behind packets released just now that the
+                            // caller will only see after this one: keep it.
+                            stats.held += 1;
+                            let h = Held {
+                                esi,
+                                at: now,
+                                original: true,
+                                meta,
+                                data: out.copy(packet),
+                            };
+                            if place == Place::Now {
+                                out.push_held(stream, h);
+                                o.release(&mut |h| out.push_held(stream, h));
+                            } else {
+                                o.hold(h);
+                            }
+                            Verdict::Hold
+                        }
+                    }
+                };
                 let before = codec.symbol_ops();
                 // The code's own verdict does not matter: the tracker is the delivered-set.
                 // Sources always enter the code (overload control only skips repairs).
                 let _ = codec.on_source(esi, packet, &mut |e, data| {
                     if tracker.on_recovered(e) {
                         stats.recovered += 1;
-                        out.push(stream, e, data);
+                        out.recovered(order, stats, stream, e, data, now);
                     }
                 });
                 let ops = codec.symbol_ops().saturating_sub(before);
                 budget.spend(ops);
                 stats.symbol_ops += ops;
-                Verdict::Deliver
+                verdict
             }
             Arrival::Duplicate => {
                 s.stats.duplicates += 1;
@@ -226,6 +346,10 @@ impl Decoder {
         };
         let s = &mut self.streams[i];
         s.stats.repairs += 1;
+        if let Some(o) = &mut s.order {
+            let out = &mut self.out;
+            o.expire(now, &mut |h| out.push_held(stream, h));
+        }
         if info.nss == 0 || info.nss > MAX_WINDOW {
             s.stats.repairs_invalid += 1;
             return Err(DecodeError::InvalidNss);
@@ -241,6 +365,7 @@ impl Decoder {
                 codec,
                 tracker,
                 stats,
+                order,
                 ..
             } = &mut *s;
             let out = &mut self.out;
@@ -250,7 +375,7 @@ impl Decoder {
             let res = codec.on_repair(info, payload, &mut |e, data| {
                 if tracker.on_recovered(e) {
                     stats.recovered += 1;
-                    out.push(stream, e, data);
+                    out.recovered(order, stats, stream, e, data, now);
                 }
             });
             let ops = codec.symbol_ops().saturating_sub(before);
@@ -273,9 +398,15 @@ impl Decoder {
         Ok(())
     }
 
-    /// Updates cumulative stats and the feedback schedule of stream `i` after an input.
+    /// Updates cumulative stats and the feedback schedule of stream `i` after an input, and
+    /// releases what waited behind losses that became final.
     fn after_input(&mut self, i: usize, now: Instant) {
         let s = &mut self.streams[i];
+        if let Some(o) = &mut s.order {
+            let (out, stream) = (&mut self.out, s.id);
+            o.skip_before(s.tracker.finalized(), &mut |h| out.push_held(stream, h));
+            s.stats.order_skipped = o.skipped;
+        }
         s.stats.lost = s.tracker.total_lost;
         s.stats.residual = s.tracker.total_residual;
         if !s.due && Self::feedback_due(&self.cfg, s, now) {
@@ -306,6 +437,8 @@ impl Decoder {
             stream: r.stream,
             esi: r.esi,
             data: &r.data,
+            original: r.original,
+            meta: r.meta,
         })
     }
 
@@ -348,19 +481,31 @@ impl Decoder {
         Some(fb)
     }
 
-    /// When [`Decoder::handle_timeout`] must be called next (a time-driven feedback), if any.
+    /// When [`Decoder::handle_timeout`] must be called next (a time-driven feedback, or the
+    /// end of an in-order hold), if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let iv: Duration = self.cfg.feedback_interval?;
+        let iv: Option<Duration> = self.cfg.feedback_interval;
         self.streams
             .iter()
-            .filter_map(|s| s.period_start?.checked_add(iv))
+            .flat_map(|s| {
+                let fb = iv.and_then(|iv| s.period_start?.checked_add(iv));
+                let hold = s.order.as_ref().and_then(Reorder::deadline);
+                [fb, hold]
+            })
+            .flatten()
             .min()
     }
 
-    /// Schedules the feedback due at `now`; then drain [`Decoder::poll_feedback`].
+    /// Schedules the feedback due at `now` and releases sources whose hold ended; then drain
+    /// [`Decoder::poll_recovered`] and [`Decoder::poll_feedback`].
     pub fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.streams.len() {
             let s = &mut self.streams[i];
+            if let Some(o) = &mut s.order {
+                let (out, stream) = (&mut self.out, s.id);
+                o.expire(now, &mut |h| out.push_held(stream, h));
+                s.stats.order_skipped = o.skipped;
+            }
             if !s.due && Self::feedback_due(&self.cfg, s, now) {
                 s.due = true;
                 self.due.push_back(i);

@@ -33,6 +33,7 @@ mod decoder;
 mod encoder;
 pub mod feedback;
 mod loss;
+mod order;
 mod overload;
 mod stats;
 mod streams;

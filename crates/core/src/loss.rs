@@ -132,6 +132,12 @@ impl LossTracker {
         self.top.wrapping_sub(1)
     }
 
+    /// ESIs before this one are final: delivered, or lost for good (the code can no longer
+    /// recover them).
+    pub(crate) fn finalized(&self) -> Esi {
+        self.finalized
+    }
+
     fn start(&mut self, esi: Esi) {
         // Our encoder numbers from 0: when the first ESI seen is near 0, the ones before it were
         // lost, not "before our time".

@@ -63,4 +63,9 @@ pub struct DecoderStats {
     pub feedback: u64,
     /// Row operations done by the code.
     pub symbol_ops: u64,
+    /// Sources held back for in-order release (originals and recovered ones).
+    pub held: u64,
+    /// Missing ESIs that in-order release gave up waiting for (deadline, out of every future
+    /// repair's window, or too many held).
+    pub order_skipped: u64,
 }

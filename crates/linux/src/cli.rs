@@ -77,6 +77,13 @@ pub struct Srv6Args {
     /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
     #[arg(long)]
     pub overload_threshold: Option<f64>,
+    /// In-order release at the decoder: sources behind a missing one wait until it is
+    /// recovered, or at most this many ms, so transports see a recovered loss as a short delay
+    /// instead of reordering (which makes QUIC and TCP cut their window). Pays off when repairs
+    /// come soon after a loss (e.g. with `--repair-delay-ms 1`); 30 is a good hold. Default off
+    /// (0): every packet is delivered at once, recovered ones out of order.
+    #[arg(long)]
+    pub in_order_ms: Option<f64>,
     /// Do not install routes for the SIDs (the operator routes them to --dev).
     #[arg(long)]
     pub no_routes: bool,
@@ -115,7 +122,7 @@ impl Srv6Args {
         merge_fields!(s, file;
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
                  key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
-                 repair_delay_ms, repair_retries;
+                 repair_delay_ms, repair_retries, in_order_ms;
             flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources);
         Ok(self)
     }
@@ -202,6 +209,13 @@ pub struct UdpArgs {
     /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
     #[arg(long)]
     pub overload_threshold: Option<f64>,
+    /// In-order release at the decoder: sources behind a missing one wait until it is
+    /// recovered, or at most this many ms, so transports see a recovered loss as a short delay
+    /// instead of reordering (which makes QUIC and TCP cut their window). Pays off when repairs
+    /// come soon after a loss (e.g. with `--repair-delay-ms 1`); 30 is a good hold. Default off
+    /// (0): every packet is delivered at once, recovered ones out of order.
+    #[arg(long)]
+    pub in_order_ms: Option<f64>,
     /// Seed for the core's randomness (default from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -219,7 +233,7 @@ impl UdpArgs {
         merge_fields!(s, file;
             opt: listen, remote, key, fec, rs, window, dev, tun_addr, tun_addr6, mtu,
                  keepalive_ms, threads, repair_dscp, metrics, control, seed, repair_delay_ms,
-                 repair_retries, overload_threshold;
+                 repair_retries, overload_threshold, in_order_ms;
             flag: server, client, no_encrypt, insecure, no_mss_clamp, ecn_ce);
         Ok(self)
     }
@@ -252,6 +266,17 @@ pub fn repair_timer(
         Some(ms) => anyhow::bail!("--repair-delay-ms {ms}: must be within 0..=10000"),
     };
     Ok((delay, retries.unwrap_or(hirt_core::DEFAULT_REPAIR_RETRIES)))
+}
+
+/// The decoder's in-order hold from `--in-order-ms` (`None`: off).
+pub fn in_order_hold(ms: Option<f64>) -> anyhow::Result<Option<std::time::Duration>> {
+    match ms {
+        None => Ok(None),
+        Some(ms) if ms.is_finite() && (0.0..=10_000.0).contains(&ms) => {
+            Ok((ms > 0.0).then(|| std::time::Duration::from_secs_f64(ms / 1e3)))
+        }
+        Some(ms) => anyhow::bail!("--in-order-ms {ms}: must be within 0..=10000"),
+    }
 }
 
 /// Runs `hirt srv6`.

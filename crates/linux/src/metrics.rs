@@ -60,6 +60,10 @@ counters!(
         unrecoverable,
         /// Duplicates suppressed.
         duplicates,
+        /// Sources held back by in-order release (behind a missing one).
+        held,
+        /// Missing sources that in-order release stopped waiting for.
+        order_skipped,
         /// Feedback packets sent by the decoder.
         feedback_sent,
         /// Repairs or recoveries skipped because of overload.

@@ -146,6 +146,8 @@ pub struct NodeConfig {
     pub repair_delay: Option<Duration>,
     /// Re-sends after a time-driven repair.
     pub repair_retries: u8,
+    /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
+    pub in_order: Option<Duration>,
 }
 
 /// Encoder and decoder state of an instance, shared by its workers: one slot per worker, and
@@ -211,6 +213,7 @@ impl Shared {
                 .map(|i| {
                     let mut c = DecoderConfig::new(cfg.fec.scheme.clone());
                     c.overload_threshold = cfg.overload_threshold;
+                    c.in_order = cfg.in_order;
                     let dec = Decoder::new(c, (cfg.seed ^ 0x5eed).wrapping_add(i as u64));
                     Mutex::new(DecState {
                         dec,
@@ -644,7 +647,11 @@ impl Srv6Node {
         d.last_hl_tc[slot] = (hl, tc);
         buf[7] = 0;
         set_traffic_class(buf, 0);
-        let verdict = d.dec.handle_source(src.stream, src.esi, &buf[..len], now);
+        // Hop limit and traffic class are not part of the symbol: a held packet keeps its own.
+        let meta = u32::from(hl) | u32::from(tc) << 8;
+        let verdict = d
+            .dec
+            .handle_source_with(src.stream, src.esi, &buf[..len], meta, now);
         buf[7] = hl;
         set_traffic_class(buf, tc);
         let res = match verdict {
@@ -656,6 +663,7 @@ impl Srv6Node {
                 add(&c.duplicates, 1);
                 Err(Drop::Duplicate)
             }
+            Verdict::Hold => Ok(()),
         };
         drain_decoder(
             &self.cfg,
@@ -690,6 +698,8 @@ impl Srv6Node {
                     let c = self.metrics.stream(s);
                     c.losses.store(st.lost, Relaxed);
                     c.unrecoverable.store(st.residual, Relaxed);
+                    c.held.store(st.held, Relaxed);
+                    c.order_skipped.store(st.order_skipped, Relaxed);
                     if no_enc {
                         c.overload_skips.store(st.overload_skips, Relaxed);
                     }
@@ -770,6 +780,12 @@ fn drain_decoder(
             continue;
         }
         out[..n].copy_from_slice(r.data);
+        if r.original {
+            out[7] = r.meta as u8;
+            set_traffic_class(out, (r.meta >> 8) as u8);
+            behave(cfg, metrics, r.stream, out, n, false, emit);
+            continue;
+        }
         let slot = (r.stream as usize).min(last_hl_tc.len() - 1);
         let (hl, tc) = last_hl_tc[slot];
         out[7] = hl;

@@ -141,6 +141,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     );
     let (repair_delay, repair_retries) =
         crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
+    let in_order = crate::cli::in_order_hold(args.in_order_ms)?;
     let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
     let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
     let metrics = Metrics::new(threads, &format!("srv6 {role}"));
@@ -246,6 +247,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         overload_threshold,
         repair_delay,
         repair_retries,
+        in_order,
     };
     let shared = Shared::new(&base, threads, threads);
     for (i, q) in queues.into_iter().enumerate() {

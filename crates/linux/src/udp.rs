@@ -142,6 +142,8 @@ pub struct PeerConfig {
     pub repair_retries: u8,
     /// Worker load above which repairs are skipped (HIRT §V; 1.0 = off).
     pub overload_threshold: f64,
+    /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
+    pub in_order: Option<Duration>,
 }
 
 /// State every worker of one instance reaches: coder slots, the replay windows and the peer
@@ -244,6 +246,7 @@ impl Shared {
                 .map(|i| {
                     let mut c = DecoderConfig::new(cfg.fec.scheme.clone());
                     c.overload_threshold = cfg.overload_threshold;
+                    c.in_order = cfg.in_order;
                     Mutex::new(Decoder::new(
                         c,
                         (cfg.seed ^ 0xdec0de).wrapping_add(i as u64),
@@ -505,7 +508,7 @@ impl UdpPeer {
                 let mut dec = shared.dec(stream);
                 // The decoder keeps the packet as sent (before the ECN update below), the
                 // symbol the encoder coded.
-                match dec.handle_source(stream, esi, payload, now) {
+                match dec.handle_source_with(stream, esi, payload, u32::from(tos), now) {
                     Verdict::Deliver => {
                         if decap_ecn(tos, payload) {
                             add(&c.dec_packets_out, 1);
@@ -518,6 +521,7 @@ impl UdpPeer {
                         add(&c.duplicates, 1);
                         res = Err(UdpDrop::Duplicate);
                     }
+                    Verdict::Hold => {}
                 }
                 w.drain_decoder(&mut dec, dest, now, send, deliver);
             }
@@ -628,6 +632,8 @@ impl UdpPeer {
                 let c = m.stream(s);
                 c.losses.store(st.lost, Relaxed);
                 c.unrecoverable.store(st.residual, Relaxed);
+                c.held.store(st.held, Relaxed);
+                c.order_skipped.store(st.order_skipped, Relaxed);
             }
         }
     }
@@ -736,6 +742,15 @@ impl Worker {
                 continue;
             }
             let c = self.metrics.stream(r.stream);
+            if r.original {
+                // A held original: the same outer-ECN decapsulation as when it arrived.
+                self.out[..n].copy_from_slice(r.data);
+                if decap_ecn(r.meta as u8, &mut self.out[..n]) {
+                    add(&c.dec_packets_out, 1);
+                    deliver(&self.out[..n]);
+                }
+                continue;
+            }
             add(&c.recovered, 1);
             add(&c.dec_packets_out, 1);
             if self.cfg.ecn_ce {
@@ -1020,6 +1035,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     );
     let (repair_delay, repair_retries) =
         crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
+    let in_order = crate::cli::in_order_hold(args.in_order_ms)?;
     let overload_threshold = args
         .overload_threshold
         .unwrap_or(hirt_core::DEFAULT_OVERLOAD_THRESHOLD);
@@ -1042,6 +1058,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         repair_delay,
         repair_retries,
         overload_threshold,
+        in_order,
     };
     let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
     let control_path = args

@@ -364,7 +364,9 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                 let idx = esi.wrapping_sub(esi0.unwrap_or(0)) as usize;
                 fill_payload(&mut payload, idx as u64, size as usize);
                 match dec.handle_source(0, esi, &payload, now) {
-                    Verdict::Deliver => {
+                    // A held original (in-order release) counts as delivered when it arrived;
+                    // its later release is skipped below.
+                    Verdict::Deliver | Verdict::Hold => {
                         if fate[idx] == Fate::Recovered {
                             r.double_deliveries += 1;
                         } else {
@@ -439,6 +441,9 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         if dec_touched {
             let e0 = esi0.unwrap_or(0);
             while let Some(rec) = dec.poll_recovered() {
+                if rec.original {
+                    continue;
+                }
                 let idx = rec.esi.wrapping_sub(e0) as usize;
                 if idx >= n_all {
                     r.corrupt_recoveries += 1;

@@ -68,6 +68,7 @@ fn cfg(enc: bool, dec: bool, behavior: Behavior, auth: Option<AuthKey>) -> NodeC
         repair_tclass: 0xb8,
         seed: 7,
         overload_threshold: 1.0,
+        in_order: None,
         repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
         repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
     }

@@ -26,6 +26,7 @@ fn cfg(role: Role, secret: &[u8], encrypt: bool) -> PeerConfig {
         repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
         repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
         overload_threshold: 1.0,
+        in_order: None,
     }
 }
 

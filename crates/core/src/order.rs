@@ -1,0 +1,289 @@
+//! In-order release: a source that arrives behind a missing one waits (copied) until the missing
+//! one arrives or is recovered, the code can no longer recover it, or a deadline passes.
+//!
+//! Why: the decoder recovers a lost source only once a repair after it arrived, so the sources
+//! sent after the loss reach the receiver first. Transports read that as reordering: a QUIC
+//! receiver acknowledges them at once and the sender declares the hole lost after three later
+//! packets (RFC 9002 packet threshold) and cuts its window, although the tunnel delivers the
+//! packet a few milliseconds later; TCP's SACK/RACK reacts likewise, only later. Holding the later
+//! sources turns a recovered loss into a short delay of a few packets, which no transport treats
+//! as congestion. The cost is that delay, bounded by the hold time, and one copy per held packet.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use crate::Esi;
+
+fn diff(a: Esi, b: Esi) -> i64 {
+    i64::from(a.wrapping_sub(b) as i32)
+}
+
+/// A packet waiting for its turn.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) esi: Esi,
+    pub(crate) at: Instant,
+    /// An original (true) or a recovered source.
+    pub(crate) original: bool,
+    /// The caller's value for an original (e.g. the fields the symbol does not cover).
+    pub(crate) meta: u32,
+    pub(crate) data: Vec<u8>,
+}
+
+/// What to do with a source, in order or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Deliver it now: it is the next one, or it comes after a hole that was given up.
+    Now,
+    /// Hold it: a source before it is missing.
+    Hold,
+}
+
+/// The release state of one stream.
+#[derive(Debug)]
+pub(crate) struct Reorder {
+    hold: Duration,
+    max_held: usize,
+    /// The next ESI in order; `None` before the first source.
+    next: Option<Esi>,
+    /// Waiting packets, sorted by ESI (all after `next`).
+    held: VecDeque<Held>,
+    /// Earliest arrival among `held`: the deadline is this plus `hold`.
+    oldest: Option<Instant>,
+    /// Missing ESIs given up (deadline, no more repairs can cover them, or too many held).
+    pub(crate) skipped: u64,
+}
+
+impl Reorder {
+    pub(crate) fn new(hold: Duration, max_held: usize) -> Self {
+        Reorder {
+            hold,
+            max_held: max_held.max(1),
+            next: None,
+            held: VecDeque::new(),
+            oldest: None,
+            skipped: 0,
+        }
+    }
+
+    /// Where source `esi` goes. On [`Place::Now`] the caller delivers it and then calls
+    /// [`Reorder::release`], which hands over whatever it unblocked.
+    pub(crate) fn place(&mut self, esi: Esi) -> Place {
+        let next = *self.next.get_or_insert(esi);
+        match diff(esi, next) {
+            d if d < 0 => Place::Now,
+            0 => {
+                self.next = Some(esi.wrapping_add(1));
+                Place::Now
+            }
+            _ => Place::Hold,
+        }
+    }
+
+    /// Stores a source [`Reorder::place`] told to hold (sorted insert: recovered sources may
+    /// come in any order).
+    pub(crate) fn hold(&mut self, held: Held) {
+        let next = self.next.unwrap_or(held.esi);
+        let key = diff(held.esi, next);
+        let at = self.held.partition_point(|h| diff(h.esi, next) < key);
+        self.oldest = Some(self.oldest.map_or(held.at, |o| o.min(held.at)));
+        self.held.insert(at, held);
+    }
+
+    /// Whether too many packets wait: the caller then gives the first hole up.
+    pub(crate) fn full(&self) -> bool {
+        self.held.len() >= self.max_held
+    }
+
+    /// Hands over, in order, the held packets that are next.
+    pub(crate) fn release(&mut self, emit: &mut dyn FnMut(Held)) {
+        let Some(mut next) = self.next else {
+            return;
+        };
+        let mut any = false;
+        while self.held.front().is_some_and(|h| h.esi == next) {
+            let h = self.held.pop_front().expect("front");
+            next = next.wrapping_add(1);
+            any = true;
+            emit(h);
+        }
+        self.next = Some(next);
+        if any {
+            self.oldest = self.held.iter().map(|h| h.at).min();
+        }
+    }
+
+    /// Gives up the missing ESIs before the first held packet, then releases.
+    pub(crate) fn skip_hole(&mut self, emit: &mut dyn FnMut(Held)) {
+        let (Some(next), Some(first)) = (self.next, self.held.front().map(|h| h.esi)) else {
+            return;
+        };
+        self.skipped += diff(first, next).max(0) as u64;
+        self.next = Some(first);
+        self.release(emit);
+    }
+
+    /// ESIs before `first` are final (the code can no longer recover them): releases what
+    /// waited behind them.
+    pub(crate) fn skip_before(&mut self, first: Esi, emit: &mut dyn FnMut(Held)) {
+        while let Some(next) = self.next {
+            if diff(first, next) <= 0 {
+                return;
+            }
+            match self.held.front() {
+                Some(h) if diff(h.esi, first) < 0 => self.skip_hole(emit),
+                _ => {
+                    self.skipped += diff(first, next) as u64;
+                    self.next = Some(first);
+                    self.release(emit);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// When the current hole is given up, if anything waits.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.oldest.and_then(|o| o.checked_add(self.hold))
+    }
+
+    /// Gives up holes whose deadline passed at `now`.
+    pub(crate) fn expire(&mut self, now: Instant, emit: &mut dyn FnMut(Held)) {
+        while self.deadline().is_some_and(|d| d <= now) {
+            self.skip_hole(emit);
+        }
+    }
+
+    /// Packets waiting.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::t0;
+
+    fn held(esi: Esi, at: Instant) -> Held {
+        Held {
+            esi,
+            at,
+            original: true,
+            meta: esi,
+            data: vec![esi as u8],
+        }
+    }
+
+    fn collect(r: &mut Reorder, f: impl FnOnce(&mut Reorder, &mut dyn FnMut(Held))) -> Vec<Esi> {
+        let mut out = Vec::new();
+        f(r, &mut |h| out.push(h.esi));
+        out
+    }
+
+    #[test]
+    fn in_order_sources_pass_and_a_hole_holds_what_follows_until_it_is_filled() {
+        let t = t0();
+        let mut r = Reorder::new(Duration::from_millis(10), 100);
+        assert_eq!(r.place(10), Place::Now);
+        assert_eq!(r.place(11), Place::Now);
+        // 12 missing.
+        for e in [13, 14] {
+            assert_eq!(r.place(e), Place::Hold);
+            r.hold(held(e, t));
+        }
+        assert_eq!(r.len(), 2);
+        assert_eq!(r.deadline(), Some(t + Duration::from_millis(10)));
+        // 12 recovered: it goes now, then 13 and 14.
+        assert_eq!(r.place(12), Place::Now);
+        assert_eq!(collect(&mut r, |r, e| r.release(e)), vec![13, 14]);
+        assert_eq!(r.place(15), Place::Now);
+        assert_eq!(r.deadline(), None);
+        assert_eq!(r.skipped, 0);
+    }
+
+    #[test]
+    fn recovered_sources_out_of_order_are_sorted() {
+        let t = t0();
+        let mut r = Reorder::new(Duration::from_millis(10), 100);
+        r.place(0);
+        for e in [4, 2, 3] {
+            assert_eq!(r.place(e), Place::Hold);
+            r.hold(held(e, t));
+        }
+        assert_eq!(r.place(1), Place::Now);
+        assert_eq!(collect(&mut r, |r, e| r.release(e)), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn the_deadline_gives_a_hole_up_and_each_packet_waits_at_most_the_hold_time() {
+        let t = t0();
+        let ms = Duration::from_millis;
+        let mut r = Reorder::new(ms(10), 100);
+        r.place(0);
+        // 1 missing; 2 held at t. 3 missing; 4 held at t + 6 ms.
+        r.place(2);
+        r.hold(held(2, t));
+        r.place(4);
+        r.hold(held(4, t + ms(6)));
+        assert_eq!(collect(&mut r, |r, e| r.expire(t + ms(9), e)), Vec::<Esi>::new());
+        assert_eq!(collect(&mut r, |r, e| r.expire(t + ms(10), e)), vec![2]);
+        assert_eq!(r.deadline(), Some(t + ms(16)));
+        assert_eq!(collect(&mut r, |r, e| r.expire(t + ms(16), e)), vec![4]);
+        assert_eq!(r.skipped, 2);
+        // A late original of a given-up hole goes at once.
+        assert_eq!(r.place(1), Place::Now);
+        assert_eq!(r.place(5), Place::Now);
+    }
+
+    #[test]
+    fn final_esis_release_what_waited_behind_them() {
+        let t = t0();
+        let mut r = Reorder::new(Duration::from_millis(10), 100);
+        r.place(100);
+        for e in [102, 103, 106] {
+            r.place(e);
+            r.hold(held(e, t));
+        }
+        // ESIs before 105 are final: 101, 104 can no longer be recovered; 105 still can.
+        assert_eq!(
+            collect(&mut r, |r, e| r.skip_before(105, e)),
+            vec![102, 103]
+        );
+        assert_eq!(r.skipped, 2);
+        assert_eq!(r.place(105), Place::Now);
+        assert_eq!(collect(&mut r, |r, e| r.release(e)), vec![106]);
+        // A window start at or before the next ESI changes nothing.
+        assert!(collect(&mut r, |r, e| r.skip_before(90, e)).is_empty());
+        assert_eq!(r.place(107), Place::Now);
+    }
+
+    #[test]
+    fn esis_wrap() {
+        let t = t0();
+        let mut r = Reorder::new(Duration::from_millis(10), 100);
+        r.place(u32::MAX - 1);
+        r.place(1);
+        r.hold(held(1, t));
+        r.place(0);
+        r.hold(held(0, t));
+        assert_eq!(r.place(u32::MAX), Place::Now);
+        assert_eq!(collect(&mut r, |r, e| r.release(e)), vec![0, 1]);
+    }
+
+    #[test]
+    fn full_is_reported() {
+        let t = t0();
+        let mut r = Reorder::new(Duration::from_millis(10), 2);
+        r.place(0);
+        r.place(2);
+        r.hold(held(2, t));
+        assert!(!r.full());
+        r.place(3);
+        r.hold(held(3, t));
+        assert!(r.full());
+        assert_eq!(collect(&mut r, |r, e| r.skip_hole(e)), vec![2, 3]);
+        assert!(!r.full());
+    }
+}
