@@ -9,11 +9,13 @@
 //! hirt with `--fec none` (tag/strip only), hirt FEC at 0% and at 3% random loss (ip6tables
 //! statistic on the encoder->decoder link). For each, the sender offers paced 1280-byte IPv6
 //! packets at 10k, 20k, 40k, ... packets/s (1 s each, `sendmmsg` bursts, sleeping between
-//! bursts) until fewer than 99% arrive, then bisects three times between the last rate that
+//! bursts) until fewer than 99% arrive, then bisects four times between the last rate that
 //! passed and the first that failed; the capacity is the best delivered rate of the loads that
 //! passed (with FEC, recovered packets count as arrived; duplicates do not), and the tunnel
 //! counters (losses, recovered, overhead) are those of that load. Blasting at full speed would
-//! measure the sender and the receiver more than the dataplane on a small machine. Then the
+//! measure the sender and the receiver more than the dataplane on a small machine. The four
+//! sweeps are repeated `--rounds` times, interleaved, and each configuration reports its best
+//! round (other processes on the machine only ever lower a capacity). Then the
 //! added one-way latency without loss, hirt FEC vs kernel forwarding, at a paced 100 kpps and,
 //! when that is not well below capacity, also at half the FEC capacity, from send timestamps
 //! carried in the payload (all namespaces share CLOCK_MONOTONIC).
@@ -46,9 +48,16 @@ pub struct DataplaneBenchArgs {
     /// Sliding window of the FEC runs.
     #[arg(long, default_value_t = 200)]
     pub window: u16,
-    /// FEC mode of the FEC runs.
-    #[arg(long, default_value = "ours")]
+    /// FEC mode of the FEC runs. At W = 200 the `ours` controller needs a surplus of 2% over the
+    /// loss rate to recover >= 99.9% of 3% random losses (its default surplus, tuned for long
+    /// windows, leaves ~1% unrecovered: `hirt sim --loss uniform:0.03 --scheme ours:w=200`).
+    #[arg(long, default_value = "ours:base=0.02")]
     pub fec: String,
+    /// Rounds of the throughput sweeps: every configuration is swept this many times, the
+    /// configurations interleaved, and its best round is its capacity (other processes on the
+    /// machine can only lower a capacity).
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
     /// Loss of the lossy run.
     #[arg(long, default_value_t = 0.03)]
     pub loss: f64,
@@ -86,6 +95,8 @@ pub struct DataplaneBenchArgs {
 pub struct Run {
     /// Configuration name.
     pub name: String,
+    /// Capacity (Mpps) of every round of this configuration, in order; this run is the best.
+    pub rounds_mpps: Vec<f64>,
     /// Every offered load tried: (packets/s, sent, received).
     pub offered: Vec<(u64, u64, u64)>,
     /// Tunnel counters of every offered load tried, in the same order: (losses, recovered,
@@ -383,7 +394,7 @@ fn receiver(
 
 /// The offered loads of a throughput sweep: doubling from `start` until a load fails (fewer
 /// than 99% arrive) or `max` is passed, then `BISECT` loads bisecting between the highest load
-/// that passed and the lowest that failed, so the capacity is found to 1/8 of a doubling step
+/// that passed and the lowest that failed, so the capacity is found to 1/16 of a doubling step
 /// rather than to 2x.
 #[derive(Debug)]
 struct Sweep {
@@ -394,7 +405,7 @@ struct Sweep {
     bisect_left: usize,
 }
 
-const BISECT: usize = 3;
+const BISECT: usize = 4;
 
 impl Sweep {
     fn new(start: u64, max: u64) -> Sweep {
@@ -594,6 +605,7 @@ fn one_run(
     let mut next_rate = if pps > 0 { pps } else { sweep.first() };
     let mut run = Run {
         name: name.into(),
+        rounds_mpps: Vec::new(),
         offered: Vec::new(),
         offered_fec: Vec::new(),
         sent: 0,
@@ -753,21 +765,37 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     );
     let t = topo()?;
     let dur = Duration::from_secs_f64(args.duration);
-    let mut runs = Vec::new();
-    for (name, mode, loss) in [
+    let configs = [
         ("kernel", Mode::Kernel, 0.0),
         ("hirt_nofec", Mode::Hirt { fec: false }, 0.0),
         ("hirt_fec_0pct", Mode::Hirt { fec: true }, 0.0),
         ("hirt_fec_3pct", Mode::Hirt { fec: true }, args.loss),
-    ] {
-        let (r, _) = one_run(&t, &args, name, mode, loss, 0, dur)?;
-        if !args.json {
-            eprintln!(
-                "{name}: {:.3} Mpps {:.2} Gbps recovered {}/{}",
-                r.mpps, r.gbps, r.recovered, r.losses
-            );
+    ];
+    let mut runs: Vec<Run> = Vec::new();
+    for round in 0..args.rounds.max(1) {
+        for (name, mode, loss) in configs {
+            let (r, _) = one_run(&t, &args, name, mode, loss, 0, dur)?;
+            if !args.json {
+                eprintln!(
+                    "round {round} {name}: {:.3} Mpps {:.2} Gbps recovered {}/{}",
+                    r.mpps, r.gbps, r.recovered, r.losses
+                );
+            }
+            match runs.iter_mut().find(|b| b.name == name) {
+                None => runs.push(Run {
+                    rounds_mpps: vec![r.mpps],
+                    ..r
+                }),
+                Some(best) => {
+                    let mut rounds = std::mem::take(&mut best.rounds_mpps);
+                    rounds.push(r.mpps);
+                    if r.mpps > best.mpps {
+                        *best = r;
+                    }
+                    best.rounds_mpps = rounds;
+                }
+            }
         }
-        runs.push(r);
     }
     let ldur = Duration::from_secs_f64(args.latency_duration);
     let by = |n: &str| runs.iter().find(|r| r.name == n).cloned().expect("run");
@@ -862,12 +890,12 @@ mod tests {
     fn sweep_doubles_then_bisects() {
         assert_eq!(
             loads(10_000, 1_280_000, 90_000),
-            [10_000, 20_000, 40_000, 80_000, 160_000, 120_000, 100_000, 90_000]
+            [10_000, 20_000, 40_000, 80_000, 160_000, 120_000, 100_000, 90_000, 85_000]
         );
         // Never fails: stops at the maximum.
         assert_eq!(loads(10, 80, 1_000), [10, 20, 40, 80]);
         // The first load fails: bisects below it.
-        assert_eq!(loads(100, 1_000, 10), [100, 50, 25, 12]);
+        assert_eq!(loads(100, 1_000, 10), [100, 50, 25, 12, 6]);
         // Bisection stops when the bounds meet.
         assert_eq!(loads(1, 100, 1), [1, 2]);
     }

@@ -60,7 +60,7 @@ counters!(
         unrecoverable,
         /// Duplicates suppressed.
         duplicates,
-        /// Sources held back by in-order release (behind a missing one).
+        /// Received sources held back by in-order release (behind a missing one).
         held,
         /// Missing sources that in-order release stopped waiting for.
         order_skipped,

@@ -663,7 +663,10 @@ impl Srv6Node {
                 add(&c.duplicates, 1);
                 Err(Drop::Duplicate)
             }
-            Verdict::Hold => Ok(()),
+            Verdict::Hold => {
+                add(&c.held, 1);
+                Ok(())
+            }
         };
         drain_decoder(
             &self.cfg,
@@ -698,7 +701,6 @@ impl Srv6Node {
                     let c = self.metrics.stream(s);
                     c.losses.store(st.lost, Relaxed);
                     c.unrecoverable.store(st.residual, Relaxed);
-                    c.held.store(st.held, Relaxed);
                     c.order_skipped.store(st.order_skipped, Relaxed);
                     if no_enc {
                         c.overload_skips.store(st.overload_skips, Relaxed);

@@ -521,7 +521,7 @@ impl UdpPeer {
                         add(&c.duplicates, 1);
                         res = Err(UdpDrop::Duplicate);
                     }
-                    Verdict::Hold => {}
+                    Verdict::Hold => add(&c.held, 1),
                 }
                 w.drain_decoder(&mut dec, dest, now, send, deliver);
             }
@@ -632,7 +632,6 @@ impl UdpPeer {
                 let c = m.stream(s);
                 c.losses.store(st.lost, Relaxed);
                 c.unrecoverable.store(st.residual, Relaxed);
-                c.held.store(st.held, Relaxed);
                 c.order_skipped.store(st.order_skipped, Relaxed);
             }
         }

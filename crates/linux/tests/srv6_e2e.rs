@@ -136,6 +136,8 @@ fn args(role: &str, control: &str) -> Srv6Args {
         // would skip repairs, which this test (every datagram exactly once) must not depend
         // on. Overload control is tested in `srv6::tests`.
         overload_threshold: Some(1.0),
+        // In-order release on: exactly-once delivery must hold with it too.
+        in_order_ms: Some(30.0),
         control: Some(std::env::temp_dir().join(control)),
         ..Default::default()
     }
@@ -315,6 +317,13 @@ fn srv6_tunnel_through_namespaces() {
         &missing[..missing.len().min(20)]
     );
     assert!(recovered > 0, "nothing recovered: is the loss rule active?");
+    let held: u64 = dec
+        .metrics
+        .streams
+        .iter()
+        .map(|s| s.held.load(Ordering::Relaxed))
+        .sum();
+    assert!(held > 0, "sources behind losses were held for in-order release");
     assert!(feedback > 0, "feedback reached the encoder");
 
     // TCP through the tunnel.

@@ -106,6 +106,8 @@ fn args(server: bool, tag: &str) -> UdpArgs {
         // Overload control off, as in srv6_e2e: a worker starved on a busy CI machine must not
         // skip repairs (it is covered by unit tests).
         overload_threshold: Some(1.0),
+        // In-order release at the server's decoder only: both delivery paths are covered.
+        in_order_ms: server.then_some(30.0),
         repair_dscp: Some(REPAIR_DSCP),
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
@@ -343,6 +345,8 @@ fn udp_tunnel_both_ways_with_address_change() {
     check(&data, N, 1);
     check(&got_c, N, 2);
     assert!(rec_s > 0 && rec_c > 0, "losses were recovered both ways");
+    let held = sum(&server.metrics, |s| &s.held);
+    assert!(held > 0, "the server held sources behind losses (in-order release)");
     assert!(
         changes > changes_before,
         "server saw the client's new address"
