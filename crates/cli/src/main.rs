@@ -8,7 +8,11 @@ mod cmd;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "hirt", version, about = "High-speed robust tunnel: adaptive FEC for lossy links")]
+#[command(
+    name = "hirt",
+    version,
+    about = "High-speed robust tunnel: adaptive FEC for lossy links"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -227,7 +227,10 @@ mod tests {
         r.hold(held(2, t));
         r.place(4);
         r.hold(held(4, t + ms(6)));
-        assert_eq!(collect(&mut r, |r, e| r.expire(t + ms(9), e)), Vec::<Esi>::new());
+        assert_eq!(
+            collect(&mut r, |r, e| r.expire(t + ms(9), e)),
+            Vec::<Esi>::new()
+        );
         assert_eq!(collect(&mut r, |r, e| r.expire(t + ms(10), e)), vec![2]);
         assert_eq!(r.deadline(), Some(t + ms(16)));
         assert_eq!(collect(&mut r, |r, e| r.expire(t + ms(16), e)), vec![4]);

@@ -623,8 +623,7 @@ fn injected_cpu_load_skips_repairs_and_solving_above_the_threshold() {
             let now = base + Duration::from_micros(100 * u64::from(k));
             let d = payload(0, k);
             let tag = enc.handle_source(0, &d, now);
-            if !rng.gen_bool(0.05) && dec.handle_source(0, tag.esi, &d, now) == Verdict::Deliver
-            {
+            if !rng.gen_bool(0.05) && dec.handle_source(0, tag.esi, &d, now) == Verdict::Deliver {
                 delivered += 1;
             }
             let mut reps = Vec::new();
@@ -1034,7 +1033,10 @@ fn in_order_release_delivers_each_stream_in_esi_order_exactly_once() {
     }
     assert_eq!(delivered, arrived + recovered);
     assert!(recovered > 500, "recovered {recovered}");
-    assert!(held > recovered, "sources behind each loss were held: {held}");
+    assert!(
+        held > recovered,
+        "sources behind each loss were held: {held}"
+    );
 }
 
 /// A hole nothing can fill is given up after the hold time; what waited behind it goes then,

@@ -49,6 +49,10 @@ pub enum WorkloadKind {
     Rpc,
     /// MQTT QoS 1 publish latency against mosquitto (skipped when not installed).
     Mqtt,
+    /// HTTP/1.1 driven by `wrk` against the built-in server (skipped when not installed).
+    Wrk,
+    /// TCP bulk goodput measured by `iperf3 -R` (skipped when not installed).
+    Iperf3,
 }
 
 /// Whether to run without FEC, with FEC, or both.
@@ -472,6 +476,8 @@ impl<'a> Lab<'a> {
             WorkloadKind::Bulk => format!("bulk-tcp-{}", self.args.cc),
             WorkloadKind::Rpc => "rpc-4k".to_string(),
             WorkloadKind::Mqtt => "mqtt-qos1".to_string(),
+            WorkloadKind::Wrk => format!("wrk-http-{}-{size}", self.args.cc),
+            WorkloadKind::Iperf3 => format!("iperf3-{}", self.args.cc),
         }
     }
 
@@ -489,7 +495,42 @@ impl<'a> Lab<'a> {
         let stop = self.stop.clone();
         let cc = self.args.cc.clone();
         let srv = self.topo.server.clone();
+        let v6 = self.args.tunnel.v6();
         let ok = match w {
+            WorkloadKind::Wrk => match workload::tools::wrk() {
+                None => {
+                    notes.push("wrk skipped: wrk is not installed (apt install wrk)".into());
+                    false
+                }
+                Some(_) => self.ensure_server(WorkloadKind::Http, notes)?,
+            },
+            WorkloadKind::Iperf3 => match workload::tools::iperf3() {
+                None => {
+                    notes.push(
+                        "iperf3 skipped: iperf3 is not installed (apt install iperf3)".into(),
+                    );
+                    false
+                }
+                Some(bin) => {
+                    let log = self.dir.join("iperf3-server.log");
+                    let port = workload::tools::IPERF3_PORT.to_string();
+                    netns::spawn(
+                        &srv,
+                        &bin.display().to_string(),
+                        &["-s".into(), "-p".into(), port],
+                        &log,
+                    )?;
+                    let addr = std::net::SocketAddr::new(
+                        Topology::server_app(v6),
+                        workload::tools::IPERF3_PORT,
+                    );
+                    if !wait_listening(&srv, addr)? {
+                        let l = std::fs::read_to_string(&log).unwrap_or_default();
+                        bail!("iperf3 -s did not start: {}", l.trim());
+                    }
+                    true
+                }
+            },
             WorkloadKind::Http => {
                 netns::join(netns::in_ns(&srv, move || {
                     workload::http::serve(workload::http::any(workload::http::PORT), &cc, stop)
@@ -548,27 +589,9 @@ impl<'a> Lab<'a> {
                         &["-c".to_string(), conf.display().to_string()],
                         &log,
                     )?;
-                    // Wait until the broker accepts connections.
-                    let v6 = self.args.tunnel.v6();
-                    let ok = netns::join(netns::in_ns(&srv, move || {
-                        let addr = std::net::SocketAddr::new(
-                            Topology::server_app(v6),
-                            workload::mqtt::PORT,
-                        );
-                        for _ in 0..100 {
-                            if std::net::TcpStream::connect_timeout(
-                                &addr,
-                                Duration::from_millis(100),
-                            )
-                            .is_ok()
-                            {
-                                return Ok(true);
-                            }
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                        Ok(false)
-                    }))?;
-                    if !ok {
+                    let addr =
+                        std::net::SocketAddr::new(Topology::server_app(v6), workload::mqtt::PORT);
+                    if !wait_listening(&srv, addr)? {
                         let l = std::fs::read_to_string(&log).unwrap_or_default();
                         bail!("mosquitto did not start: {}", l.trim());
                     }
@@ -684,7 +707,7 @@ impl<'a> Lab<'a> {
         let emu = Emulator::start(Some(&self.topo.link), "la", "lb", &up, &down)
             .context("starting the link emulator")?;
         let tunnel = if kind == RunKind::Fec {
-            let latency = w != WorkloadKind::Bulk;
+            let latency = !matches!(w, WorkloadKind::Bulk | WorkloadKind::Iperf3);
             let extra = tunnel_args(
                 self.args.tunnel_args.as_deref(),
                 &self.up,
@@ -763,6 +786,30 @@ impl<'a> Lab<'a> {
                 };
                 Ok(workload::http::run(&c, &progress))
             }),
+            WorkloadKind::Wrk => {
+                let bin = workload::tools::wrk().context("wrk not installed")?;
+                let dir = self.dir.clone();
+                netns::in_ns(&self.topo.client, move || {
+                    workload::tools::run_wrk(
+                        &bin,
+                        workload::http::server_addr(v6),
+                        a.connections,
+                        a.size,
+                        a.duration,
+                        &dir,
+                    )
+                })
+            }
+            WorkloadKind::Iperf3 => {
+                let bin = workload::tools::iperf3().context("iperf3 not installed")?;
+                netns::in_ns(&self.topo.client, move || {
+                    let server = std::net::SocketAddr::new(
+                        Topology::server_app(v6),
+                        workload::tools::IPERF3_PORT,
+                    );
+                    workload::tools::run_iperf3(&bin, server, &a.cc, a.duration)
+                })
+            }
             WorkloadKind::Bulk => netns::in_ns(&self.topo.client, move || {
                 let server =
                     std::net::SocketAddr::new(Topology::server_app(v6), workload::bulk::PORT);
@@ -922,6 +969,19 @@ pub fn tunnel_args(
     }
     out.push(user.to_string());
     out.join(" ").trim().to_string()
+}
+
+/// Waits (up to ~15 s) until something accepts TCP connections on `addr` inside namespace `ns`.
+fn wait_listening(ns: &str, addr: std::net::SocketAddr) -> anyhow::Result<bool> {
+    netns::join(netns::in_ns(ns, move || {
+        for _ in 0..100 {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                return Ok(true);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(false)
+    }))
 }
 
 fn link_stats(ab: &DirectionStats, ba: &DirectionStats) -> LinkStats {

@@ -45,6 +45,25 @@ pub fn percentile(sorted: &[u64], q: f64) -> u64 {
 impl Summary {
     /// Summarizes samples (sorts their latencies in place).
     pub fn of(s: &mut Samples) -> Summary {
+        let goodput_mbps = if s.elapsed.is_zero() {
+            0.0
+        } else {
+            s.bytes as f64 * 8.0 / s.elapsed.as_secs_f64() / 1e6
+        };
+        if let Some(t) = s.tool {
+            return Summary {
+                requests: t.requests,
+                errors: s.errors,
+                corrupt: s.corrupt,
+                p50_ms: t.p50_ms,
+                p90_ms: t.p90_ms,
+                p99_ms: t.p99_ms,
+                p999_ms: t.p999_ms,
+                mean_ms: t.mean_ms,
+                max_ms: t.max_ms,
+                goodput_mbps,
+            };
+        }
         s.latencies_us.sort_unstable();
         let l = &s.latencies_us;
         let ms = |v: u64| v as f64 / 1000.0;
@@ -62,11 +81,7 @@ impl Summary {
                 ms(l.iter().sum::<u64>()) / l.len() as f64
             },
             max_ms: ms(l.last().copied().unwrap_or(0)),
-            goodput_mbps: if s.elapsed.is_zero() {
-                0.0
-            } else {
-                s.bytes as f64 * 8.0 / s.elapsed.as_secs_f64() / 1e6
-            },
+            goodput_mbps,
         }
     }
 }
@@ -195,7 +210,8 @@ impl Comparison {
         if let Some(l) = &self.lossless {
             row(&mut out, "lossless", l);
         }
-        if self.baseline.requests > 0 || self.baseline.errors > 0 || self.fec.is_none() {
+        let b = &self.baseline;
+        if b.requests > 0 || b.errors > 0 || b.goodput_mbps > 0.0 || self.fec.is_none() {
             row(&mut out, "no FEC", &self.baseline);
         }
         if let Some(f) = &self.fec {
@@ -244,6 +260,19 @@ impl Comparison {
             );
         }
         if let (Some(f), b) = (&self.fec, &self.baseline) {
+            if f.goodput_mbps > 0.0 && b.goodput_mbps > 0.0 {
+                let lossless = self.lossless.as_ref().map_or(String::new(), |l| {
+                    format!(
+                        ", {:.1}% of lossless",
+                        f.goodput_mbps / l.goodput_mbps.max(1e-9) * 100.0
+                    )
+                });
+                let _ = writeln!(
+                    out,
+                    "goodput: {:.2}x the no-FEC run{lossless}",
+                    f.goodput_mbps / b.goodput_mbps
+                );
+            }
             if f.p99_ms > 0.0 && b.p50_ms > 0.0 {
                 let _ = writeln!(
                     out,
@@ -409,6 +438,51 @@ mod tests {
         assert_eq!(percentile(&v, 0.999), 999);
         assert_eq!(percentile(&v, 1.0), 1000);
         assert_eq!(percentile(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn tool_stats_and_goodput_only_runs_are_reported() {
+        use crate::workload::ToolStats;
+        use std::time::Duration;
+        let mut wrk = Samples {
+            bytes: 1_000_000,
+            elapsed: Duration::from_secs(1),
+            tool: Some(ToolStats {
+                requests: 7,
+                p50_ms: 52.4,
+                p99_ms: 112.0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let w = Summary::of(&mut wrk);
+        assert_eq!((w.requests, w.p50_ms, w.p99_ms), (7, 52.4, 112.0));
+        assert_eq!(w.goodput_mbps, 8.0);
+        // iperf3: goodput only. The no-FEC row and the goodput ratios are still printed.
+        let gp = |mbps: u64| {
+            Summary::of(&mut Samples {
+                bytes: mbps * 125_000,
+                elapsed: Duration::from_secs(1),
+                ..Default::default()
+            })
+        };
+        let c = Comparison {
+            workload: "iperf3-cubic".into(),
+            lossless: Some(gp(100)),
+            baseline: gp(2),
+            fec: Some(gp(90)),
+            fec_stats: None,
+            lossless_link: None,
+            baseline_link: LinkStats::default(),
+            fec_link: None,
+            notes: vec![],
+        };
+        let t = c.table();
+        assert!(t.contains("no FEC "), "{t}");
+        assert!(
+            t.contains("goodput: 45.00x the no-FEC run, 90.0% of lossless"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -323,7 +323,10 @@ fn srv6_tunnel_through_namespaces() {
         .iter()
         .map(|s| s.held.load(Ordering::Relaxed))
         .sum();
-    assert!(held > 0, "sources behind losses were held for in-order release");
+    assert!(
+        held > 0,
+        "sources behind losses were held for in-order release"
+    );
     assert!(feedback > 0, "feedback reached the encoder");
 
     // TCP through the tunnel.

@@ -346,7 +346,10 @@ fn udp_tunnel_both_ways_with_address_change() {
     check(&got_c, N, 2);
     assert!(rec_s > 0 && rec_c > 0, "losses were recovered both ways");
     let held = sum(&server.metrics, |s| &s.held);
-    assert!(held > 0, "the server held sources behind losses (in-order release)");
+    assert!(
+        held > 0,
+        "the server held sources behind losses (in-order release)"
+    );
     assert!(
         changes > changes_before,
         "server saw the client's new address"

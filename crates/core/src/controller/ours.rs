@@ -225,7 +225,10 @@ impl Ours {
         let p = self.loss();
         let dispersion = (2.0 * self.burst() - 1.0).max(1.0);
         let need = p + self.p.base + self.z * (p * dispersion / self.window).sqrt();
-        self.rate = need.max(self.floor()).min(self.p.max.max(self.floor())).min(1.0);
+        self.rate = need
+            .max(self.floor())
+            .min(self.p.max.max(self.floor()))
+            .min(1.0);
     }
 }
 

@@ -7,6 +7,7 @@ pub mod http;
 pub mod mqtt;
 pub mod quic;
 pub mod rpc;
+pub mod tools;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -26,6 +27,28 @@ pub struct Samples {
     pub corrupt: u64,
     /// A note for the report (e.g. which tool was used).
     pub note: Option<String>,
+    /// Statistics of an external tool that reports no per-request times (then
+    /// `latencies_us` is empty).
+    pub tool: Option<ToolStats>,
+}
+
+/// Request statistics an external tool computed itself (wrk), in milliseconds.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct ToolStats {
+    /// Requests completed.
+    pub requests: u64,
+    /// Median completion time.
+    pub p50_ms: f64,
+    /// 90th percentile.
+    pub p90_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+    /// 99.9th percentile.
+    pub p999_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Maximum.
+    pub max_ms: f64,
 }
 
 impl Samples {
@@ -40,6 +63,9 @@ impl Samples {
             s.corrupt += p.corrupt;
             if s.note.is_none() {
                 s.note = p.note;
+            }
+            if s.tool.is_none() {
+                s.tool = p.tool;
             }
         }
         s

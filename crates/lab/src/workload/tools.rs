@@ -1,0 +1,192 @@
+//! Workloads driven by external tools when they are installed: `wrk` (HTTP/1.1 against the
+//! built-in HTTP server) and `iperf3` (TCP bulk goodput). They run in the client namespace as
+//! child processes (a child inherits the namespace of the thread that starts it). Neither exposes
+//! per-request times, so their results come as [`ToolStats`] and the report has no CDF for them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{Samples, ToolStats};
+
+/// The iperf3 server's port (the built-in bulk server has 5201).
+pub const IPERF3_PORT: u16 = 5202;
+
+/// The first of `names` found in the usual binary directories.
+fn find(names: &[&str]) -> Option<PathBuf> {
+    ["/usr/bin", "/usr/local/bin", "/bin", "/usr/sbin"]
+        .iter()
+        .flat_map(|d| names.iter().map(move |n| Path::new(d).join(n)))
+        .find(|p| p.exists())
+}
+
+/// `wrk`, if installed.
+pub fn wrk() -> Option<PathBuf> {
+    find(&["wrk"])
+}
+
+/// `iperf3`, if installed.
+pub fn iperf3() -> Option<PathBuf> {
+    find(&["iperf3"])
+}
+
+/// wrk's Lua hook: one machine-readable line with its own latency statistics (µs).
+const WRK_SCRIPT: &str = r#"done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("hirt-wrk %d %d %d %d %d %d %d %d %.1f %d\n",
+    summary.requests, e.connect + e.read + e.write + e.status + e.timeout, summary.bytes,
+    summary.duration, latency:percentile(50), latency:percentile(90), latency:percentile(99),
+    latency:percentile(99.9), latency.mean, latency.max))
+end
+"#;
+
+/// Parses the `hirt-wrk` line of [`WRK_SCRIPT`].
+pub fn parse_wrk(out: &str) -> Option<Samples> {
+    let line = out.lines().find_map(|l| l.strip_prefix("hirt-wrk "))?;
+    let v: Vec<f64> = line
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let [requests, errors, bytes, duration_us, p50, p90, p99, p999, mean, max] = v[..] else {
+        return None;
+    };
+    let ms = |us: f64| us / 1000.0;
+    Some(Samples {
+        bytes: bytes as u64,
+        elapsed: Duration::from_micros(duration_us as u64),
+        errors: errors as u64,
+        tool: Some(ToolStats {
+            requests: requests as u64,
+            p50_ms: ms(p50),
+            p90_ms: ms(p90),
+            p99_ms: ms(p99),
+            p999_ms: ms(p999),
+            mean_ms: ms(mean),
+            max_ms: ms(max),
+        }),
+        note: Some("wrk: HTTP/1.1 against the built-in server; latency percentiles are wrk's own (no per-request times, no byte check)".into()),
+        ..Samples::default()
+    })
+}
+
+/// Runs `wrk` for `duration` with `connections` keep-alive connections, requesting responses of
+/// `size` bytes from the built-in HTTP server at `server`. `dir` holds the Lua hook.
+pub fn run_wrk(
+    bin: &Path,
+    server: SocketAddr,
+    connections: usize,
+    size: usize,
+    duration: Duration,
+    dir: &Path,
+) -> anyhow::Result<Samples> {
+    let script = dir.join("hirt-wrk.lua");
+    std::fs::write(&script, WRK_SCRIPT).context("writing the wrk script")?;
+    let out = Command::new(bin)
+        .arg("-t1")
+        .arg(format!("-c{}", connections.max(1)))
+        .arg(format!("-d{}s", duration.as_secs().max(1)))
+        .arg("--timeout")
+        .arg("10s")
+        .arg("-s")
+        .arg(&script)
+        .arg(format!("http://{server}/{size}/1"))
+        .output()
+        .context("running wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_wrk(&text).with_context(|| {
+        format!(
+            "wrk printed no result (status {}): {}{}",
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Parses `iperf3 -J` output of a receive (`-R`) run: bytes and seconds received.
+pub fn parse_iperf3(json: &str) -> Option<Samples> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let recv = v.get("end")?.get("sum_received")?;
+    let bytes = recv.get("bytes")?.as_f64()?;
+    let secs = recv.get("seconds")?.as_f64()?;
+    let cc = v["end"]["sender_tcp_congestion"].as_str().unwrap_or("?");
+    Some(Samples {
+        bytes: bytes as u64,
+        elapsed: Duration::from_secs_f64(secs),
+        note: Some(format!(
+            "iperf3 -R: goodput only (no per-request times; TCP retransmissions are on the hosts lines); sender {cc}"
+        )),
+        ..Samples::default()
+    })
+}
+
+/// Runs `iperf3 -c server -R` (the server sends, as in the built-in bulk workload) for
+/// `duration` with congestion control `cc`.
+pub fn run_iperf3(
+    bin: &Path,
+    server: SocketAddr,
+    cc: &str,
+    duration: Duration,
+) -> anyhow::Result<Samples> {
+    let out = Command::new(bin)
+        .arg("-c")
+        .arg(server.ip().to_string())
+        .arg("-p")
+        .arg(server.port().to_string())
+        .arg("-t")
+        .arg(duration.as_secs().max(1).to_string())
+        .arg("-R")
+        .arg("-J")
+        .arg("-C")
+        .arg(cc)
+        .output()
+        .context("running iperf3")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_iperf3(&text).with_context(|| {
+        format!(
+            "iperf3 printed no result (status {}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_line_is_parsed_in_milliseconds() {
+        let out = "Running 5s test @ http://[fd00::2]:8080/10240/1\n\
+                   hirt-wrk 1200 3 12345678 5000000 52400 53200 112000 185000 56123.4 190000\n";
+        let s = parse_wrk(out).unwrap();
+        let t = s.tool.unwrap();
+        assert_eq!(t.requests, 1200);
+        assert_eq!(s.errors, 3);
+        assert_eq!(s.bytes, 12_345_678);
+        assert_eq!(s.elapsed, Duration::from_secs(5));
+        assert_eq!(t.p50_ms, 52.4);
+        assert_eq!(t.p99_ms, 112.0);
+        assert_eq!(t.p999_ms, 185.0);
+        assert!((t.mean_ms - 56.1234).abs() < 1e-9);
+        assert_eq!(t.max_ms, 190.0);
+        assert!(parse_wrk("no line").is_none());
+        assert!(parse_wrk("hirt-wrk 1 2 3").is_none());
+    }
+
+    #[test]
+    fn iperf3_json_is_parsed() {
+        let json = r#"{"end":{"sum_sent":{"bytes":100,"retransmits":17},
+            "sum_received":{"bytes":125000000,"seconds":10.0},
+            "sender_tcp_congestion":"cubic"}}"#;
+        let s = parse_iperf3(json).unwrap();
+        assert_eq!(s.bytes, 125_000_000);
+        assert_eq!(s.elapsed, Duration::from_secs(10));
+        assert!(s.note.unwrap().contains("sender cubic"));
+        assert!(s.tool.is_none());
+        assert!(parse_iperf3("{}").is_none());
+    }
+}
