@@ -53,6 +53,8 @@ pub enum WorkloadKind {
     Wrk,
     /// TCP bulk goodput measured by `iperf3 -R` (skipped when not installed).
     Iperf3,
+    /// HTTP/1.1 driven by `h2load --h1` against the built-in server (skipped when not installed).
+    H2load,
 }
 
 /// Whether to run without FEC, with FEC, or both.
@@ -478,6 +480,7 @@ impl<'a> Lab<'a> {
             WorkloadKind::Mqtt => "mqtt-qos1".to_string(),
             WorkloadKind::Wrk => format!("wrk-http-{}-{size}", self.args.cc),
             WorkloadKind::Iperf3 => format!("iperf3-{}", self.args.cc),
+            WorkloadKind::H2load => format!("h2load-http1-{}-{size}", self.args.cc),
         }
     }
 
@@ -500,6 +503,16 @@ impl<'a> Lab<'a> {
             WorkloadKind::Wrk => match workload::tools::wrk() {
                 None => {
                     notes.push("wrk skipped: wrk is not installed (apt install wrk)".into());
+                    false
+                }
+                Some(_) => self.ensure_server(WorkloadKind::Http, notes)?,
+            },
+            WorkloadKind::H2load => match workload::tools::h2load() {
+                None => {
+                    notes.push(
+                        "h2load skipped: h2load is not installed (apt install nghttp2-client)"
+                            .into(),
+                    );
                     false
                 }
                 Some(_) => self.ensure_server(WorkloadKind::Http, notes)?,
@@ -791,6 +804,20 @@ impl<'a> Lab<'a> {
                 let dir = self.dir.clone();
                 netns::in_ns(&self.topo.client, move || {
                     workload::tools::run_wrk(
+                        &bin,
+                        workload::http::server_addr(v6),
+                        a.connections,
+                        a.size,
+                        a.duration,
+                        &dir,
+                    )
+                })
+            }
+            WorkloadKind::H2load => {
+                let bin = workload::tools::h2load().context("h2load not installed")?;
+                let dir = self.dir.clone();
+                netns::in_ns(&self.topo.client, move || {
+                    workload::tools::run_h2load(
                         &bin,
                         workload::http::server_addr(v6),
                         a.connections,

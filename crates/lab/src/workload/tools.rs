@@ -1,7 +1,8 @@
-//! Workloads driven by external tools when they are installed: `wrk` (HTTP/1.1 against the
-//! built-in HTTP server) and `iperf3` (TCP bulk goodput). They run in the client namespace as
-//! child processes (a child inherits the namespace of the thread that starts it). Neither exposes
-//! per-request times, so their results come as [`ToolStats`] and the report has no CDF for them.
+//! Workloads driven by external tools when they are installed: `wrk` and `h2load` (HTTP/1.1
+//! against the built-in HTTP server) and `iperf3` (TCP bulk goodput). They run in the client
+//! namespace as child processes (a child inherits the namespace of the thread that starts it).
+//! h2load logs every request's time, so its results are ordinary samples; wrk and iperf3 expose
+//! no per-request times, so theirs come as [`ToolStats`] or goodput only, without a CDF.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -26,6 +27,81 @@ fn find(names: &[&str]) -> Option<PathBuf> {
 /// `wrk`, if installed.
 pub fn wrk() -> Option<PathBuf> {
     find(&["wrk"])
+}
+
+/// `h2load` (nghttp2-client), if installed.
+pub fn h2load() -> Option<PathBuf> {
+    find(&["h2load"])
+}
+
+/// Parses an h2load `--log-file` (tab-separated: start time µs since the epoch, HTTP status
+/// (-1: failed), µs until the end of the response) into completion times and failures.
+pub fn parse_h2load_log(log: &str) -> (Vec<u64>, u64) {
+    let (mut times, mut errors) = (Vec::new(), 0);
+    for line in log.lines() {
+        let mut f = line.split('\t');
+        let (_, Some(status), Some(us)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        match (status.trim().parse::<i32>(), us.trim().parse::<u64>()) {
+            (Ok(200), Ok(us)) => times.push(us),
+            _ => errors += 1,
+        }
+    }
+    (times, errors)
+}
+
+/// The total bytes of h2load's `traffic: 10.50MB (11010048) total, ...` line.
+pub fn parse_h2load_traffic(out: &str) -> Option<u64> {
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("traffic:"))?;
+    let open = line.find('(')?;
+    let close = line[open..].find(')')? + open;
+    line[open + 1..close].trim().parse().ok()
+}
+
+/// Runs `h2load --h1` for `duration` with `connections` connections, requesting responses of
+/// `size` bytes from the built-in HTTP server at `server`; per-request times from its log file
+/// in `dir`.
+pub fn run_h2load(
+    bin: &Path,
+    server: SocketAddr,
+    connections: usize,
+    size: usize,
+    duration: Duration,
+    dir: &Path,
+) -> anyhow::Result<Samples> {
+    let log = dir.join("hirt-h2load.log");
+    let _ = std::fs::remove_file(&log);
+    let out = Command::new(bin)
+        .arg("--h1")
+        .arg("-c")
+        .arg(connections.max(1).to_string())
+        .arg("-D")
+        .arg(duration.as_secs().max(1).to_string())
+        .arg(format!("--log-file={}", log.display()))
+        .arg(format!("http://{server}/{size}/1"))
+        .output()
+        .context("running h2load")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let logged = std::fs::read_to_string(&log).with_context(|| {
+        format!(
+            "h2load wrote no log (status {}): {}{}",
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    let (latencies_us, errors) = parse_h2load_log(&logged);
+    Ok(Samples {
+        bytes: parse_h2load_traffic(&text).unwrap_or(0),
+        elapsed: duration,
+        errors,
+        latencies_us,
+        note: Some("h2load --h1: HTTP/1.1 against the built-in server; per-request times from its log (no byte check)".into()),
+        ..Samples::default()
+    })
 }
 
 /// `iperf3`, if installed.
@@ -175,6 +251,17 @@ mod tests {
         assert_eq!(t.max_ms, 190.0);
         assert!(parse_wrk("no line").is_none());
         assert!(parse_wrk("hirt-wrk 1 2 3").is_none());
+    }
+
+    #[test]
+    fn h2load_log_and_traffic_are_parsed() {
+        let log = "1700000000000000\t200\t52400\n1700000000100000\t-1\t3000\n\
+                   1700000000200000\t200\t112000\nbad line\n";
+        assert_eq!(parse_h2load_log(log), (vec![52_400, 112_000], 1));
+        let out = "finished in 5.00s, 240.00 req/s, 2.41MB/s\n\
+                   traffic: 12.03MB (12615990) total, 9.15KB (9369) headers (space savings 0.00%)";
+        assert_eq!(parse_h2load_traffic(out), Some(12_615_990));
+        assert_eq!(parse_h2load_traffic("nothing"), None);
     }
 
     #[test]
