@@ -60,6 +60,12 @@ struct RecBuf {
 /// Most recycled buffers kept (in-order release holds up to a few hundred at a time).
 const POOL_MAX: usize = 512;
 
+/// Sources in a row refused as duplicates or too old after which the decoder takes the stream's
+/// encoder for restarted (its ESIs began again from a value the decoder has already seen, e.g.
+/// a restarted peer) and starts the stream afresh. A network that duplicates packets still
+/// delivers new ones in between; with authentication on, nobody else can send them.
+const RESTART_RUN: u32 = 32;
+
 #[derive(Debug)]
 struct Stream {
     id: StreamId,
@@ -72,6 +78,8 @@ struct Stream {
     echo: Option<(u32, Instant)>,
     due: bool,
     order: Option<Reorder>,
+    /// Sources refused in a row (duplicate, late or stale).
+    refused_run: u32,
 }
 
 /// Recovered-packet output, split from the streams for disjoint borrows.
@@ -200,31 +208,60 @@ impl Decoder {
         self.streams.push(Stream {
             id,
             codec: DecCodec::new(&self.cfg.scheme),
-            tracker: LossTracker::new(
-                self.cfg.history,
-                self.cfg.horizon,
-                self.cfg.reorder_tolerance,
-                self.cfg.loss_window,
-            ),
+            tracker: Self::new_tracker(&self.cfg),
             budget,
             stats: DecoderStats::default(),
             seq: 0,
             period_start: None,
             echo: None,
             due: false,
-            order: self
-                .cfg
-                .in_order
-                .map(|hold| Reorder::new(hold, self.cfg.in_order_max)),
+            order: Self::new_order(&self.cfg),
+            refused_run: 0,
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
         Some(i)
     }
 
+    fn new_tracker(cfg: &DecoderConfig) -> LossTracker {
+        LossTracker::new(
+            cfg.history,
+            cfg.horizon,
+            cfg.reorder_tolerance,
+            cfg.loss_window,
+        )
+    }
+
+    fn new_order(cfg: &DecoderConfig) -> Option<Reorder> {
+        cfg.in_order
+            .map(|hold| Reorder::new(hold, cfg.in_order_max))
+    }
+
+    /// Starts stream `s` afresh (its encoder restarted): what in-order release held goes out in
+    /// order, the code and the loss history are new. Statistics and feedback numbering go on.
+    fn restart(cfg: &DecoderConfig, s: &mut Stream, out: &mut Out) {
+        if let Some(o) = &mut s.order {
+            let stream = s.id;
+            while o.deadline().is_some() {
+                o.skip_hole(&mut |h| out.push_held(stream, h));
+            }
+            s.stats.order_skipped = o.skipped;
+        }
+        s.codec = DecCodec::new(&cfg.scheme);
+        s.tracker = Self::new_tracker(cfg);
+        s.order = Self::new_order(cfg);
+        s.refused_run = 0;
+        s.stats.restarts += 1;
+    }
+
     /// Takes a source packet tagged (`stream`, `esi`). On [`Verdict::Deliver`] the caller
     /// delivers `packet` at once; then drain [`Decoder::poll_recovered`] (it may have completed
     /// a recovery, or released held sources) and [`Decoder::poll_feedback`].
+    ///
+    /// After 32 sources in a row refused as duplicates or as older than the history, the
+    /// stream's encoder is taken for restarted (its ESIs began again) and the stream starts
+    /// afresh at the next one (`restarts` in the stats): a peer that restarts loses a few dozen
+    /// packets, not its stream.
     pub fn handle_source(
         &mut self,
         stream: StreamId,
@@ -255,7 +292,18 @@ impl Decoder {
         if let Some(o) = &mut s.order {
             o.expire(now, &mut |h| out.push_held(stream, h));
         }
-        let verdict = match s.tracker.on_source(esi) {
+        let mut arrival = s.tracker.on_source(esi);
+        if arrival == Arrival::New {
+            s.refused_run = 0;
+        } else {
+            s.refused_run += 1;
+            if s.refused_run >= RESTART_RUN {
+                Self::restart(&self.cfg, s, out);
+                s.period_start = Some(now);
+                arrival = s.tracker.on_source(esi);
+            }
+        }
+        let verdict = match arrival {
             Arrival::New => {
                 s.stats.delivered += 1;
                 let Stream {

@@ -68,4 +68,7 @@ pub struct DecoderStats {
     /// Missing ESIs that in-order release gave up waiting for (deadline, out of every future
     /// repair's window, or too many held).
     pub order_skipped: u64,
+    /// Times the stream was started afresh because its encoder restarted its ESIs (see
+    /// [`crate::Decoder::handle_source`]).
+    pub restarts: u64,
 }

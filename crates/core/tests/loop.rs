@@ -1090,3 +1090,46 @@ fn in_order_release_gives_a_hole_up_after_the_hold_time() {
         Verdict::Deliver
     );
 }
+
+/// An encoder that restarts (its ESIs begin again at 0) is followed after a few dozen refused
+/// sources, whether the old ESIs are still in the decoder's history (duplicates) or long gone
+/// (stale), and with in-order release on or off.
+#[test]
+fn a_restarted_encoder_is_followed_after_a_few_dozen_packets() {
+    for (before, in_order) in [(1_000u32, false), (100_000, false), (100_000, true)] {
+        let mode: FecMode = "ours:w=200".parse().unwrap();
+        let mut cfg = DecoderConfig::new(mode.scheme.clone());
+        if in_order {
+            cfg.in_order = Some(Duration::from_millis(30));
+        }
+        let mut dec = Decoder::new(cfg, 1);
+        let base = t0();
+        let mut now = base;
+        for esi in 0..before {
+            now += Duration::from_micros(10);
+            assert_eq!(
+                dec.handle_source(0, esi, &payload(0, esi), now),
+                Verdict::Deliver
+            );
+        }
+        // The encoder restarts: ESIs from 0 again, new contents.
+        let mut delivered = Vec::new();
+        for esi in 0..200u32 {
+            now += Duration::from_micros(10);
+            let data = payload(1, esi);
+            match dec.handle_source(0, esi, &data, now) {
+                Verdict::Deliver => delivered.push(esi),
+                Verdict::Hold => {}
+                Verdict::Duplicate => assert!(delivered.is_empty(), "refused after the restart"),
+            }
+            while let Some(r) = dec.poll_recovered() {
+                assert_eq!(r.data, &payload(1, r.esi)[..]);
+                delivered.push(r.esi);
+            }
+        }
+        let st = dec.stats(0).unwrap();
+        assert_eq!(st.restarts, 1, "before {before}, in order {in_order}");
+        // The 32nd refused source restarted the stream and was delivered itself.
+        assert_eq!(delivered, (31..200).collect::<Vec<_>>(), "before {before}");
+    }
+}

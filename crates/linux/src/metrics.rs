@@ -64,6 +64,8 @@ counters!(
         held,
         /// Missing sources that in-order release stopped waiting for.
         order_skipped,
+        /// Times the decoder followed a restarted encoder (its ESIs began again).
+        decoder_restarts,
         /// Feedback packets sent by the decoder.
         feedback_sent,
         /// Repairs or recoveries skipped because of overload.

@@ -702,6 +702,7 @@ impl Srv6Node {
                     c.losses.store(st.lost, Relaxed);
                     c.unrecoverable.store(st.residual, Relaxed);
                     c.order_skipped.store(st.order_skipped, Relaxed);
+                    c.decoder_restarts.store(st.restarts, Relaxed);
                     if no_enc {
                         c.overload_skips.store(st.overload_skips, Relaxed);
                     }

@@ -633,6 +633,7 @@ impl UdpPeer {
                 c.losses.store(st.lost, Relaxed);
                 c.unrecoverable.store(st.residual, Relaxed);
                 c.order_skipped.store(st.order_skipped, Relaxed);
+                c.decoder_restarts.store(st.restarts, Relaxed);
             }
         }
     }
