@@ -242,7 +242,7 @@ impl Pending {
     fn position(&self, esi: Esi) -> Option<u16> {
         let d = esi.wrapping_sub(self.first);
         let s = self.stride as u32;
-        (d % s == 0 && d / s < self.nss as u32).then_some((d / s) as u16)
+        (d.is_multiple_of(s) && d / s < self.nss as u32).then_some((d / s) as u16)
     }
 
     fn esi(&self, k: u16) -> Esi {

@@ -319,9 +319,8 @@ impl Batch {
             return Err(err);
         }
         let rc = rc as usize;
-        for i in 0..rc {
-            let h = &self.hdrs[i];
-            out[i] = Received {
+        for (o, h) in out.iter_mut().zip(&self.hdrs).take(rc) {
+            *o = Received {
                 len: h.msg_len as usize,
                 truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
             };

@@ -143,6 +143,34 @@ pub fn request(path: &Path, line: &str) -> std::io::Result<String> {
     Ok(out.trim_end().to_string())
 }
 
+/// Starts what operators talk to: the control socket at `path` (live controller changes are
+/// validated as `ControllerConfig` strings) and, when asked, the Prometheus endpoint. A control
+/// socket that cannot be bound is logged and skipped (the tunnel still runs); a metrics address
+/// that cannot be bound is an error, since the operator asked for it explicitly.
+pub fn start_operations(
+    path: &Path,
+    ctl: &Arc<Control>,
+    metrics_addr: Option<std::net::SocketAddr>,
+    metrics: &Arc<Metrics>,
+) -> std::io::Result<Option<ControlServer>> {
+    let validate: Validator = Arc::new(|s: &str| {
+        s.parse::<hirt_core::ControllerConfig>()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    });
+    let server = match serve(path, ctl.clone(), validate) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!("control socket {path:?}: {e}");
+            None
+        }
+    };
+    if let Some(addr) = metrics_addr {
+        crate::metrics::serve_prometheus(addr, metrics.clone())?;
+    }
+    Ok(server)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,32 +203,4 @@ mod tests {
         assert_eq!(ctl.generation(), g0 + 1);
         assert!(request(&dir, "frobnicate").unwrap().contains("error"));
     }
-}
-
-/// Starts what operators talk to: the control socket at `path` (live controller changes are
-/// validated as `ControllerConfig` strings) and, when asked, the Prometheus endpoint. A control
-/// socket that cannot be bound is logged and skipped (the tunnel still runs); a metrics address
-/// that cannot be bound is an error, since the operator asked for it explicitly.
-pub fn start_operations(
-    path: &Path,
-    ctl: &Arc<Control>,
-    metrics_addr: Option<std::net::SocketAddr>,
-    metrics: &Arc<Metrics>,
-) -> std::io::Result<Option<ControlServer>> {
-    let validate: Validator = Arc::new(|s: &str| {
-        s.parse::<hirt_core::ControllerConfig>()
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
-    let server = match serve(path, ctl.clone(), validate) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!("control socket {path:?}: {e}");
-            None
-        }
-    };
-    if let Some(addr) = metrics_addr {
-        crate::metrics::serve_prometheus(addr, metrics.clone())?;
-    }
-    Ok(server)
 }

@@ -167,7 +167,7 @@ pub fn insert_tlv(
 ) -> core::result::Result<usize, BuildError> {
     let l = Srv6Layout::parse(buf.get(..len).ok_or(BuildError::Malformed)?)?;
     let n = tlv.len();
-    if n % 8 != 0 {
+    if !n.is_multiple_of(8) {
         return Err(BuildError::Unaligned);
     }
     if l.srh_len + n > MAX_SRH_LEN || l.packet_len + n - HEADER_LEN > u16::MAX as usize {

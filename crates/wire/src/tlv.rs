@@ -459,7 +459,7 @@ impl<T: AsRef<[u8]>> FeedbackTlv<T> {
             return Err(Error);
         }
         let total = b[1] as usize + 2;
-        if total % 8 != 0
+        if !total.is_multiple_of(8)
             || b.len() < total
             || FEEDBACK_TLV_HEADER + b[ffield::BODY_LEN] as usize > total
         {
