@@ -31,6 +31,7 @@ fn server(now: Instant) -> UdpPeer {
         seed: 1,
         repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
         repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
+        repair_retry_gap: None,
         overload_threshold: 1.0,
         // In-order release on: the fuzzer reaches the hold/release paths too.
         in_order: Some(Duration::from_millis(30)),
@@ -100,6 +101,7 @@ fuzz_target!(|data: &[u8]| {
                 overload_threshold: 0.9,
                 repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
                 repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
+                repair_retry_gap: None,
                 in_order: Some(Duration::from_millis(30)),
             };
             let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else {

@@ -497,6 +497,10 @@ pub struct EncoderConfig {
     /// Sliding codes only: a block code closes its block with the first repair. `0` = one timer
     /// repair per idle period (the behaviour before this field existed).
     pub repair_retries: u8,
+    /// Time between the re-sends of a time-driven repair. `None` (default): `repair_delay`. A
+    /// shorter gap recovers a burst of k losses after the timer in k x gap instead of
+    /// k x `repair_delay`, at the same number of repairs.
+    pub repair_retry_gap: Option<Duration>,
     /// Overload control: symbol operations a stream may do per `budget_period` before repair
     /// generation is randomly skipped. `None` (default) = unlimited.
     pub work_budget: Option<u64>,
@@ -517,6 +521,7 @@ impl EncoderConfig {
             mode,
             repair_delay: Some(DEFAULT_REPAIR_DELAY),
             repair_retries: DEFAULT_REPAIR_RETRIES,
+            repair_retry_gap: None,
             work_budget: None,
             budget_period: Duration::from_millis(1),
             overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,

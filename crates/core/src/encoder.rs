@@ -376,7 +376,7 @@ impl Encoder {
             if let (true, Some(d)) = (sliding, delay) {
                 if s.retries_left > 0 {
                     s.retries_left -= 1;
-                    s.retry_at = now.checked_add(d);
+                    s.retry_at = now.checked_add(self.cfg.repair_retry_gap.unwrap_or(d));
                 }
             }
         }

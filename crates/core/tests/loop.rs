@@ -1133,3 +1133,28 @@ fn a_restarted_encoder_is_followed_after_a_few_dozen_packets() {
         assert_eq!(delivered, (31..200).collect::<Vec<_>>(), "before {before}");
     }
 }
+
+/// `repair_retry_gap`: the re-sends of a time-driven repair follow each other that far apart
+/// instead of one repair delay.
+#[test]
+fn timer_resends_use_the_retry_gap() {
+    let d = Duration::from_millis(1);
+    let gap = Duration::from_micros(250);
+    let mode: FecMode = "hirt:w=200".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode);
+    cfg.repair_delay = Some(d);
+    cfg.repair_retries = 3;
+    cfg.repair_retry_gap = Some(gap);
+    let mut enc = Encoder::new(cfg, 1);
+    let base = t0();
+    enc.handle_source(0, &payload(0, 0), base);
+    while enc.poll_repair().is_some() {}
+    let mut fired = Vec::new();
+    while let Some(t) = enc.poll_timeout() {
+        enc.handle_timeout(t);
+        while enc.poll_repair().is_some() {}
+        fired.push(t - base);
+    }
+    assert_eq!(fired, [d, d + gap, d + 2 * gap, d + 3 * gap]);
+    assert_eq!(enc.stats(0).unwrap().repairs_timer, 4);
+}

@@ -134,6 +134,10 @@ pub struct LabArgs {
     /// QUIC workload: reordering in time before quinn declares a loss, x RTT (RFC 9002: 1.125).
     #[arg(long, default_value_t = 1.125)]
     pub quic_time_threshold: f32,
+    /// QUIC workload over HTTP/3 (the `h3` crate, `GET /<size>/<id>`) instead of a bare request
+    /// line per stream.
+    #[arg(long)]
+    pub http3: bool,
     /// Print the JSON summary on stdout instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -466,11 +470,12 @@ impl<'a> Lab<'a> {
             ),
             WorkloadKind::Quic => {
                 let ld = self.loss_detection();
+                let proto = if self.args.http3 { "http3" } else { "http" };
                 if ld == workload::quic::LossDetection::default() {
-                    format!("http-quic-{size}")
+                    format!("{proto}-quic-{size}")
                 } else {
                     format!(
-                        "http-quic-{size}-reorder-{}pkt-{}rtt",
+                        "{proto}-quic-{size}-reorder-{}pkt-{}rtt",
                         ld.packet_threshold, ld.time_threshold
                     )
                 }
@@ -565,6 +570,7 @@ impl<'a> Lab<'a> {
             WorkloadKind::Quic => {
                 let (cert, key) = workload::quic::certificate()?;
                 let ld = self.loss_detection();
+                let http3 = self.args.http3;
                 self.cert = Some(cert.clone());
                 let (tx, rx) = std::sync::mpsc::channel();
                 // The server thread lives until `stop`; it is not joined.
@@ -573,6 +579,7 @@ impl<'a> Lab<'a> {
                         workload::http::any(workload::quic::PORT),
                         &cc,
                         ld,
+                        http3,
                         cert,
                         key,
                         stop,
@@ -897,6 +904,7 @@ impl<'a> Lab<'a> {
                         first_id,
                         cert,
                         loss_detection: ld,
+                        http3: a.http3,
                     };
                     workload::quic::run(&c, Arc::new(progress))
                 })

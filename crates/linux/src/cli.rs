@@ -73,6 +73,9 @@ pub struct Srv6Args {
     /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
     #[arg(long)]
     pub repair_retries: Option<u8>,
+    /// Gap between the re-sends of a time-driven repair, in ms (default: the repair delay).
+    #[arg(long)]
+    pub repair_retry_gap_ms: Option<f64>,
     /// Worker load (busy fraction, 0..1) above which repair generation and solving are
     /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
     #[arg(long)]
@@ -122,7 +125,7 @@ impl Srv6Args {
         merge_fields!(s, file;
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
                  key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
-                 repair_delay_ms, repair_retries, in_order_ms;
+                 repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms;
             flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources);
         Ok(self)
     }
@@ -205,6 +208,9 @@ pub struct UdpArgs {
     /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
     #[arg(long)]
     pub repair_retries: Option<u8>,
+    /// Gap between the re-sends of a time-driven repair, in ms (default: the repair delay).
+    #[arg(long)]
+    pub repair_retry_gap_ms: Option<f64>,
     /// Worker load (busy fraction, 0..1) above which repair generation and solving are
     /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
     #[arg(long)]
@@ -233,7 +239,7 @@ impl UdpArgs {
         merge_fields!(s, file;
             opt: listen, remote, key, fec, rs, window, dev, tun_addr, tun_addr6, mtu,
                  keepalive_ms, threads, repair_dscp, metrics, control, seed, repair_delay_ms,
-                 repair_retries, overload_threshold, in_order_ms;
+                 repair_retries, repair_retry_gap_ms, overload_threshold, in_order_ms;
             flag: server, client, no_encrypt, insecure, no_mss_clamp, ecn_ce);
         Ok(self)
     }
@@ -251,6 +257,17 @@ pub struct StatusArgs {
     /// Change the encoder's controller live (e.g. `fixed:step=10`, `ours`, `hirt`).
     #[arg(long)]
     pub set_controller: Option<String>,
+}
+
+/// The encoder's re-send gap from `--repair-retry-gap-ms` (`None`: the repair delay).
+pub fn repair_retry_gap(ms: Option<f64>) -> anyhow::Result<Option<std::time::Duration>> {
+    match ms {
+        None => Ok(None),
+        Some(ms) if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 => {
+            Ok(Some(std::time::Duration::from_secs_f64(ms / 1e3)))
+        }
+        Some(ms) => anyhow::bail!("--repair-retry-gap-ms {ms}: must be within (0, 10000]"),
+    }
 }
 
 /// The encoder's time-driven repair settings from `--repair-delay-ms` / `--repair-retries`.

@@ -146,6 +146,8 @@ pub struct NodeConfig {
     pub repair_delay: Option<Duration>,
     /// Re-sends after a time-driven repair.
     pub repair_retries: u8,
+    /// Gap between those re-sends (`None`: the repair delay).
+    pub repair_retry_gap: Option<Duration>,
     /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
     pub in_order: Option<Duration>,
 }
@@ -203,6 +205,7 @@ impl Shared {
                     c.overload_threshold = cfg.overload_threshold;
                     c.repair_delay = cfg.repair_delay;
                     c.repair_retries = cfg.repair_retries;
+                    c.repair_retry_gap = cfg.repair_retry_gap;
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
                 .collect(),

@@ -141,6 +141,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     );
     let (repair_delay, repair_retries) =
         crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
+    let repair_retry_gap = crate::cli::repair_retry_gap(args.repair_retry_gap_ms)?;
     let in_order = crate::cli::in_order_hold(args.in_order_ms)?;
     let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
     let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
@@ -247,6 +248,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         overload_threshold,
         repair_delay,
         repair_retries,
+        repair_retry_gap,
         in_order,
     };
     let shared = Shared::new(&base, threads, threads);

@@ -140,6 +140,8 @@ pub struct PeerConfig {
     pub repair_delay: Option<Duration>,
     /// Re-sends after a time-driven repair.
     pub repair_retries: u8,
+    /// Gap between those re-sends (`None`: the repair delay).
+    pub repair_retry_gap: Option<Duration>,
     /// Worker load above which repairs are skipped (HIRT §V; 1.0 = off).
     pub overload_threshold: f64,
     /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
@@ -238,6 +240,7 @@ impl Shared {
                     let mut c = EncoderConfig::new(cfg.fec.clone());
                     c.repair_delay = cfg.repair_delay;
                     c.repair_retries = cfg.repair_retries;
+                    c.repair_retry_gap = cfg.repair_retry_gap;
                     c.overload_threshold = cfg.overload_threshold;
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
@@ -1035,6 +1038,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     );
     let (repair_delay, repair_retries) =
         crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
+    let repair_retry_gap = crate::cli::repair_retry_gap(args.repair_retry_gap_ms)?;
     let in_order = crate::cli::in_order_hold(args.in_order_ms)?;
     let overload_threshold = args
         .overload_threshold
@@ -1057,6 +1061,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         seed: args.seed.unwrap_or_else(crypto::initial_counter),
         repair_delay,
         repair_retries,
+        repair_retry_gap,
         overload_threshold,
         in_order,
     };

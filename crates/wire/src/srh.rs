@@ -299,7 +299,11 @@ impl<'a> SrhRepr<'a> {
     /// that long; both are programming errors, not network input.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut SrhPacket<T>) {
         let len = self.buffer_len();
-        assert!(self.segments.len().is_multiple_of(16) && !self.segments.is_empty() && len.is_multiple_of(8));
+        assert!(
+            self.segments.len().is_multiple_of(16)
+                && !self.segments.is_empty()
+                && len.is_multiple_of(8)
+        );
         p.set_next_header(self.next_header);
         p.set_hdr_ext_len((len / 8 - 1) as u8);
         p.set_routing_type(ROUTING_TYPE_SRH);

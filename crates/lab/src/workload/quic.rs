@@ -1,6 +1,8 @@
 //! Request/response over QUIC with quinn (self-signed certificate from rcgen): N connections,
 //! each sending requests one after another on new bidirectional streams (the QUIC analogue of
 //! HTTP keep-alive). Request: `<size> <id>\n`; response: [`super::expected`]`(id, size)`.
+//! With `http3`, the same over HTTP/3 (the `h3` crate on the same quinn connections, ALPN `h3`):
+//! `GET /<size>/<id>`, the response body as above.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,6 +83,7 @@ pub fn serve(
     addr: SocketAddr,
     cc: &str,
     ld: LossDetection,
+    http3: bool,
     cert: CertificateDer<'static>,
     key: PrivateKeyDer<'static>,
     stop: Arc<AtomicBool>,
@@ -91,7 +94,20 @@ pub fn serve(
         .build()?;
     rt.block_on(async move {
         let setup = (|| -> anyhow::Result<quinn::Endpoint> {
-            let mut sc = quinn::ServerConfig::with_single_cert(vec![cert], key)?;
+            let mut sc = if http3 {
+                let mut tls = rustls::ServerConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_protocol_versions(&[&rustls::version::TLS13])?
+                .with_no_client_auth()
+                .with_single_cert(vec![cert], key)?;
+                tls.alpn_protocols = vec![b"h3".to_vec()];
+                quinn::ServerConfig::with_crypto(Arc::new(
+                    quinn::crypto::rustls::QuicServerConfig::try_from(tls)?,
+                ))
+            } else {
+                quinn::ServerConfig::with_single_cert(vec![cert], key)?
+            };
             sc.transport_config(transport(cc, ld));
             Ok(quinn::Endpoint::server(sc, addr)?)
         })();
@@ -111,6 +127,9 @@ pub fn serve(
             let Ok(Some(inc)) = inc else { continue };
             tokio::spawn(async move {
                 let Ok(conn) = inc.await else { return };
+                if http3 {
+                    return serve_h3(conn).await;
+                }
                 while let Ok((mut send, mut recv)) = conn.accept_bi().await {
                     tokio::spawn(async move {
                         let Ok(req) = recv.read_to_end(64).await else {
@@ -138,6 +157,46 @@ pub fn serve(
     })
 }
 
+/// `/<size>/<id>` (size capped at 4 MiB; 0 for anything else).
+fn parse_path(path: &str) -> (usize, u64) {
+    let mut it = path.trim_start_matches('/').split('/');
+    let size = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let id = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    (usize::min(size, 4 << 20), id)
+}
+
+/// Serves HTTP/3 requests on one connection until it closes.
+async fn serve_h3(conn: quinn::Connection) {
+    let Ok(mut h3c) =
+        h3::server::Connection::<_, bytes::Bytes>::new(h3_quinn::Connection::new(conn)).await
+    else {
+        return;
+    };
+    while let Ok(Some(resolver)) = h3c.accept().await {
+        tokio::spawn(async move {
+            let Ok((req, mut stream)) = resolver.resolve_request().await else {
+                return;
+            };
+            let (size, id) = parse_path(req.uri().path());
+            let Ok(resp) = http::Response::builder()
+                .status(200)
+                .header("content-length", size)
+                .body(())
+            else {
+                return;
+            };
+            if stream.send_response(resp).await.is_ok()
+                && stream
+                    .send_data(bytes::Bytes::from_static(expected(id, size)))
+                    .await
+                    .is_ok()
+            {
+                let _ = stream.finish().await;
+            }
+        });
+    }
+}
+
 /// Client parameters.
 #[derive(Debug, Clone)]
 pub struct QuicClient {
@@ -159,6 +218,8 @@ pub struct QuicClient {
     pub cert: CertificateDer<'static>,
     /// Loss detection (the server was started with the same).
     pub loss_detection: LossDetection,
+    /// HTTP/3 instead of the bare request line (the server was started with the same).
+    pub http3: bool,
 }
 
 /// Runs the client in the calling thread's namespace.
@@ -176,6 +237,10 @@ pub fn run(c: &QuicClient, progress: Arc<dyn Fn(u64) + Send + Sync>) -> anyhow::
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_root_certificates(roots)
         .with_no_client_auth();
+        let mut crypto = crypto;
+        if c.http3 {
+            crypto.alpn_protocols = vec![b"h3".to_vec()];
+        }
         let mut cfg = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
         cfg.transport_config(transport(&c.cc, c.loss_detection));
         let mut ep =
@@ -201,17 +266,36 @@ pub fn run(c: &QuicClient, progress: Arc<dyn Fn(u64) + Send + Sync>) -> anyhow::
                         return s;
                     }
                 };
+                let mut h3 = if c.http3 {
+                    match h3::client::new(h3_quinn::Connection::new(conn.clone())).await {
+                        Ok((mut driver, send)) => {
+                            tokio::spawn(async move {
+                                std::future::poll_fn(|cx| driver.poll_close(cx)).await
+                            });
+                            Some(send)
+                        }
+                        Err(_) => {
+                            s.errors += 1;
+                            return s;
+                        }
+                    }
+                } else {
+                    None
+                };
                 let mut id = c.first_id + k as u64 * 1_000_000;
                 while Instant::now() < deadline {
                     id += 1;
                     let t0 = Instant::now();
+                    let (conn, size) = (&conn, c.size);
                     let r = async {
+                        if let Some(h3) = h3.as_mut() {
+                            return h3_request(h3, size, id).await;
+                        }
                         let (mut send, mut recv) = conn.open_bi().await?;
-                        send.write_all(format!("{} {}\n", c.size, id).as_bytes())
-                            .await?;
+                        send.write_all(format!("{size} {id}\n").as_bytes()).await?;
                         send.finish()?;
-                        let body = recv.read_to_end(c.size + 1).await?;
-                        anyhow::Ok(body == expected(id, c.size))
+                        let body = recv.read_to_end(size + 1).await?;
+                        anyhow::Ok(body == expected(id, size))
                     };
                     match tokio::time::timeout(Duration::from_secs(30), r).await {
                         Ok(Ok(true)) => {
@@ -242,4 +326,42 @@ pub fn run(c: &QuicClient, progress: Arc<dyn Fn(u64) + Send + Sync>) -> anyhow::
         s.elapsed = start.elapsed();
         Ok(s)
     })
+}
+
+/// One HTTP/3 request for response `id` of `size` bytes; whether the body matched.
+async fn h3_request(
+    h3: &mut h3::client::SendRequest<h3_quinn::OpenStreams, bytes::Bytes>,
+    size: usize,
+    id: u64,
+) -> anyhow::Result<bool> {
+    use bytes::Buf;
+    let req = http::Request::get(format!("https://hirt-lab/{size}/{id}")).body(())?;
+    let mut stream = h3.send_request(req).await?;
+    stream.finish().await?;
+    let resp = stream.recv_response().await?;
+    let mut body = Vec::with_capacity(size);
+    while let Some(mut chunk) = stream.recv_data().await? {
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            let n = part.len();
+            body.extend_from_slice(part);
+            chunk.advance(n);
+        }
+        if body.len() > size {
+            break;
+        }
+    }
+    Ok(resp.status() == http::StatusCode::OK && body == expected(id, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http3_paths_are_parsed() {
+        assert_eq!(parse_path("/10240/7"), (10240, 7));
+        assert_eq!(parse_path("/999999999/1"), (4 << 20, 1));
+        assert_eq!(parse_path("/x"), (0, 0));
+    }
 }

@@ -71,6 +71,7 @@ fn cfg(enc: bool, dec: bool, behavior: Behavior, auth: Option<AuthKey>) -> NodeC
         in_order: None,
         repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
         repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
+        repair_retry_gap: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn cfg(role: Role, secret: &[u8], encrypt: bool) -> PeerConfig {
         seed: 1,
         repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
         repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
+        repair_retry_gap: None,
         overload_threshold: 1.0,
         in_order: None,
     }
