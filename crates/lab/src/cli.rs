@@ -575,16 +575,15 @@ impl<'a> Lab<'a> {
                 let (tx, rx) = std::sync::mpsc::channel();
                 // The server thread lives until `stop`; it is not joined.
                 let _server = netns::in_ns(&srv, move || {
-                    workload::quic::serve(
-                        workload::http::any(workload::quic::PORT),
-                        &cc,
-                        ld,
+                    let srv = workload::quic::QuicServer {
+                        addr: workload::http::any(workload::quic::PORT),
+                        cc,
+                        loss_detection: ld,
                         http3,
                         cert,
                         key,
-                        stop,
-                        tx,
-                    )
+                    };
+                    workload::quic::serve(srv, stop, tx)
                 });
                 rx.recv().context("QUIC server thread")??;
                 true

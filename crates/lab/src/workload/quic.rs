@@ -77,18 +77,39 @@ fn transport(cc: &str, ld: LossDetection) -> Arc<quinn::TransportConfig> {
     Arc::new(t)
 }
 
-/// Runs the QUIC server on `addr` until `stop` (blocks the calling thread: call it from a thread
-/// of its own inside the server namespace).
+/// What the QUIC server serves, and how.
+#[derive(Debug)]
+pub struct QuicServer {
+    /// Listening address.
+    pub addr: SocketAddr,
+    /// Congestion control (cubic, bbr, reno).
+    pub cc: String,
+    /// Loss detection (the clients use the same).
+    pub loss_detection: LossDetection,
+    /// HTTP/3 instead of the bare request line.
+    pub http3: bool,
+    /// Its certificate and key.
+    pub cert: CertificateDer<'static>,
+    /// The certificate's key.
+    pub key: PrivateKeyDer<'static>,
+}
+
+/// Runs the QUIC server until `stop` (blocks the calling thread: call it from a thread of its
+/// own inside the server namespace); `ready` gets the setup's outcome.
 pub fn serve(
-    addr: SocketAddr,
-    cc: &str,
-    ld: LossDetection,
-    http3: bool,
-    cert: CertificateDer<'static>,
-    key: PrivateKeyDer<'static>,
+    srv: QuicServer,
     stop: Arc<AtomicBool>,
     ready: std::sync::mpsc::Sender<anyhow::Result<()>>,
 ) -> anyhow::Result<()> {
+    let QuicServer {
+        addr,
+        cc,
+        loss_detection: ld,
+        http3,
+        cert,
+        key,
+    } = srv;
+    let cc = cc.as_str();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
