@@ -373,7 +373,7 @@ fn receiver(
             if last.elapsed() > idle {
                 break;
             }
-            let _ = crate::tun::poll_readable(&[sock.as_raw_fd()], 10);
+            let _ = crate::tun::poll_readable(&[sock.as_raw_fd()], Duration::from_millis(10));
             continue;
         }
         started = true;

@@ -47,15 +47,14 @@ impl StopFlag {
     }
 }
 
-/// Milliseconds to wait in `poll` until `deadline` (at most `cap`, at least 0; rounded up so a
-/// timer is never polled early in a busy loop).
-pub fn poll_ms(now: Instant, deadline: Option<Instant>, cap: Duration) -> i32 {
-    let d = deadline
+/// How long to wait for packets until `deadline` (at most `cap`; zero when it is due). The wait
+/// goes to `ppoll` with nanosecond resolution: sub-millisecond timers (e.g. timer repairs 0.25
+/// ms apart) fire on time instead of rounded up to `poll`'s milliseconds.
+pub fn poll_wait(now: Instant, deadline: Option<Instant>, cap: Duration) -> Duration {
+    deadline
         .map(|t| t.saturating_duration_since(now))
         .unwrap_or(cap)
-        .min(cap);
-    let ms = d.as_micros().div_ceil(1000);
-    ms as i32
+        .min(cap)
 }
 
 #[cfg(test)]
@@ -63,13 +62,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn poll_ms_rounds_up_and_caps() {
+    fn poll_wait_is_exact_and_capped() {
         let now = Instant::now();
         let cap = Duration::from_millis(100);
-        assert_eq!(poll_ms(now, None, cap), 100);
-        assert_eq!(poll_ms(now, Some(now + Duration::from_micros(1)), cap), 1);
-        assert_eq!(poll_ms(now, Some(now), cap), 0);
-        assert_eq!(poll_ms(now + Duration::from_secs(1), Some(now), cap), 0);
-        assert_eq!(poll_ms(now, Some(now + Duration::from_secs(5)), cap), 100);
+        let us = Duration::from_micros;
+        assert_eq!(poll_wait(now, None, cap), cap);
+        assert_eq!(poll_wait(now, Some(now + us(250)), cap), us(250));
+        assert_eq!(poll_wait(now, Some(now), cap), Duration::ZERO);
+        assert_eq!(poll_wait(now + Duration::from_secs(1), Some(now), cap), Duration::ZERO);
+        assert_eq!(poll_wait(now, Some(now + Duration::from_secs(5)), cap), cap);
     }
 }

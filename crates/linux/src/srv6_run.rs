@@ -311,12 +311,12 @@ fn worker(
     let mut full = false;
     while !stop.stopped() {
         if !full {
-            let wait = runtime::poll_ms(
+            let wait = runtime::poll_wait(
                 Instant::now(),
                 node.poll_timeout(),
                 Duration::from_millis(100),
             );
-            if wait > 0 {
+            if !wait.is_zero() {
                 let _ = poll_readable(&fds, wait);
             }
         }

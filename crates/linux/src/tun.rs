@@ -126,9 +126,9 @@ pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Waits until one of `fds` is readable or `timeout_ms` passes (-1: forever). Returns a bitmask
-/// of the readable entries (bit i for `fds[i]`, at most 64 entries).
-pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<u64> {
+/// Waits until one of `fds` is readable or `timeout` passes (`ppoll`, nanosecond resolution).
+/// Returns a bitmask of the readable entries (bit i for `fds[i]`, at most 8 entries).
+pub fn poll_readable(fds: &[RawFd], timeout: std::time::Duration) -> io::Result<u64> {
     let mut pfds = [libc::pollfd {
         fd: -1,
         events: 0,
@@ -139,8 +139,20 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<u64> {
         p.fd = fd;
         p.events = libc::POLLIN;
     }
-    // SAFETY: `pfds` holds `n` initialised pollfd entries.
-    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `pfds` holds `n` initialised pollfd entries; `ts` outlives the call; no signal
+    // mask is changed (null).
+    let rc = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            n as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {

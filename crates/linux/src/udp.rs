@@ -1115,12 +1115,12 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
     let mut full = false;
     while !stop.stopped() {
         if !full {
-            let wait = runtime::poll_ms(
+            let wait = runtime::poll_wait(
                 Instant::now(),
                 peer.poll_timeout(),
                 Duration::from_millis(100),
             );
-            if wait > 0 {
+            if !wait.is_zero() {
                 let _ = poll_readable(&fds, wait);
             }
         }
