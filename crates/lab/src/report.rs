@@ -99,6 +99,10 @@ pub struct FecStats {
     pub unrecoverable: u64,
     /// Originals dropped because they arrived after their recovery.
     pub duplicates: u64,
+    /// Sources the decoders held for in-order release (behind a loss).
+    pub held: u64,
+    /// Holes in-order release stopped waiting for (delivered out of order if recovered later).
+    pub order_skipped: u64,
     /// Repair packets / source packets.
     pub overhead: f64,
     /// Where the figures came from.
@@ -168,6 +172,8 @@ impl Comparison {
             "recovered": fs.recovered,
             "unrecoverable": fs.unrecoverable,
             "duplicates": fs.duplicates,
+            "held": fs.held,
+            "order_skipped": fs.order_skipped,
             "overhead": fs.overhead,
             "p99_ratio": if f.p99_ms > 0.0 { self.baseline.p99_ms / f.p99_ms } else { 0.0 },
             "p50_reduction": if self.baseline.p50_ms > 0.0 { 1.0 - f.p50_ms / self.baseline.p50_ms } else { 0.0 },
@@ -249,13 +255,15 @@ impl Comparison {
         if let Some(fs) = &self.fec_stats {
             let _ = writeln!(
                 out,
-                "FEC: overhead {:.2}% ({} repairs / {} sources), recovered {}, unrecoverable {}, duplicates {} [{}]",
+                "FEC: overhead {:.2}% ({} repairs / {} sources), recovered {}, unrecoverable {}, duplicates {}, held in order {} (holes given up {}) [{}]",
                 fs.overhead * 100.0,
                 fs.repairs,
                 fs.sources,
                 fs.recovered,
                 fs.unrecoverable,
                 fs.duplicates,
+                fs.held,
+                fs.order_skipped,
                 fs.source
             );
         }

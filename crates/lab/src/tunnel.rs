@@ -308,6 +308,8 @@ impl Tunnel {
                 f.recovered += g("recovered");
                 f.unrecoverable += g("unrecoverable");
                 f.duplicates += g("duplicates");
+                f.held += g("held");
+                f.order_skipped += g("order_skipped");
             }
         }
         f.overhead = if f.sources > 0 {
