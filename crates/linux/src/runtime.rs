@@ -69,7 +69,10 @@ mod tests {
         assert_eq!(poll_wait(now, None, cap), cap);
         assert_eq!(poll_wait(now, Some(now + us(250)), cap), us(250));
         assert_eq!(poll_wait(now, Some(now), cap), Duration::ZERO);
-        assert_eq!(poll_wait(now + Duration::from_secs(1), Some(now), cap), Duration::ZERO);
+        assert_eq!(
+            poll_wait(now + Duration::from_secs(1), Some(now), cap),
+            Duration::ZERO
+        );
         assert_eq!(poll_wait(now, Some(now + Duration::from_secs(5)), cap), cap);
     }
 }

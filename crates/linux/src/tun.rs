@@ -145,14 +145,7 @@ pub fn poll_readable(fds: &[RawFd], timeout: std::time::Duration) -> io::Result<
     };
     // SAFETY: `pfds` holds `n` initialised pollfd entries; `ts` outlives the call; no signal
     // mask is changed (null).
-    let rc = unsafe {
-        libc::ppoll(
-            pfds.as_mut_ptr(),
-            n as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
+    let rc = unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, &ts, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {

@@ -71,6 +71,10 @@ pub struct SimArgs {
     /// window, `--repair-delay` apart, while no other repair goes out (0 = one timer repair).
     #[arg(long, default_value_t = 1)]
     pub repair_retries: u8,
+    /// In-order release at the decoder: hold sources behind a missing one up to this long
+    /// (e.g. `30ms`), or `off`.
+    #[arg(long, default_value = "off")]
+    pub in_order: String,
     /// Unmeasured source packets sent after the measured ones, so the last measured losses get
     /// the repairs a long-lived tunnel would send after them.
     #[arg(long, default_value_t = 5_000)]
@@ -114,6 +118,10 @@ fn scenario(a: &SimArgs) -> anyhow::Result<Scenario> {
         s => Some(parse_duration(s).map_err(anyhow::Error::msg)?),
     };
     let reorder_delay: Duration = parse_duration(&a.reorder_delay).map_err(anyhow::Error::msg)?;
+    let in_order = match a.in_order.trim() {
+        "off" | "none" | "0" => None,
+        s => Some(parse_duration(s).map_err(anyhow::Error::msg)?),
+    };
     Ok(Scenario {
         scheme: a.scheme.clone(),
         window: a.window,
@@ -133,6 +141,7 @@ fn scenario(a: &SimArgs) -> anyhow::Result<Scenario> {
         reorder: (a.reorder.clamp(0.0, 1.0), reorder_delay),
         repair_delay,
         repair_retries: a.repair_retries,
+        in_order,
         seed: a.seed,
         tail: a.tail,
     })
