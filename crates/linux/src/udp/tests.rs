@@ -722,3 +722,27 @@ fn outer_ce_reaches_the_inner_packet() {
         assert_eq!(*g, want, "packet {i}");
     }
 }
+
+/// A client that restarts numbers its sources from 0 again: the server's decoder refuses the
+/// first few dozen as duplicates of the old run, then starts the stream afresh and delivers the
+/// rest (before, it dropped every one of them).
+#[test]
+fn a_restarted_client_is_followed() {
+    let mut n = net(b"key", b"key", true);
+    let got = n.c2s(0..300, |_| false, |_| vec![]);
+    exactly_once(&got, 0..300);
+    // Fresh client state: new encoder (ESIs from 0), new AEAD counters (from the clock).
+    n.client = side(cfg(Role::Client, b"key", true), 1, n.now);
+    let got = n.c2s(300..500, |_| false, |_| vec![]);
+    let ids: std::collections::BTreeSet<u32> = got
+        .iter()
+        .map(|d| u32::from_be_bytes(d[20..24].try_into().unwrap()))
+        .collect();
+    assert!(
+        (340..500).all(|i| ids.contains(&i)),
+        "delivered after the restart: {} of 200",
+        ids.len()
+    );
+    n.server.workers[0].publish_stats();
+    assert_eq!(count(&n.server.m.stream(0).decoder_restarts), 1);
+}
