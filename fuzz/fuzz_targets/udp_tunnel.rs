@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use hirt_core::FecMode;
+use hirt_linux::coder::CoderSettings;
 use hirt_linux::crypto::{self, Direction, Sealer, HEADER_LEN, OVERHEAD};
 use hirt_linux::metrics::Metrics;
 use hirt_linux::srv6::{Behavior, NodeConfig, Srv6Node, BUF_LEN};
@@ -29,12 +30,12 @@ fn server(now: Instant) -> UdpPeer {
         keepalive: Duration::from_millis(100),
         remote: None,
         seed: 1,
-        repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
-        repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
-        repair_retry_gap: None,
-        overload_threshold: 1.0,
         // In-order release on: the fuzzer reaches the hold/release paths too.
-        in_order: Some(Duration::from_millis(30)),
+        coder: CoderSettings {
+            overload_threshold: 1.0,
+            in_order: Some(Duration::from_millis(30)),
+            ..CoderSettings::default()
+        },
     };
     UdpPeer::new(cfg, Metrics::new(2, "fuzz"), now)
 }
@@ -98,11 +99,11 @@ fuzz_target!(|data: &[u8]| {
                 ecn_ce: true,
                 repair_tclass: 0,
                 seed: 1,
-                overload_threshold: 0.9,
-                repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
-                repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
-                repair_retry_gap: None,
-                in_order: Some(Duration::from_millis(30)),
+                coder: CoderSettings {
+                    overload_threshold: 0.9,
+                    in_order: Some(Duration::from_millis(30)),
+                    ..CoderSettings::default()
+                },
             };
             let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else {
                 return;

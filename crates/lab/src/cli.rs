@@ -505,23 +505,20 @@ impl<'a> Lab<'a> {
         let srv = self.topo.server.clone();
         let v6 = self.args.tunnel.v6();
         let ok = match w {
-            WorkloadKind::Wrk => match workload::tools::wrk() {
-                None => {
-                    notes.push("wrk skipped: wrk is not installed (apt install wrk)".into());
-                    false
+            WorkloadKind::Wrk | WorkloadKind::H2load => {
+                let tool = http_tool(w).expect("an HTTP tool workload");
+                match tool.find() {
+                    None => {
+                        notes.push(format!(
+                            "{0} skipped: {0} is not installed (apt install {1})",
+                            tool.name(),
+                            tool.package()
+                        ));
+                        false
+                    }
+                    Some(_) => self.ensure_server(WorkloadKind::Http, notes)?,
                 }
-                Some(_) => self.ensure_server(WorkloadKind::Http, notes)?,
-            },
-            WorkloadKind::H2load => match workload::tools::h2load() {
-                None => {
-                    notes.push(
-                        "h2load skipped: h2load is not installed (apt install nghttp2-client)"
-                            .into(),
-                    );
-                    false
-                }
-                Some(_) => self.ensure_server(WorkloadKind::Http, notes)?,
-            },
+            }
             WorkloadKind::Iperf3 => match workload::tools::iperf3() {
                 None => {
                     notes.push(
@@ -805,25 +802,14 @@ impl<'a> Lab<'a> {
                 };
                 Ok(workload::http::run(&c, &progress))
             }),
-            WorkloadKind::Wrk => {
-                let bin = workload::tools::wrk().context("wrk not installed")?;
+            WorkloadKind::Wrk | WorkloadKind::H2load => {
+                let tool = http_tool(w).expect("an HTTP tool workload");
+                let bin = tool
+                    .find()
+                    .with_context(|| format!("{} not installed", tool.name()))?;
                 let dir = self.dir.clone();
                 netns::in_ns(&self.topo.client, move || {
-                    workload::tools::run_wrk(
-                        &bin,
-                        workload::http::server_addr(v6),
-                        a.connections,
-                        a.size,
-                        a.duration,
-                        &dir,
-                    )
-                })
-            }
-            WorkloadKind::H2load => {
-                let bin = workload::tools::h2load().context("h2load not installed")?;
-                let dir = self.dir.clone();
-                netns::in_ns(&self.topo.client, move || {
-                    workload::tools::run_h2load(
+                    tool.run(
                         &bin,
                         workload::http::server_addr(v6),
                         a.connections,
@@ -1003,6 +989,15 @@ pub fn tunnel_args(
     }
     out.push(user.to_string());
     out.join(" ").trim().to_string()
+}
+
+/// The external HTTP load generator a workload drives, if it is one of those.
+fn http_tool(w: WorkloadKind) -> Option<workload::tools::HttpTool> {
+    match w {
+        WorkloadKind::Wrk => Some(workload::tools::HttpTool::Wrk),
+        WorkloadKind::H2load => Some(workload::tools::HttpTool::H2load),
+        _ => None,
+    }
 }
 
 /// Waits (up to ~15 s) until something accepts TCP connections on `addr` inside namespace `ns`.

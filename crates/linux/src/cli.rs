@@ -259,43 +259,6 @@ pub struct StatusArgs {
     pub set_controller: Option<String>,
 }
 
-/// The encoder's re-send gap from `--repair-retry-gap-ms` (`None`: the repair delay).
-pub fn repair_retry_gap(ms: Option<f64>) -> anyhow::Result<Option<std::time::Duration>> {
-    match ms {
-        None => Ok(None),
-        Some(ms) if ms.is_finite() && ms > 0.0 && ms <= 10_000.0 => {
-            Ok(Some(std::time::Duration::from_secs_f64(ms / 1e3)))
-        }
-        Some(ms) => anyhow::bail!("--repair-retry-gap-ms {ms}: must be within (0, 10000]"),
-    }
-}
-
-/// The encoder's time-driven repair settings from `--repair-delay-ms` / `--repair-retries`.
-pub fn repair_timer(
-    delay_ms: Option<f64>,
-    retries: Option<u8>,
-) -> anyhow::Result<(Option<std::time::Duration>, u8)> {
-    let delay = match delay_ms {
-        None => Some(hirt_core::DEFAULT_REPAIR_DELAY),
-        Some(ms) if ms.is_finite() && (0.0..=10_000.0).contains(&ms) => {
-            (ms > 0.0).then(|| std::time::Duration::from_secs_f64(ms / 1e3))
-        }
-        Some(ms) => anyhow::bail!("--repair-delay-ms {ms}: must be within 0..=10000"),
-    };
-    Ok((delay, retries.unwrap_or(hirt_core::DEFAULT_REPAIR_RETRIES)))
-}
-
-/// The decoder's in-order hold from `--in-order-ms` (`None`: off).
-pub fn in_order_hold(ms: Option<f64>) -> anyhow::Result<Option<std::time::Duration>> {
-    match ms {
-        None => Ok(None),
-        Some(ms) if ms.is_finite() && (0.0..=10_000.0).contains(&ms) => {
-            Ok((ms > 0.0).then(|| std::time::Duration::from_secs_f64(ms / 1e3)))
-        }
-        Some(ms) => anyhow::bail!("--in-order-ms {ms}: must be within 0..=10000"),
-    }
-}
-
 /// Runs `hirt srv6`.
 pub fn run_srv6(args: Srv6Args) -> anyhow::Result<()> {
     crate::srv6_run::run(args.resolve()?)

@@ -15,6 +15,7 @@
 pub mod batch;
 pub mod bench;
 pub mod cli;
+pub mod coder;
 pub mod control;
 pub mod crypto;
 pub mod metrics;

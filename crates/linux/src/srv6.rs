@@ -31,16 +31,14 @@
 use std::net::Ipv6Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use hirt_core::{
-    ControllerConfig, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId,
-    Verdict,
-};
+use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes};
 
+use crate::coder::CoderSettings;
 use crate::metrics::{add, Metrics};
 
 pub mod load;
@@ -139,17 +137,8 @@ pub struct NodeConfig {
     pub repair_tclass: u8,
     /// Seed for the core's randomness.
     pub seed: u64,
-    /// Worker load above which repair generation and repair solving are randomly skipped
-    /// (HIRT §V; 1.0 = never). See [`Srv6Node::set_cpu_load`].
-    pub overload_threshold: f64,
-    /// Time-driven repair delay (`None`: off) and re-sends, see `hirt_core::EncoderConfig`.
-    pub repair_delay: Option<Duration>,
-    /// Re-sends after a time-driven repair.
-    pub repair_retries: u8,
-    /// Gap between those re-sends (`None`: the repair delay).
-    pub repair_retry_gap: Option<Duration>,
-    /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
-    pub in_order: Option<Duration>,
+    /// Repair timers, overload control (see [`Srv6Node::set_cpu_load`]) and in-order release.
+    pub coder: CoderSettings,
 }
 
 /// Encoder and decoder state of an instance, shared by its workers: one slot per worker, and
@@ -201,11 +190,7 @@ impl Shared {
         let encs = match cfg.enc_sid {
             Some(_) => (0..slots)
                 .map(|i| {
-                    let mut c = EncoderConfig::new(cfg.fec.clone());
-                    c.overload_threshold = cfg.overload_threshold;
-                    c.repair_delay = cfg.repair_delay;
-                    c.repair_retries = cfg.repair_retries;
-                    c.repair_retry_gap = cfg.repair_retry_gap;
+                    let c = cfg.coder.encoder(cfg.fec.clone());
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
                 .collect(),
@@ -214,9 +199,7 @@ impl Shared {
         let decs = match cfg.dec_sid {
             Some(_) => (0..slots)
                 .map(|i| {
-                    let mut c = DecoderConfig::new(cfg.fec.scheme.clone());
-                    c.overload_threshold = cfg.overload_threshold;
-                    c.in_order = cfg.in_order;
+                    let c = cfg.coder.decoder(cfg.fec.scheme.clone());
                     let dec = Decoder::new(c, (cfg.seed ^ 0x5eed).wrapping_add(i as u64));
                     Mutex::new(DecState {
                         dec,

@@ -17,6 +17,7 @@ use hirt_core::{ControllerConfig, FecMode};
 use hirt_wire::tlv::TlvTypes;
 
 use crate::cli::Srv6Args;
+use crate::coder::CoderSettings;
 use crate::control::{self, Control};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
@@ -132,17 +133,13 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             None
         }
     };
-    let overload_threshold = args
-        .overload_threshold
-        .unwrap_or(hirt_core::DEFAULT_OVERLOAD_THRESHOLD);
-    anyhow::ensure!(
-        (0.0..=1.0).contains(&overload_threshold),
-        "--overload-threshold must be within 0..=1 (1 = off)"
-    );
-    let (repair_delay, repair_retries) =
-        crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
-    let repair_retry_gap = crate::cli::repair_retry_gap(args.repair_retry_gap_ms)?;
-    let in_order = crate::cli::in_order_hold(args.in_order_ms)?;
+    let coder = CoderSettings::from_flags(
+        args.overload_threshold,
+        args.repair_delay_ms,
+        args.repair_retries,
+        args.repair_retry_gap_ms,
+        args.in_order_ms,
+    )?;
     let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
     let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
     let metrics = Metrics::new(threads, &format!("srv6 {role}"));
@@ -245,11 +242,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         ecn_ce: args.ecn_ce,
         repair_tclass,
         seed,
-        overload_threshold,
-        repair_delay,
-        repair_retries,
-        repair_retry_gap,
-        in_order,
+        coder,
     };
     let shared = Shared::new(&base, threads, threads);
     for (i, q) in queues.into_iter().enumerate() {

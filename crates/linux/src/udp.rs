@@ -59,13 +59,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use hirt_core::{
-    ControllerConfig, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId,
-    Verdict,
-};
+use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
 use crate::cli::UdpArgs;
+use crate::coder::CoderSettings;
 use crate::control::{self, Control};
 use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
 use crate::metrics::{add, Metrics};
@@ -136,16 +134,8 @@ pub struct PeerConfig {
     pub remote: Option<SocketAddr>,
     /// Seed for the core's randomness.
     pub seed: u64,
-    /// Time-driven repair delay (`None`: off), see `hirt_core::EncoderConfig`.
-    pub repair_delay: Option<Duration>,
-    /// Re-sends after a time-driven repair.
-    pub repair_retries: u8,
-    /// Gap between those re-sends (`None`: the repair delay).
-    pub repair_retry_gap: Option<Duration>,
-    /// Worker load above which repairs are skipped (HIRT §V; 1.0 = off).
-    pub overload_threshold: f64,
-    /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
-    pub in_order: Option<Duration>,
+    /// Repair timers, overload control and in-order release.
+    pub coder: CoderSettings,
 }
 
 /// State every worker of one instance reaches: coder slots, the replay windows and the peer
@@ -237,19 +227,13 @@ impl Shared {
         Arc::new(Shared {
             encs: (0..slots)
                 .map(|i| {
-                    let mut c = EncoderConfig::new(cfg.fec.clone());
-                    c.repair_delay = cfg.repair_delay;
-                    c.repair_retries = cfg.repair_retries;
-                    c.repair_retry_gap = cfg.repair_retry_gap;
-                    c.overload_threshold = cfg.overload_threshold;
+                    let c = cfg.coder.encoder(cfg.fec.clone());
                     Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
                 })
                 .collect(),
             decs: (0..slots)
                 .map(|i| {
-                    let mut c = DecoderConfig::new(cfg.fec.scheme.clone());
-                    c.overload_threshold = cfg.overload_threshold;
-                    c.in_order = cfg.in_order;
+                    let c = cfg.coder.decoder(cfg.fec.scheme.clone());
                     Mutex::new(Decoder::new(
                         c,
                         (cfg.seed ^ 0xdec0de).wrapping_add(i as u64),
@@ -1036,17 +1020,13 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
             }
         ),
     );
-    let (repair_delay, repair_retries) =
-        crate::cli::repair_timer(args.repair_delay_ms, args.repair_retries)?;
-    let repair_retry_gap = crate::cli::repair_retry_gap(args.repair_retry_gap_ms)?;
-    let in_order = crate::cli::in_order_hold(args.in_order_ms)?;
-    let overload_threshold = args
-        .overload_threshold
-        .unwrap_or(hirt_core::DEFAULT_OVERLOAD_THRESHOLD);
-    anyhow::ensure!(
-        (0.0..=1.0).contains(&overload_threshold),
-        "--overload-threshold must be within 0..=1 (1 = off)"
-    );
+    let coder = CoderSettings::from_flags(
+        args.overload_threshold,
+        args.repair_delay_ms,
+        args.repair_retries,
+        args.repair_retry_gap_ms,
+        args.in_order_ms,
+    )?;
     let base = PeerConfig {
         role,
         secret,
@@ -1059,11 +1039,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         keepalive: Duration::from_millis(args.keepalive_ms.unwrap_or(1000).max(1)),
         remote,
         seed: args.seed.unwrap_or_else(crypto::initial_counter),
-        repair_delay,
-        repair_retries,
-        repair_retry_gap,
-        overload_threshold,
-        in_order,
+        coder,
     };
     let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
     let control_path = args

@@ -24,14 +24,52 @@ fn find(names: &[&str]) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// `wrk`, if installed.
-pub fn wrk() -> Option<PathBuf> {
-    find(&["wrk"])
+/// An HTTP/1.1 load generator run against the built-in HTTP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpTool {
+    /// `wrk`.
+    Wrk,
+    /// `h2load --h1` (nghttp2-client).
+    H2load,
 }
 
-/// `h2load` (nghttp2-client), if installed.
-pub fn h2load() -> Option<PathBuf> {
-    find(&["h2load"])
+impl HttpTool {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            HttpTool::Wrk => "wrk",
+            HttpTool::H2load => "h2load",
+        }
+    }
+
+    /// The Debian package that has it.
+    pub fn package(self) -> &'static str {
+        match self {
+            HttpTool::Wrk => "wrk",
+            HttpTool::H2load => "nghttp2-client",
+        }
+    }
+
+    /// Its binary, if installed.
+    pub fn find(self) -> Option<PathBuf> {
+        find(&[self.name()])
+    }
+
+    /// Runs it (see [`run_wrk`] and [`run_h2load`]).
+    pub fn run(
+        self,
+        bin: &Path,
+        server: SocketAddr,
+        connections: usize,
+        size: usize,
+        duration: Duration,
+        dir: &Path,
+    ) -> anyhow::Result<Samples> {
+        match self {
+            HttpTool::Wrk => run_wrk(bin, server, connections, size, duration, dir),
+            HttpTool::H2load => run_h2load(bin, server, connections, size, duration, dir),
+        }
+    }
 }
 
 /// Parses an h2load `--log-file` (tab-separated: start time µs since the epoch, HTTP status

@@ -67,11 +67,10 @@ fn cfg(enc: bool, dec: bool, behavior: Behavior, auth: Option<AuthKey>) -> NodeC
         ecn_ce: false,
         repair_tclass: 0xb8,
         seed: 7,
-        overload_threshold: 1.0,
-        in_order: None,
-        repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
-        repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
-        repair_retry_gap: None,
+        coder: CoderSettings {
+            overload_threshold: 1.0,
+            ..CoderSettings::default()
+        },
     }
 }
 
@@ -612,7 +611,7 @@ fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
     let rel = std::sync::atomic::Ordering::Relaxed;
     let em = Metrics::new(1, "enc");
     let mut c = cfg(true, false, Behavior::Dt6, None);
-    c.overload_threshold = 0.9;
+    c.coder.overload_threshold = 0.9;
     let mut enc = Srv6Node::new(c, em.clone()).unwrap();
     let segs = [a(DEC), a(ENC)];
     let mut buf = vec![0u8; BUF_LEN];
@@ -649,7 +648,7 @@ fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
     assert!(r >= 20, "repairs {r}");
     // Threshold 1.0 switches it off even at full load.
     let mut c = cfg(true, false, Behavior::Dt6, None);
-    c.overload_threshold = 1.0;
+    c.coder.overload_threshold = 1.0;
     let mut off = Srv6Node::new(c, Metrics::new(1, "enc")).unwrap();
     off.set_cpu_load(1.0);
     let (_, r) = send(&mut off, 0, 100);
@@ -661,7 +660,7 @@ fn a_saturated_decoder_leaves_repairs_unsolved() {
     let rel = std::sync::atomic::Ordering::Relaxed;
     let mut p = pair(Behavior::Dt6, None);
     let mut c = cfg(false, true, Behavior::Dt6, None);
-    c.overload_threshold = 0.5;
+    c.coder.overload_threshold = 0.5;
     p.dec = Srv6Node::new(c, p.dm.clone()).unwrap();
     p.dec.set_cpu_load(1.0);
     let segs = [a(DEC), a(ENC)];

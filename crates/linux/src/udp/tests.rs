@@ -23,11 +23,10 @@ fn cfg(role: Role, secret: &[u8], encrypt: bool) -> PeerConfig {
         keepalive: Duration::from_millis(500),
         remote: (role == Role::Client).then(|| SERVER.parse().unwrap()),
         seed: 1,
-        repair_delay: Some(hirt_core::DEFAULT_REPAIR_DELAY),
-        repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
-        repair_retry_gap: None,
-        overload_threshold: 1.0,
-        in_order: None,
+        coder: CoderSettings {
+            overload_threshold: 1.0,
+            ..CoderSettings::default()
+        },
     }
 }
 
