@@ -88,6 +88,9 @@ pub struct DataplaneBenchArgs {
     /// Seconds of the goal check (FEC at `--loss`, offered 0.85 x the no-FEC capacity).
     #[arg(long, default_value_t = 2.0)]
     pub goal_duration: f64,
+    /// Only the latency runs, at `--latency-pps` (no throughput sweeps, no goal check).
+    #[arg(long)]
+    pub latency_only: bool,
 }
 
 /// One throughput run.
@@ -759,6 +762,30 @@ fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<G
     })
 }
 
+/// One-way latency at a paced `rate` without loss: kernel forwarding, then hirt FEC.
+fn latency_pair(
+    t: &Topo,
+    args: &DataplaneBenchArgs,
+    rate: u64,
+    dur: Duration,
+) -> anyhow::Result<Vec<Latency>> {
+    let mut out = Vec::new();
+    for (name, mode) in [
+        ("kernel", Mode::Kernel),
+        ("hirt_fec", Mode::Hirt { fec: true }),
+    ] {
+        let (_, mut lat) = one_run(t, args, name, mode, 0.0, rate, dur)?;
+        out.push(Latency {
+            name: name.into(),
+            pps: rate,
+            samples: lat.len(),
+            p50_us: percentile(&mut lat, 0.5),
+            p99_us: percentile(&mut lat, 0.99),
+        });
+    }
+    Ok(out)
+}
+
 /// Runs `hirt bench dataplane`.
 pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
@@ -773,6 +800,12 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         ("hirt_fec_0pct", Mode::Hirt { fec: true }, 0.0),
         ("hirt_fec_3pct", Mode::Hirt { fec: true }, args.loss),
     ];
+    if args.latency_only {
+        let ldur = Duration::from_secs_f64(args.latency_duration);
+        let latency = latency_pair(&t, &args, args.latency_pps, ldur)?;
+        println!("{}", serde_json::to_string_pretty(&latency)?);
+        return Ok(());
+    }
     let mut runs: Vec<Run> = Vec::new();
     for round in 0..args.rounds.max(1) {
         for (name, mode, loss) in configs {
@@ -811,19 +844,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     }
     let mut latency = Vec::new();
     for &rate in &rates {
-        for (name, mode) in [
-            ("kernel", Mode::Kernel),
-            ("hirt_fec", Mode::Hirt { fec: true }),
-        ] {
-            let (_, mut lat) = one_run(&t, &args, name, mode, 0.0, rate, ldur)?;
-            latency.push(Latency {
-                name: name.into(),
-                pps: rate,
-                samples: lat.len(),
-                p50_us: percentile(&mut lat, 0.5),
-                p99_us: percentile(&mut lat, 0.99),
-            });
-        }
+        latency.extend(latency_pair(&t, &args, rate, ldur)?);
     }
     let nofec = by("hirt_nofec");
     let fec3 = by("hirt_fec_3pct");
