@@ -1076,10 +1076,13 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
 
 fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl: Arc<Control>) {
     let mut buf = vec![0u8; BUF_LEN];
-    let mut inb = io::TosBatch::default();
+    let sfd = sock.as_raw_fd();
+    let mut inb = io::TosBatch::receiver();
+    if !io::enable_gro(sfd) {
+        tracing::debug!("UDP GRO not available; datagrams are received one by one");
+    }
     let mut outb = io::TosBatch::default();
     let fds = [tun.as_raw_fd(), sock.as_raw_fd()];
-    let sfd = sock.as_raw_fd();
     let m = ctl.metrics.clone();
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
@@ -1130,7 +1133,7 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
                 }
             };
             if let Ok(n) = inb.recv(sfd) {
-                full |= n == crate::batch::BATCH;
+                full |= inb.messages() == crate::batch::BATCH;
                 let now = Instant::now();
                 for i in 0..n {
                     let (d, from, tos) = inb.get_mut(i);
