@@ -125,6 +125,14 @@ fn udp_tunnel_both_ways_with_address_change() {
     let s = NetNs::new(&format!("{base}s")).unwrap();
     let (vc, vs) = (format!("{base}vc"), format!("{base}vs"));
     veth(&c, &vc, &s, &vs).unwrap();
+    // On a physical link each datagram is its own frame. A veth carries a UDP GSO run of the
+    // tunnel as one packet, which the loss rule would drop whole and nft would count once; one
+    // segment per packet makes it behave like a wire (the kernel then cuts GSO runs in software
+    // before the veth).
+    for (ns, dev) in [(&c, &vc), (&s, &vs)] {
+        ns.ip(&["link", "set", "dev", dev, "gso_max_segs", "1"])
+            .unwrap();
+    }
     c.ip(&["addr", "add", "192.168.77.2/24", "dev", &vc])
         .unwrap();
     // Keep the new address when the old (primary) one is removed mid-run.
