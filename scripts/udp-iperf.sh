@@ -1,5 +1,5 @@
 #!/bin/bash
-# iperf.sh T [extra hirt args]: namespaces S/C, veth, hirt udp --threads T, iperf3 -P ${P:-8} -t ${DUR:-8}
+# udp-iperf.sh T [extra hirt args]: namespaces S/C, veth, hirt udp --threads T, iperf3 -P ${P:-8} -t ${DUR:-8}
 # Run as root from the repository root after `cargo build --release -p hirt-cli`.
 # Prints goodput and the CPU seconds both hirt processes used during the transfer
 T=$1; shift

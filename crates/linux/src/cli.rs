@@ -183,6 +183,11 @@ pub struct UdpArgs {
     /// Do not clamp the TCP MSS of SYNs crossing the tunnel.
     #[arg(long)]
     pub no_mss_clamp: bool,
+    /// Do not use TUN segmentation offloads (by default the kernel hands hirt TCP packets of
+    /// up to 64 KiB, which hirt cuts into segments, and takes runs of segments back in one
+    /// write; see docs/dataplane.md).
+    #[arg(long)]
+    pub no_tun_offload: bool,
     /// Keepalive interval in ms (default 1000).
     #[arg(long)]
     pub keepalive_ms: Option<u64>,
@@ -240,7 +245,7 @@ impl UdpArgs {
             opt: listen, remote, key, fec, rs, window, dev, tun_addr, tun_addr6, mtu,
                  keepalive_ms, threads, repair_dscp, metrics, control, seed, repair_delay_ms,
                  repair_retries, repair_retry_gap_ms, overload_threshold, in_order_ms;
-            flag: server, client, no_encrypt, insecure, no_mss_clamp, ecn_ce);
+            flag: server, client, no_encrypt, insecure, no_mss_clamp, no_tun_offload, ecn_ce);
         Ok(self)
     }
 }

@@ -13,6 +13,16 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+/// `TUNSETOFFLOAD` bits: the device takes partial checksums and TSO (v4, v6, with ECN).
+pub const TUN_F_CSUM: libc::c_uint = 0x01;
+/// TSO for TCP over IPv4.
+pub const TUN_F_TSO4: libc::c_uint = 0x02;
+/// TSO for TCP over IPv6.
+pub const TUN_F_TSO6: libc::c_uint = 0x04;
+/// TSO for TCP with ECN (CWR on the first segment).
+pub const TUN_F_TSO_ECN: libc::c_uint = 0x08;
 
 /// One queue of a TUN device. Reads and writes are whole packets.
 #[derive(Debug)]
@@ -32,6 +42,12 @@ impl Tun {
     /// Opens (creating if needed) the TUN device `name` in the calling thread's network namespace.
     /// With `multi_queue`, every call with the same name attaches one more queue.
     pub fn open(name: &str, multi_queue: bool) -> io::Result<Tun> {
+        Tun::open_with(name, multi_queue, false)
+    }
+
+    /// Like [`Tun::open`]; with `vnet_hdr` every packet read or written starts with a
+    /// `virtio_net_hdr` (`IFF_VNET_HDR`, see `udp::offload`). All queues of a device must agree.
+    pub fn open_with(name: &str, multi_queue: bool, vnet_hdr: bool) -> io::Result<Tun> {
         if name.len() >= libc::IFNAMSIZ || name.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -54,7 +70,10 @@ impl Tun {
         for (d, s) in req.name.iter_mut().zip(name.bytes()) {
             *d = s as libc::c_char;
         }
-        req.flags = IFF_TUN | IFF_NO_PI | if multi_queue { IFF_MULTI_QUEUE } else { 0 };
+        req.flags = IFF_TUN
+            | IFF_NO_PI
+            | if multi_queue { IFF_MULTI_QUEUE } else { 0 }
+            | if vnet_hdr { IFF_VNET_HDR } else { 0 };
         // SAFETY: TUNSETIFF reads and writes a `struct ifreq`-sized buffer, which `req` is (40 B).
         let rc =
             unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut req as *mut IfReqFlags) };
@@ -65,6 +84,17 @@ impl Tun {
             fd,
             name: name.to_string(),
         })
+    }
+
+    /// Tells the kernel which offloads this queue's reader handles (`TUN_F_*`; needs a device
+    /// opened with `vnet_hdr`): with TSO the kernel may hand over TCP packets of up to 64 KiB.
+    pub fn set_offload(&self, flags: libc::c_uint) -> io::Result<()> {
+        // SAFETY: TUNSETOFFLOAD takes its argument by value; no memory is passed.
+        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETOFFLOAD as _, flags as libc::c_ulong) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// The interface name.

@@ -50,6 +50,7 @@
 //! read from the TUN device, before any ECN change on the way).
 
 pub mod io;
+pub mod offload;
 
 use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
@@ -990,10 +991,19 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         .iter()
         .map(|s| s.local_addr())
         .collect::<Result<Vec<_>, _>>()?;
+    let offload = !args.no_tun_offload;
     let mut queues = Vec::with_capacity(threads);
     for _ in 0..threads {
-        let q = Tun::open(&dev, threads > 1).with_context(|| format!("opening TUN {dev}"))?;
+        let q = Tun::open_with(&dev, threads > 1, offload)
+            .with_context(|| format!("opening TUN {dev}"))?;
         q.set_nonblocking(true)?;
+        if offload {
+            use crate::tun::{TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN};
+            if let Err(e) = q.set_offload(TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN) {
+                // The packets still carry a (zero) virtio_net_hdr; only the speed-up is lost.
+                tracing::warn!("TUNSETOFFLOAD: {e}; packets cross the TUN one by one");
+            }
+        }
         queues.push(q);
     }
     let mut nl = Netlink::open()?;
@@ -1061,7 +1071,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         workers.push(
             std::thread::Builder::new()
                 .name(format!("hirt-udp-{i}"))
-                .spawn(move || worker(peer, q, sock, stop, ctl))?,
+                .spawn(move || worker(peer, q, offload, sock, stop, ctl))?,
         );
     }
     Ok(UdpHandle {
@@ -1074,8 +1084,23 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     })
 }
 
-fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl: Arc<Control>) {
+fn worker(
+    mut peer: UdpPeer,
+    tun: Tun,
+    vnet_hdr: bool,
+    sock: UdpSocket,
+    stop: Arc<StopFlag>,
+    ctl: Arc<Control>,
+) {
     let mut buf = vec![0u8; BUF_LEN];
+    // With TUN offloads: what a read returns (virtio_net_hdr + up to 64 KiB), and the runs of
+    // segments put together for one write.
+    let mut read_buf = if vnet_hdr {
+        vec![0u8; offload::VNET_HDR_LEN + offload::MAX_SUPER]
+    } else {
+        Vec::new()
+    };
+    let mut coalescer = offload::Coalescer::default();
     let sfd = sock.as_raw_fd();
     let mut inb = io::TosBatch::receiver();
     if !io::enable_gro(sfd) {
@@ -1117,6 +1142,19 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
             let mut got = 0;
             while got < crate::batch::BATCH {
                 let end = BUF_LEN - 16;
+                if vnet_hdr {
+                    let Ok(n) = tun.recv(&mut read_buf) else {
+                        break;
+                    };
+                    got += 1;
+                    let split = offload::split(&mut read_buf[..n], &mut buf[..end], TUN_OFFSET, |b, len| {
+                        peer.handle_tun(b, len, now, &mut send)
+                    });
+                    if split.is_err() {
+                        add(&m.global.malformed, 1);
+                    }
+                    continue;
+                }
                 match tun.recv(&mut buf[TUN_OFFSET..end]) {
                     Ok(n) => {
                         got += 1;
@@ -1127,9 +1165,18 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
             }
             full |= got == crate::batch::BATCH;
             // UDP -> TUN.
-            let mut deliver = |p: &[u8]| {
+            let mut write = |p: &[u8]| {
                 if tun.send(p).is_err() {
                     add(&m.global.send_errors, 1);
+                }
+            };
+            // With offloads, packets go through the coalescer, which writes runs (flushed
+            // below, once the batch is through).
+            let mut deliver = |p: &[u8]| {
+                if vnet_hdr {
+                    coalescer.push(p, &mut write);
+                } else {
+                    write(p);
                 }
             };
             if let Ok(n) = inb.recv(sfd) {
@@ -1150,6 +1197,7 @@ fn worker(mut peer: UdpPeer, tun: Tun, sock: UdpSocket, stop: Arc<StopFlag>, ctl
             if peer.poll_timeout().is_some_and(|t| t <= now) {
                 peer.handle_timeout(now, &mut send, &mut deliver);
             }
+            coalescer.flush(&mut write);
         }
         if !outb.is_empty() {
             outb.send(sfd);
