@@ -1,7 +1,7 @@
 #!/bin/bash
 # udp-iperf.sh T [extra hirt args]: namespaces S/C, veth, hirt udp --threads T, iperf3 -P ${P:-8} -t ${DUR:-8}
-# Run as root from the repository root after `cargo build --release -p hirt-cli`.
-# Prints goodput and the CPU seconds both hirt processes used during the transfer
+# Run as root from the repository root after `cargo build --release -p hirt-cli`; HIRT=path picks another binary.
+# prints goodput and the CPU seconds both hirt processes used during the transfer
 T=$1; shift
 H=${HIRT:-./target/release/hirt}
 ip netns del S 2>/dev/null; ip netns del C 2>/dev/null
