@@ -101,6 +101,11 @@ counters!(
         peer_address_changes,
         /// Packets handed to another worker (decoder steering by stream id).
         steered,
+        /// TSO packets read from the TUN device and cut into segments (UDP mode offloads).
+        tun_segmented,
+        /// Writes to the TUN device that carried a coalesced run of segments (UDP mode
+        /// offloads).
+        tun_coalesced,
     }
 );
 

@@ -90,7 +90,13 @@ impl Tun {
     /// opened with `vnet_hdr`): with TSO the kernel may hand over TCP packets of up to 64 KiB.
     pub fn set_offload(&self, flags: libc::c_uint) -> io::Result<()> {
         // SAFETY: TUNSETOFFLOAD takes its argument by value; no memory is passed.
-        let rc = unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETOFFLOAD as _, flags as libc::c_ulong) };
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                TUNSETOFFLOAD as _,
+                flags as libc::c_ulong,
+            )
+        };
         if rc < 0 {
             return Err(io::Error::last_os_error());
         }

@@ -1147,11 +1147,16 @@ fn worker(
                         break;
                     };
                     got += 1;
-                    let split = offload::split(&mut read_buf[..n], &mut buf[..end], TUN_OFFSET, |b, len| {
-                        peer.handle_tun(b, len, now, &mut send)
-                    });
-                    if split.is_err() {
-                        add(&m.global.malformed, 1);
+                    let split = offload::split(
+                        &mut read_buf[..n],
+                        &mut buf[..end],
+                        TUN_OFFSET,
+                        |b, len| peer.handle_tun(b, len, now, &mut send),
+                    );
+                    match split {
+                        Ok(n) if n > 1 => add(&m.global.tun_segmented, 1),
+                        Ok(_) => {}
+                        Err(_) => add(&m.global.malformed, 1),
                     }
                     continue;
                 }
@@ -1198,6 +1203,10 @@ fn worker(
                 peer.handle_timeout(now, &mut send, &mut deliver);
             }
             coalescer.flush(&mut write);
+            let merged = coalescer.take_merged();
+            if merged > 0 {
+                add(&m.global.tun_coalesced, merged);
+            }
         }
         if !outb.is_empty() {
             outb.send(sfd);

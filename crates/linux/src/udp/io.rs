@@ -620,7 +620,13 @@ mod tests {
         let got: Vec<_> = v.iter().map(|s| (s.buf, s.off, s.len)).collect();
         assert_eq!(
             got,
-            [(3, 0, 100), (3, 100, 100), (3, 200, 50), (4, 0, 80), (5, 0, 0)]
+            [
+                (3, 0, 100),
+                (3, 100, 100),
+                (3, 200, 50),
+                (4, 0, 80),
+                (5, 0, 0)
+            ]
         );
     }
 
@@ -674,7 +680,10 @@ mod tests {
         let (got, messages, gso) = gso_roundtrip(&a);
         assert_eq!(got, expected());
         assert!(gso);
-        assert!(messages < BATCH, "{messages} messages: nothing was coalesced");
+        assert!(
+            messages < BATCH,
+            "{messages} messages: nothing was coalesced"
+        );
     }
 
     /// A socket that refuses UDP GSO (`SO_NO_CHECK`: EINVAL) still gets every datagram out, one

@@ -282,6 +282,8 @@ pub struct Coalescer {
     next_seq: u32,
     /// The run cannot grow (a short segment or PSH ended it).
     closed: bool,
+    /// Runs of several segments written since the last [`Coalescer::take_merged`].
+    merged: u64,
 }
 
 impl std::fmt::Debug for Coalescer {
@@ -304,6 +306,7 @@ impl Default for Coalescer {
             segments: 0,
             next_seq: 0,
             closed: false,
+            merged: 0,
         }
     }
 }
@@ -381,7 +384,9 @@ impl Coalescer {
         // protocol, addresses / IPv6 traffic class, flow label, hop limit, addresses; then
         // ports, the next sequence number, ack, flags (PSH apart), window and options.
         let same_ip = if ip.v4 {
-            pkt[1] == run[1] && pkt[6] & 0x40 == run[6] & 0x40 && pkt[8..10] == run[8..10]
+            pkt[1] == run[1]
+                && pkt[6] & 0x40 == run[6] & 0x40
+                && pkt[8..10] == run[8..10]
                 && pkt[12..20] == run[12..20]
         } else {
             pkt[..4] == run[..4] && pkt[6..40] == run[6..40]
@@ -405,6 +410,7 @@ impl Coalescer {
         self.len = 0;
         let mut hdr = VnetHdr::default();
         if self.segments > 1 {
+            self.merged += 1;
             let p = &mut self.buf[VNET_HDR_LEN..len];
             set_ip_len(p, ip, len - VNET_HDR_LEN);
             let l4_len = p.len() - ip.hl;
@@ -423,6 +429,11 @@ impl Coalescer {
         }
         hdr.emit(&mut self.buf[..VNET_HDR_LEN]);
         write(&self.buf[..len]);
+    }
+
+    /// How many runs of several segments were written since the last call.
+    pub fn take_merged(&mut self) -> u64 {
+        std::mem::take(&mut self.merged)
     }
 
     fn write_plain(&mut self, pkt: &[u8], write: &mut impl FnMut(&[u8])) {

@@ -156,10 +156,7 @@ fn partial_checksums_are_completed() {
     let ip = Ip { v4: true, hl: 20 };
     set_ip_len(&mut p, ip, 34);
     // Full checksum, computed independently: pseudo header + UDP header + data.
-    let full = finish(sum_words(
-        sum_words(0, &p[12..20]) + 17 + 14,
-        &p[20..],
-    ));
+    let full = finish(sum_words(sum_words(0, &p[12..20]) + 17 + 14, &p[20..]));
     // What the kernel hands over: the pseudo-header sum in the field.
     let pseudo = fold(sum_words(0, &p[12..20]) + 17 + 14);
     p[26..28].copy_from_slice(&pseudo.to_be_bytes());
@@ -245,7 +242,15 @@ fn coalescing_keeps_flows_order_and_gaps_apart() {
     let mut ce = tcp(true, 3000, 0, &d, 8);
     ce[1] = 0x03;
     // a0 a1 a2 | b0 | a4 (gap) | syn | ce (other TOS)
-    let w = coalesce(&[a0.clone(), a1, a2, b0.clone(), a4.clone(), syn.clone(), ce.clone()]);
+    let w = coalesce(&[
+        a0.clone(),
+        a1,
+        a2,
+        b0.clone(),
+        a4.clone(),
+        syn.clone(),
+        ce.clone(),
+    ]);
     let segs: Vec<u16> = w
         .iter()
         .map(|b| {
@@ -265,7 +270,13 @@ fn coalescing_keeps_flows_order_and_gaps_apart() {
     // A short segment ends a run: what follows starts another.
     let a0 = tcp(true, 0, 0, &d, 1);
     let after = tcp(true, 3400, 0, &d, 7);
-    let w = coalesce(&[a0, tcp(true, 1000, 0, &d, 2), tcp(true, 2000, 0, &d, 3), short.clone(), after]);
+    let w = coalesce(&[
+        a0,
+        tcp(true, 1000, 0, &d, 2),
+        tcp(true, 2000, 0, &d, 3),
+        short.clone(),
+        after,
+    ]);
     assert_eq!(w.len(), 2);
     assert_eq!(w[0].len(), VNET_HDR_LEN + 52 + 3400);
     assert!(checksums_ok(&w[1][VNET_HDR_LEN..]));
