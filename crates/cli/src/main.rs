@@ -46,6 +46,8 @@ enum BenchCommand {
     Codec(hirt_bench::codec::CodecBenchArgs),
     /// The dataplane over veth/TUN namespaces.
     Dataplane(hirt_linux::bench::DataplaneBenchArgs),
+    /// TCP goodput through the UDP tunnel, and Gbit/s per hirt core.
+    Udp(hirt_linux::bench_udp::UdpBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -67,6 +69,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Status(args)) => hirt_linux::cli::run_status(args),
         Some(Command::Bench(BenchCommand::Codec(args))) => hirt_bench::codec::run(args),
         Some(Command::Bench(BenchCommand::Dataplane(args))) => hirt_linux::bench::run(args),
+        Some(Command::Bench(BenchCommand::Udp(args))) => hirt_linux::bench_udp::run(args),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }
 }
