@@ -49,6 +49,9 @@ pub struct UdpBenchArgs {
     /// FEC mode of the tunnel (`hirt udp --fec`).
     #[arg(long, default_value = "ours")]
     pub fec: String,
+    /// Overload threshold of the peers (`hirt udp --overload-threshold`; 1 = off).
+    #[arg(long)]
+    pub overload_threshold: Option<f64>,
 }
 
 /// One configuration's best run.
@@ -118,6 +121,7 @@ fn peer_args(server: bool, args: &UdpBenchArgs, offload: bool, tag: &str) -> Udp
         ),
         threads: Some(args.threads),
         no_tun_offload: !offload,
+        overload_threshold: args.overload_threshold,
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
     }
