@@ -17,8 +17,11 @@
 //! sweeps are repeated `--rounds` times, interleaved, and each configuration reports its best
 //! round (other processes on the machine only ever lower a capacity). Then the
 //! added one-way latency without loss, hirt FEC vs kernel forwarding, at a paced 100 kpps and,
-//! when that is not well below capacity, also at half the FEC capacity, from send timestamps
-//! carried in the payload (all namespaces share CLOCK_MONOTONIC).
+//! when that is not well below capacity, also at half the FEC capacity: from the send time
+//! carried in the payload to the kernel's receive timestamp (`SO_TIMESTAMPNS`, taken when the
+//! packet enters the receiver's stack; all namespaces share CLOCK_REALTIME), so the bench's own
+//! receiver waiting for a CPU is not counted as the dataplane's delay; packets of the first
+//! 200 ms of a run are warm-up and not counted.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -71,8 +74,8 @@ pub struct DataplaneBenchArgs {
     /// Paced rate of the latency runs (packets per second).
     #[arg(long, default_value_t = 100_000)]
     pub latency_pps: u64,
-    /// Seconds per latency run.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds per latency run (the first 0.2 s are warm-up and not counted).
+    #[arg(long, default_value_t = 2.0)]
     pub latency_duration: f64,
     /// Pin the bench's own sender and receiver threads to this CPU (the hirt workers and the
     /// kernel then tend to run on the others).
@@ -251,6 +254,87 @@ fn topo() -> anyhow::Result<Topo> {
     })
 }
 
+/// CLOCK_REALTIME in ns: the clock of the kernel's receive timestamps (`SO_TIMESTAMPNS`),
+/// shared by every namespace.
+fn real_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Receives up to `bufs.len()` datagrams without blocking, each with the kernel's receive
+/// timestamp (`SO_TIMESTAMPNS`, taken when the packet entered the receiver's stack; `now` when
+/// missing). Returns how many; `lens[i]` and `stamps[i]` describe datagram `i`.
+fn recv_stamped(
+    fd: std::os::fd::RawFd,
+    bufs: &mut [Vec<u8>],
+    lens: &mut [usize],
+    stamps: &mut [u64],
+) -> std::io::Result<usize> {
+    const N: usize = 32;
+    let mut iov: [libc::iovec; N] = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; N];
+    let mut ctrl = [[0u64; 8]; N];
+    // SAFETY: plain data, filled below.
+    let mut msgs: [libc::mmsghdr; N] = unsafe { std::mem::zeroed() };
+    let n = bufs.len().min(N);
+    for i in 0..n {
+        iov[i].iov_base = bufs[i].as_mut_ptr().cast();
+        iov[i].iov_len = bufs[i].len();
+        msgs[i].msg_hdr.msg_iov = &mut iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+        msgs[i].msg_hdr.msg_control = ctrl[i].as_mut_ptr().cast();
+        msgs[i].msg_hdr.msg_controllen = 64;
+    }
+    // SAFETY: every header points at live buffers of the stated lengths.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            n as u32,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.kind() == std::io::ErrorKind::WouldBlock {
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    let now = real_ns();
+    for i in 0..r as usize {
+        lens[i] = msgs[i].msg_len as usize;
+        stamps[i] = now;
+        let h = &msgs[i].msg_hdr;
+        // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_* stay inside it and the
+        // timespec read is bounded by the cmsg's length.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                if (*c).cmsg_level == libc::SOL_SOCKET
+                    && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+                    && len >= std::mem::size_of::<libc::timespec>()
+                {
+                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+                    stamps[i] = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
+    }
+    Ok(r as usize)
+}
+
 fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -329,7 +413,7 @@ fn sender(
         }
         for _ in 0..burst {
             p[..8].copy_from_slice(&seq.to_be_bytes());
-            p[8..16].copy_from_slice(&mono_ns().to_be_bytes());
+            p[8..16].copy_from_slice(&real_ns().to_be_bytes());
             p[16..24].copy_from_slice(&run.to_be_bytes());
             batch.push(&p, to, 0);
             seq += 1;
@@ -338,6 +422,9 @@ fn sender(
     }
     Ok(seq)
 }
+
+/// Packets sent in the first part of a latency run that are not counted.
+const LATENCY_WARMUP: Duration = Duration::from_millis(200);
 
 /// Receives until `idle` passes without a packet. Returns (unique packets, latencies ns).
 fn receiver(
@@ -360,15 +447,31 @@ fn receiver(
             4,
         );
     }
+    // Latency ends when the packet enters the receiver's stack (the kernel's receive
+    // timestamp), not when this thread gets to read it: on a small machine the bench's own
+    // receiver can wait for a CPU, and that is not the dataplane's delay.
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt with a c_int on our socket.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            4,
+        );
+    }
     sock.set_nonblocking(true)?;
     let _ = ready.send(());
-    let mut batch = TosBatch::default();
+    let mut bufs: Vec<Vec<u8>> = (0..32).map(|_| vec![0u8; 2048]).collect();
+    let mut lens = [0usize; 32];
+    let mut stamps = [0u64; 32];
     let mut seen = std::collections::HashSet::new();
     let mut lat = Vec::new();
     let mut last = Instant::now();
     let mut started = false;
     loop {
-        let n = batch.recv(sock.as_raw_fd())?;
+        let n = recv_stamped(sock.as_raw_fd(), &mut bufs, &mut lens, &mut stamps)?;
         if n == 0 {
             let idle = if started {
                 Duration::from_millis(300)
@@ -382,20 +485,29 @@ fn receiver(
             continue;
         }
         started = true;
-        let now = mono_ns();
         last = Instant::now();
         for i in 0..n {
-            let (d, _, _) = batch.get_mut(i);
+            let d = &bufs[i][..lens[i]];
             if d.len() < 24 || d[16..24] != run.to_be_bytes() {
                 continue;
             }
             let seq = u64::from_be_bytes(d[..8].try_into().expect("8"));
             if seen.insert(seq) && want_latency {
                 let t = u64::from_be_bytes(d[8..16].try_into().expect("8"));
-                lat.push(now.saturating_sub(t));
+                lat.push((t, stamps[i].saturating_sub(t)));
             }
         }
     }
+    // Warm-up: the first packets of a run meet threads the scheduler has not placed yet (new
+    // hirt workers were started just before) and cold caches; for ~100 ms hirt's latency was
+    // several times its steady value. Neither configuration counts them.
+    let first = lat.iter().map(|&(t, _)| t).min().unwrap_or(0);
+    let warm = first + LATENCY_WARMUP.as_nanos() as u64;
+    let lat = lat
+        .into_iter()
+        .filter(|&(t, _)| t >= warm)
+        .map(|(_, l)| l)
+        .collect();
     Ok((seen.len() as u64, lat))
 }
 

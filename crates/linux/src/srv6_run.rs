@@ -289,7 +289,7 @@ fn worker(
     let mut last_publish = Instant::now();
     let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
     // Overload = packets dropped at the SID device's queue (see `srv6::load`).
-    let mut drops = DropWatch::new(tun.name(), false);
+    let mut drops = DropWatch::new(tun.name(), false, LOAD_PERIOD);
     let m = ctl.metrics.clone();
     let mut emit = |e: Egress, pkt: &[u8]| {
         let dev = match (e, &decap) {

@@ -1114,7 +1114,7 @@ fn worker(
     // Overload (see `srv6::load`): drops at our TUN device's queue (packets to encode that we
     // did not read in time) or at UDP receive buffers (datagrams to decode) make a period 1.0.
     let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
-    let mut drops = DropWatch::new(tun.name(), true);
+    let mut drops = DropWatch::new(tun.name(), true, LOAD_PERIOD);
     // After a full batch on either side more is very likely queued: skip the `poll`.
     let mut full = false;
     while !stop.stopped() {

@@ -178,27 +178,83 @@ mod tests {
 /// The drop counters that signal overload to a [`LoadMeter`]: the transmit-queue drops of the
 /// device a worker reads (packets it did not take in time) and, for a UDP worker, the
 /// namespace's UDP receive-buffer drops (datagrams it did not take in time).
+///
+/// The counters live in procfs, and reading them costs 15-30 µs on average and up to a
+/// millisecond when the reader is preempted: done by a worker every period, packets waited
+/// behind it. So a small sampler thread (in the worker's network namespace, which it
+/// inherits) reads them every period and publishes the sum; the worker only compares two
+/// numbers. The sampler ends when its `DropWatch` is dropped.
 #[derive(Debug)]
 pub struct DropWatch {
-    dev: String,
-    udp: bool,
-    buf: String,
+    sample: std::sync::Arc<DropSample>,
     last: Option<u64>,
 }
 
+#[derive(Debug, Default)]
+struct DropSample {
+    /// Sum of the counters, `u64::MAX` while they cannot be read.
+    total: std::sync::atomic::AtomicU64,
+    stop: std::sync::atomic::AtomicBool,
+}
+
 impl DropWatch {
-    /// Watches `dev` (and UDP receive buffers if `udp`), starting from the current counts.
-    pub fn new(dev: &str, udp: bool) -> DropWatch {
-        let mut w = DropWatch {
+    /// Watches `dev` (and UDP receive buffers if `udp`), starting from the current counts,
+    /// sampled every `period`.
+    pub fn new(dev: &str, udp: bool, period: Duration) -> DropWatch {
+        use std::sync::atomic::Ordering;
+        let sample = std::sync::Arc::new(DropSample::default());
+        let mut counters = Counters {
             dev: dev.to_string(),
             udp,
             buf: String::with_capacity(4096),
-            last: None,
         };
-        w.last = w.total();
-        w
+        let first = counters.total().unwrap_or(u64::MAX);
+        sample.total.store(first, Ordering::Relaxed);
+        let s = sample.clone();
+        let spawned = std::thread::Builder::new()
+            .name("hirt-drops".into())
+            .spawn(move || {
+                while !s.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(period);
+                    let t = counters.total().unwrap_or(u64::MAX);
+                    s.total.store(t, Ordering::Relaxed);
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("drop sampler thread: {e}; overload is measured by CPU time only");
+        }
+        DropWatch {
+            sample,
+            last: (first != u64::MAX).then_some(first),
+        }
     }
 
+    /// Whether packets were dropped since the last call (false if a counter cannot be read).
+    pub fn rose(&mut self) -> bool {
+        let t = self.sample.total.load(std::sync::atomic::Ordering::Relaxed);
+        let now = (t != u64::MAX).then_some(t);
+        let rose = matches!((now, self.last), (Some(n), Some(b)) if n > b);
+        self.last = now;
+        rose
+    }
+}
+
+impl Drop for DropWatch {
+    fn drop(&mut self) {
+        self.sample
+            .stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// What a [`DropWatch`] sampler reads.
+struct Counters {
+    dev: String,
+    udp: bool,
+    buf: String,
+}
+
+impl Counters {
     fn total(&mut self) -> Option<u64> {
         let tun = tx_dropped(&self.dev, &mut self.buf)?;
         let udp = if self.udp {
@@ -207,14 +263,6 @@ impl DropWatch {
             0
         };
         Some(tun + udp)
-    }
-
-    /// Whether packets were dropped since the last call (false if a counter cannot be read).
-    pub fn rose(&mut self) -> bool {
-        let now = self.total();
-        let rose = matches!((now, self.last), (Some(n), Some(b)) if n > b);
-        self.last = now;
-        rose
     }
 }
 
