@@ -1,6 +1,7 @@
 //! Feedback bodies come from the network: `Feedback::decode` must never panic, and whatever it
-//! accepts must re-encode to the same 64 bytes it read (the layout has no slack besides the
-//! reserved byte and flag bits, which are ignored) and decode again to the same value. Accepted
+//! accepts must re-encode to the same bytes it read (the layout has no slack besides the
+//! reserved byte and flag bits, which are ignored; a local drops field of 0 is left out) and
+//! decode again to the same value. Accepted
 //! feedback is also fed to an encoder, which must not panic on any counter values.
 #![no_main]
 

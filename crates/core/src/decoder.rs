@@ -80,6 +80,8 @@ struct Stream {
     order: Option<Reorder>,
     /// Sources refused in a row (duplicate, late or stale).
     refused_run: u32,
+    /// Local drops to report in the next feedback.
+    local_drops: u32,
 }
 
 /// Recovered-packet output, split from the streams for disjoint borrows.
@@ -217,6 +219,7 @@ impl Decoder {
             due: false,
             order: Self::new_order(&self.cfg),
             refused_run: 0,
+            local_drops: 0,
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
@@ -523,10 +526,26 @@ impl Decoder {
             burst_max: p.burst_max,
             loss_window: self.cfg.loss_window.min(u32::from(u16::MAX)) as u16,
             echo,
+            local_drops: std::mem::take(&mut s.local_drops),
         };
         s.seq = s.seq.wrapping_add(1);
         s.stats.feedback += 1;
         Some(fb)
+    }
+
+    /// Reports `n` packets that the host dropped before this decoder could read them (the
+    /// driver counts them at its device queue or socket buffer). They cannot be told apart
+    /// from link losses, so every stream passes them on in its next feedback
+    /// ([`Feedback::local_drops`]) and its encoder takes them out of the losses its controller
+    /// sees: repairs do not help against a decoder that is already overloaded.
+    pub fn add_local_drops(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        for s in &mut self.streams {
+            s.local_drops = s.local_drops.saturating_add(n);
+            s.stats.local_drops += u64::from(n);
+        }
     }
 
     /// When [`Decoder::handle_timeout`] must be called next (a time-driven feedback, or the

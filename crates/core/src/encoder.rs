@@ -314,7 +314,9 @@ impl Encoder {
             window: s.codec.window(),
             max_window: s.max_window,
         };
-        s.controller.on_feedback(fb, &ctx);
+        // The decoder's own drops are not link losses (see `Feedback::link_only`).
+        s.stats.peer_local_drops += u64::from(fb.local_drops);
+        s.controller.on_feedback(&fb.link_only(), &ctx);
         if let Some(w) = s.controller.window() {
             let w = w.clamp(1, s.max_window.max(1));
             if w != s.codec.window() {

@@ -49,10 +49,20 @@
 //! +---------------------------------------------------------------+
 //! |       hold time (us, from that repair's arrival to now)       | 60
 //! +---------------------------------------------------------------+ 64
+//! |   local drops (only with flag 0x02: then the body is 68 bytes)| 64
+//! +---------------------------------------------------------------+ 68
 //! ```
-//! flags: bit 0 (0x01) = the timestamp echo and hold time are valid. Other bits are reserved
-//! (sent 0, ignored). Reserved bytes are sent 0 and ignored. [`Feedback::decode`] accepts a
-//! longer buffer (later versions may append fields) and never panics.
+//! flags: bit 0 (0x01) = the timestamp echo and hold time are valid; bit 1 (0x02) = the local
+//! drops field follows. Other bits are reserved (sent 0, ignored). Reserved bytes are sent 0
+//! and ignored. [`Feedback::decode`] accepts a longer buffer (later versions may append fields)
+//! and never panics; a body without flag 0x02 is the 64 bytes earlier builds wrote and read,
+//! and those builds ignore the appended field.
+//!
+//! **Local drops** are packets the decoder's own host dropped before the decoder could read
+//! them (the queue of its SID or TUN device, its UDP receive buffer): they look exactly like
+//! link losses, but more repairs make them worse, not better (HIRT §V, "Overloading
+//! detection": the vicious circle). The encoder takes them out before its controller sees the
+//! period ([`Feedback::link_only`]).
 
 use thiserror::Error;
 
@@ -63,6 +73,10 @@ pub const VERSION: u8 = 1;
 
 /// Flag: `ts_echo` / `hold_us` are valid.
 const FLAG_TS: u8 = 0x01;
+/// Flag: the local drops field (bytes 64..68) is present.
+const FLAG_LOCAL_DROPS: u8 = 0x02;
+/// Length of a body without the local drops field.
+const BASE_LEN: usize = 64;
 
 /// Why a feedback body was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
@@ -124,20 +138,43 @@ pub struct Feedback {
     pub loss_window: u16,
     /// Timestamp echo, if a repair with a timestamp arrived since the last feedback.
     pub echo: Option<TimestampEcho>,
+    /// Packets the decoder's host dropped before the decoder read them, in the period (its
+    /// device queue or socket buffer; every stream of that decoder reports them). 0 = none or
+    /// not measured.
+    pub local_drops: u32,
 }
 
 impl Feedback {
-    /// Encoded size in bytes (fixed).
-    pub const MAX_LEN: usize = 64;
+    /// Largest encoded size in bytes (64 without local drops, 68 with).
+    pub const MAX_LEN: usize = 68;
 
-    /// Writes the 64-byte encoding into the front of `buf`; returns the bytes written, or `None`
-    /// if `buf` is shorter than [`Feedback::MAX_LEN`].
+    /// Bytes [`Feedback::encode`] writes.
+    pub fn len(&self) -> usize {
+        if self.local_drops > 0 {
+            Self::MAX_LEN
+        } else {
+            BASE_LEN
+        }
+    }
+
+    /// Always false: an encoding has at least 64 bytes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Writes the encoding (64 bytes, 68 with local drops) into the front of `buf`; returns the
+    /// bytes written, or `None` if `buf` is too short.
     pub fn encode(&self, buf: &mut [u8]) -> Option<usize> {
-        let out = buf.get_mut(..Self::MAX_LEN)?;
-        let (flags, echo) = match self.echo {
+        let len = self.len();
+        let out = buf.get_mut(..len)?;
+        let (mut flags, echo) = match self.echo {
             Some(e) => (FLAG_TS, e),
             None => (0, TimestampEcho::default()),
         };
+        if self.local_drops > 0 {
+            flags |= FLAG_LOCAL_DROPS;
+            out[64..68].copy_from_slice(&self.local_drops.to_be_bytes());
+        }
         out[0] = VERSION;
         out[1] = flags;
         out[2..4].copy_from_slice(&self.stream.to_be_bytes());
@@ -167,26 +204,32 @@ impl Feedback {
         }
         out[52..54].copy_from_slice(&self.burst_max.to_be_bytes());
         out[54..56].copy_from_slice(&self.loss_window.to_be_bytes());
-        Some(Self::MAX_LEN)
+        Some(len)
     }
 
-    /// The encoding as an array (convenience for tests and the simulator).
-    pub fn to_bytes(&self) -> [u8; Self::MAX_LEN] {
-        let mut b = [0u8; Self::MAX_LEN];
-        // Cannot fail: the array is exactly MAX_LEN long.
+    /// The encoding (convenience for tests and the simulator).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = vec![0u8; self.len()];
+        // Cannot fail: the buffer is exactly as long as the encoding.
         let _ = self.encode(&mut b);
         b
     }
 
     /// Parses a feedback body. Untrusted input: never panics; trailing bytes are ignored.
     pub fn decode(buf: &[u8]) -> Result<Feedback, FeedbackError> {
-        let b: &[u8; Self::MAX_LEN] = buf
-            .get(..Self::MAX_LEN)
+        let b: &[u8; BASE_LEN] = buf
+            .get(..BASE_LEN)
             .and_then(|s| s.try_into().ok())
             .ok_or(FeedbackError::Truncated)?;
         if b[0] != VERSION {
             return Err(FeedbackError::Version(b[0]));
         }
+        let local_drops = if b[1] & FLAG_LOCAL_DROPS != 0 {
+            let d = buf.get(64..68).ok_or(FeedbackError::Truncated)?;
+            u32::from_be_bytes([d[0], d[1], d[2], d[3]])
+        } else {
+            0
+        };
         let u16_at = |at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
         let u32_at = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
         Ok(Feedback {
@@ -211,7 +254,34 @@ impl Feedback {
                 ts: u32_at(56),
                 hold_us: u32_at(60),
             }),
+            local_drops,
         })
+    }
+
+    /// The period as the link saw it: the decoder's local drops taken out of its losses.
+    /// Which lost packets were dropped locally is not known, so `lost` loses `local_drops`
+    /// (never below 0) and the statistics made of losses (residual, window sums and maximum,
+    /// bursts) are scaled by the share of losses that remains (squares by its square).
+    /// Recoveries, repairs and the rest stay as they are.
+    pub fn link_only(&self) -> Feedback {
+        if self.local_drops == 0 || self.lost == 0 {
+            return *self;
+        }
+        let link = self.lost.saturating_sub(self.local_drops);
+        let f = f64::from(link) / f64::from(self.lost);
+        let s32 = |x: u32, k: f64| (f64::from(x) * k).round() as u32;
+        let s16 = |x: u16, k: f64| (f64::from(x) * k).round() as u16;
+        Feedback {
+            lost: link,
+            residual: s32(self.residual, f).min(link),
+            window_loss_max: s16(self.window_loss_max, f),
+            loss_sum: s32(self.loss_sum, f),
+            loss_sq_sum: s32(self.loss_sq_sum, f * f),
+            bursts: s32(self.bursts, f),
+            burst_sum: s32(self.burst_sum, f),
+            burst_max: s16(self.burst_max, f),
+            ..*self
+        }
     }
 
     /// Residual loss ratio of the period: residual / (received + lost), 0 when nothing was seen.
@@ -262,6 +332,7 @@ mod tests {
                 ts: 0xdead_beef,
                 hold_us: 250,
             }),
+            local_drops: 0,
         }
     }
 
@@ -305,6 +376,64 @@ mod tests {
         assert_eq!(b[1], 0);
         assert_eq!(&b[56..64], &[0; 8]);
         assert_eq!(Feedback::decode(&b).unwrap(), fb);
+    }
+
+    /// With local drops: flag 0x02 and four more bytes; the first 64 are as before (but the
+    /// flag), so an earlier build reads everything else.
+    #[test]
+    fn local_drops_append_a_field() {
+        let fb = Feedback {
+            local_drops: 0x0102_0304,
+            ..sample()
+        };
+        let b = fb.to_bytes();
+        assert_eq!(b.len(), 68);
+        assert_eq!(b[1], 0x03);
+        assert_eq!(&b[64..], &[0x01, 0x02, 0x03, 0x04]);
+        assert_eq!(&b[2..64], &SAMPLE_BYTES[2..]);
+        assert_eq!(Feedback::decode(&b), Ok(fb));
+        // Flagged but cut short: refused, not misread.
+        assert_eq!(Feedback::decode(&b[..66]), Err(FeedbackError::Truncated));
+        // Without drops: the 64 bytes of earlier builds.
+        assert_eq!(sample().to_bytes(), SAMPLE_BYTES);
+    }
+
+    #[test]
+    fn link_only_takes_local_drops_out() {
+        let fb = Feedback {
+            lost: 20,
+            residual: 10,
+            window_loss_max: 8,
+            loss_sum: 20,
+            loss_sq_sum: 100,
+            bursts: 4,
+            burst_sum: 20,
+            burst_max: 10,
+            local_drops: 15,
+            ..sample()
+        };
+        let l = fb.link_only();
+        assert_eq!(
+            (
+                l.lost,
+                l.residual,
+                l.window_loss_max,
+                l.loss_sum,
+                l.loss_sq_sum
+            ),
+            (5, 3, 2, 5, 6)
+        );
+        assert_eq!((l.bursts, l.burst_sum, l.burst_max), (1, 5, 3));
+        assert_eq!((l.received, l.recovered, l.repairs), (197, 5, 9));
+        // More drops than losses: no loss left.
+        let all = Feedback {
+            local_drops: 50,
+            ..fb
+        }
+        .link_only();
+        assert_eq!((all.lost, all.residual, all.loss_sum), (0, 0, 0));
+        // No drops: unchanged.
+        assert_eq!(sample().link_only(), sample());
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct EncoderStats {
     pub feedback: u64,
     /// Feedback messages ignored (older than one already used).
     pub feedback_stale: u64,
+    /// Packets the decoder's host dropped locally, as its feedback reported (taken out of the
+    /// losses the controller sees).
+    pub peer_local_drops: u64,
     /// Smoothed RTT from the timestamp echo, once measured.
     pub rtt: Option<Duration>,
     /// Repairs per source the controller currently aims at.
@@ -71,4 +74,7 @@ pub struct DecoderStats {
     /// Times the stream was started afresh because its encoder restarted its ESIs (see
     /// [`crate::Decoder::handle_source`]).
     pub restarts: u64,
+    /// Packets the host dropped before this decoder read them, as reported by the driver
+    /// ([`crate::Decoder::add_local_drops`]) and passed on in feedback.
+    pub local_drops: u64,
 }

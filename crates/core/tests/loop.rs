@@ -1158,3 +1158,61 @@ fn timer_resends_use_the_retry_gap() {
     assert_eq!(fired, [d, d + gap, d + 2 * gap, d + 3 * gap]);
     assert_eq!(enc.stats(0).unwrap().repairs_timer, 4);
 }
+
+/// Losses the decoder reports as its own (`Decoder::add_local_drops`, e.g. its device queue
+/// overflowed) travel in feedback and are taken out of what the encoder's controller sees, so
+/// they do not raise the repair rate the way the same losses on the link do (HIRT's vicious
+/// circle). Losses are recovered either way.
+#[test]
+fn local_drops_do_not_raise_the_repair_rate() {
+    let rate_after = |report: bool| -> (f64, u64, u64) {
+        let mode: FecMode = "ours".parse().unwrap();
+        let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 7);
+        let mut dec = Decoder::new(DecoderConfig::new(mode.scheme.clone()), 7);
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut now = t0();
+        let mut drops = 0u64;
+        for k in 0..30_000u32 {
+            now += Duration::from_micros(100);
+            let data = payload(0, k);
+            let tag = enc.handle_source(0, &data, now);
+            if rng.gen_bool(0.05) {
+                drops += 1;
+                if report {
+                    dec.add_local_drops(1);
+                }
+            } else {
+                let _ = dec.handle_source(0, tag.esi, &data, now);
+            }
+            while let Some(r) = enc.poll_repair() {
+                let (info, ts, pl) = (r.info, r.timestamp, r.payload.to_vec());
+                dec.handle_repair(0, &info, ts, &pl, now).unwrap();
+            }
+            while dec.poll_recovered().is_some() {}
+            while let Some(fb) = dec.poll_feedback(now) {
+                let fb = Feedback::decode(&fb.to_bytes()).unwrap();
+                enc.handle_feedback(&fb, now);
+            }
+        }
+        let es = enc.stats(0).unwrap();
+        // All but those after the last feedback arrived.
+        let want = if report { drops } else { 0 };
+        assert!(
+            es.peer_local_drops <= want && es.peer_local_drops + 100 >= want,
+            "{} of {want} local drops reported",
+            es.peer_local_drops
+        );
+        (es.rate, drops, dec.stats(0).unwrap().recovered)
+    };
+    let (link_rate, drops, rec_link) = rate_after(false);
+    let (local_rate, _, rec_local) = rate_after(true);
+    assert!(link_rate > 0.05, "5% link loss: repair rate {link_rate}");
+    assert!(
+        local_rate < link_rate / 2.0,
+        "local drops: repair rate {local_rate} vs {link_rate} for link losses"
+    );
+    assert!(
+        rec_link > drops * 9 / 10 && rec_local > 0,
+        "{rec_link} {rec_local} of {drops}"
+    );
+}

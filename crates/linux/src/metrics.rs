@@ -68,6 +68,10 @@ counters!(
         decoder_restarts,
         /// Feedback packets sent by the decoder.
         feedback_sent,
+        /// Packets this host dropped before the decoder read them (SID device queue in SRv6
+        /// mode, the socket's receive buffer in UDP mode), reported in feedback so the encoder
+        /// does not answer them with more repairs.
+        local_drops,
         /// Repairs or recoveries skipped because of overload.
         overload_skips,
         /// Current repair ratio x 1e6 (controller state).

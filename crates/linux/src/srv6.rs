@@ -319,6 +319,20 @@ impl Srv6Node {
             .store((load * 1e6) as u64, Ordering::Relaxed);
     }
 
+    /// Reports `n` packets dropped at the SID device's queue before the worker read them.
+    /// Only a node that is a decoder and not an encoder passes them on (feedback
+    /// `local_drops`): on a node with both roles the queue also holds sources still to be
+    /// encoded, whose drops the decoder never sees as losses.
+    pub fn add_local_drops(&mut self, n: u64) {
+        if n == 0 || self.shared.enc(self.cfg.stream).is_some() {
+            return;
+        }
+        if let Some(mut d) = self.shared.dec(self.cfg.stream) {
+            d.dec.add_local_drops(n.min(u64::from(u32::MAX)) as u32);
+            add(&self.metrics.stream(self.cfg.stream).local_drops, n);
+        }
+    }
+
     /// When [`Self::handle_timeout`] should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let a = self

@@ -332,8 +332,10 @@ fn worker(
         full = got == BATCH;
         let now = Instant::now();
         if meter.due(now) {
-            if drops.rose() {
+            let dropped = drops.new_drops();
+            if dropped > 0 {
                 meter.queue_dropped();
+                node.add_local_drops(dropped);
             }
             node.set_cpu_load(meter.close(now, load::thread_cpu_time()));
         }

@@ -395,6 +395,19 @@ impl UdpPeer {
             .store((load * 1e6) as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Reports `n` datagrams dropped at this worker's socket (its receive buffer was full)
+    /// before it read them: passed on in feedback (`local_drops`).
+    pub fn add_local_drops(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let s = self.w.cfg.stream;
+        self.shared
+            .dec(s)
+            .add_local_drops(n.min(u64::from(u32::MAX)) as u32);
+        add(&self.w.metrics.stream(s).local_drops, n);
+    }
+
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
     /// place and hands the datagram (and any repairs) to `send`.
     pub fn handle_tun(&mut self, buf: &mut [u8], len: usize, now: Instant, send: &mut Send<'_>) {
@@ -1115,6 +1128,7 @@ fn worker(
     // did not read in time) or at UDP receive buffers (datagrams to decode) make a period 1.0.
     let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
     let mut drops = DropWatch::new(tun.name(), true, LOAD_PERIOD);
+    let mut sock_drops = load::socket_drops(sfd).unwrap_or(0);
     // After a full batch on either side more is very likely queued: skip the `poll`.
     let mut full = false;
     while !stop.stopped() {
@@ -1220,8 +1234,14 @@ fn worker(
         }
         let now = Instant::now();
         if meter.due(now) {
-            if drops.rose() {
+            if drops.new_drops() > 0 {
                 meter.queue_dropped();
+            }
+            // This socket's own receive-buffer drops (not the namespace's) are the decoder's
+            // local drops.
+            if let Some(d) = load::socket_drops(sfd) {
+                peer.add_local_drops(d.saturating_sub(sock_drops));
+                sock_drops = d;
             }
             peer.set_cpu_load(meter.close(now, load::thread_cpu_time()));
         }

@@ -158,6 +158,34 @@ mod tests {
         assert!((6..=9).contains(&n), "{n} periods");
     }
 
+    /// A socket whose small receive buffer overflows counts its own drops; another socket of
+    /// the namespace does not see them.
+    #[test]
+    fn socket_drops_are_per_socket() {
+        use std::os::fd::AsRawFd;
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let small: libc::c_int = 4096;
+        // SAFETY: setsockopt with a c_int on our socket.
+        unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&small as *const libc::c_int).cast(),
+                4,
+            );
+        }
+        assert_eq!(socket_drops(rx.as_raw_fd()), Some(0));
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        for _ in 0..200 {
+            tx.send_to(&[7u8; 1000], rx.local_addr().unwrap()).unwrap();
+        }
+        let d = socket_drops(rx.as_raw_fd()).unwrap();
+        assert!(d >= 150, "{d} drops");
+        assert_eq!(socket_drops(other.as_raw_fd()), Some(0));
+    }
+
     #[test]
     fn odd_clocks_stay_in_range() {
         let t0 = Instant::now();
@@ -229,13 +257,16 @@ impl DropWatch {
         }
     }
 
-    /// Whether packets were dropped since the last call (false if a counter cannot be read).
-    pub fn rose(&mut self) -> bool {
+    /// Packets dropped since the last call (0 if a counter cannot be read).
+    pub fn new_drops(&mut self) -> u64 {
         let t = self.sample.total.load(std::sync::atomic::Ordering::Relaxed);
         let now = (t != u64::MAX).then_some(t);
-        let rose = matches!((now, self.last), (Some(n), Some(b)) if n > b);
+        let new = match (now, self.last) {
+            (Some(n), Some(b)) => n.saturating_sub(b),
+            _ => 0,
+        };
         self.last = now;
-        rose
+        new
     }
 }
 
@@ -264,6 +295,28 @@ impl Counters {
         };
         Some(tun + udp)
     }
+}
+
+/// Datagrams the kernel dropped at socket `fd` so far (its receive buffer was full): the
+/// socket's own `sk_drops` from `SO_MEMINFO`, so other sockets of the namespace do not count.
+pub fn socket_drops(fd: std::os::fd::RawFd) -> Option<u64> {
+    /// `SK_MEMINFO_VARS` and the index of `SK_MEMINFO_DROPS` (linux/sock_diag.h).
+    const VARS: usize = 9;
+    const DROPS: usize = 8;
+    const SO_MEMINFO: libc::c_int = 55;
+    let mut v = [0u32; VARS];
+    let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `v`, which is that long.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            v.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && len as usize > DROPS * 4).then(|| u64::from(v[DROPS]))
 }
 
 /// Packets the kernel dropped at network device `dev`'s transmit queue so far (for a TUN device:
