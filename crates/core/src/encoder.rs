@@ -53,6 +53,8 @@ const POOL_MAX: usize = 64;
 /// Feedback sequence numbers at most this far behind the last used one are stale; further
 /// behind means the decoder restarted.
 const STALE_SEQ: u16 = 64;
+/// How long local drops reported by the decoder are set against later losses.
+const DROP_CREDIT_TTL: Duration = Duration::from_millis(100);
 
 #[derive(Debug)]
 struct Stream {
@@ -71,6 +73,10 @@ struct Stream {
     last_seq: Option<u16>,
     srtt: Option<Duration>,
     stats: EncoderStats,
+    /// Local drops reported by the decoder and not yet set against losses, and when the
+    /// last ones were reported.
+    drop_credit: u32,
+    drop_credit_at: Option<Instant>,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -160,6 +166,8 @@ impl Encoder {
             retries_left: 0,
             budget,
             last_seq: None,
+            drop_credit: 0,
+            drop_credit_at: None,
             srtt: None,
             stats,
         });
@@ -314,9 +322,26 @@ impl Encoder {
             window: s.codec.window(),
             max_window: s.max_window,
         };
-        // The decoder's own drops are not link losses (see `Feedback::link_only`).
+        // The decoder's own drops are not link losses (see `Feedback::link_only`). The driver
+        // counts them every few milliseconds while the decoder declares losses as packets
+        // arrive, so a drop and the loss it causes often come in different feedback messages:
+        // drops are kept as a credit that later losses are set against, for at most
+        // `DROP_CREDIT_TTL` after the last report, so an old overload does not hide new link
+        // losses.
         s.stats.peer_local_drops += u64::from(fb.local_drops);
-        s.controller.on_feedback(&fb.link_only(), &ctx);
+        if fb.local_drops > 0 {
+            s.drop_credit = s.drop_credit.saturating_add(fb.local_drops);
+            s.drop_credit_at = Some(now);
+        } else if s
+            .drop_credit_at
+            .is_some_and(|t| now.saturating_duration_since(t) > DROP_CREDIT_TTL)
+        {
+            s.drop_credit = 0;
+        }
+        let mut seen = *fb;
+        seen.local_drops = s.drop_credit.min(fb.lost);
+        s.drop_credit -= seen.local_drops;
+        s.controller.on_feedback(&seen.link_only(), &ctx);
         if let Some(w) = s.controller.window() {
             let w = w.clamp(1, s.max_window.max(1));
             if w != s.codec.window() {

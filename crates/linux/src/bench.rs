@@ -91,6 +91,10 @@ pub struct DataplaneBenchArgs {
     /// Seconds of the goal check (FEC at `--loss`, offered 0.85 x the no-FEC capacity).
     #[arg(long, default_value_t = 2.0)]
     pub goal_duration: f64,
+    /// Time-driven repair delay of the hirt instances in ms (`hirt srv6 --repair-delay-ms`;
+    /// default: hirt's, 0 = off).
+    #[arg(long)]
+    pub repair_delay_ms: Option<f64>,
     /// Only the latency runs, at `--latency-pps` (no throughput sweeps, no goal check).
     #[arg(long)]
     pub latency_only: bool,
@@ -107,9 +111,10 @@ pub struct Run {
     pub offered: Vec<(u64, u64, u64)>,
     /// Tunnel counters of every offered load tried, in the same order: (losses, recovered,
     /// repairs, repair overhead, overload skips of encoder + decoder, packets the emulated
-    /// link dropped). Shows what FEC does at and above capacity (queue drops in the TUN
-    /// devices look like tunnel losses to the decoder; overload control skips repairs there).
-    pub offered_fec: Vec<(u64, u64, u64, f64, u64, u64)>,
+    /// link dropped, drops at the decoder's SID queue that it reported as its own). Shows what
+    /// FEC does at and above capacity (queue drops look like tunnel losses to the decoder;
+    /// overload control skips repairs there).
+    pub offered_fec: Vec<(u64, u64, u64, f64, u64, u64, u64)>,
     /// Packets sent at the highest rate that delivered >= 99%.
     pub sent: u64,
     /// Packets received (unique) at that rate.
@@ -667,6 +672,7 @@ fn one_run(
         hmac_key: (args.auth_sources && fec_on).then(|| "0x5eed5eed5eed5eed".into()),
         auth_sources: args.auth_sources && fec_on,
         overload_threshold: args.overload_threshold,
+        repair_delay_ms: args.repair_delay_ms,
         role: Some(role.into()),
         enc_sid: Some(ENC.parse().expect("sid")),
         dec_sid: Some(DEC.parse().expect("sid")),
@@ -742,10 +748,10 @@ fn one_run(
     // overload skips, link drops), read before and after each load so a run reports the
     // numbers of its capacity load.
     let snap =
-        || -> [u64; 8] {
+        || -> [u64; 9] {
             let link = if loss > 0.0 { link_drops(t) } else { 0 };
             let Some((enc, dec)) = handles.as_ref() else {
-                return [0, 0, 0, 0, 0, 0, 0, link];
+                return [0, 0, 0, 0, 0, 0, 0, link, 0];
             };
             let sum = |m: &crate::metrics::Metrics,
                    f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
@@ -761,6 +767,7 @@ fn one_run(
                 sum(em, |s| &s.source_bytes_sent),
                 sum(em, |s| &s.overload_skips) + sum(dm, |s| &s.overload_skips),
                 link,
+                sum(dm, |s| &s.local_drops),
             ]
         };
     let mut lat_all: Vec<u64>;
@@ -800,7 +807,7 @@ fn one_run(
         let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
         let overhead = d[4] as f64 / d[5].max(1) as f64;
         run.offered_fec
-            .push((d[0], d[1], d[3], overhead, d[6], d[7]));
+            .push((d[0], d[1], d[3], overhead, d[6], d[7], d[8]));
         // A load that passed with more delivered than any before is the capacity so far.
         if passed && received > run.received {
             run.losses = d[0];
@@ -854,7 +861,7 @@ fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<G
     let mode = Mode::Hirt { fec: true };
     let (r, _) = one_run(t, args, "goal_3pct", mode, args.loss, pps, dur)?;
     let (_, sent, received) = r.offered[0];
-    let (losses, recovered, _, overhead, skips, link) = r.offered_fec[0];
+    let (losses, recovered, _, overhead, skips, link, _) = r.offered_fec[0];
     let recovered_ratio = if losses > 0 {
         (recovered as f64 / losses as f64).min(1.0)
     } else {
