@@ -111,10 +111,11 @@ pub struct Run {
     pub offered: Vec<(u64, u64, u64)>,
     /// Tunnel counters of every offered load tried, in the same order: (losses, recovered,
     /// repairs, repair overhead, overload skips of encoder + decoder, packets the emulated
-    /// link dropped, drops at the decoder's SID queue that it reported as its own). Shows what
+    /// link dropped, drops at the decoder's SID queue that it reported as its own, repairs sent
+    /// by the encoder's timer). Shows what
     /// FEC does at and above capacity (queue drops look like tunnel losses to the decoder;
     /// overload control skips repairs there).
-    pub offered_fec: Vec<(u64, u64, u64, f64, u64, u64, u64)>,
+    pub offered_fec: Vec<(u64, u64, u64, f64, u64, u64, u64, u64)>,
     /// Packets sent at the highest rate that delivered >= 99%.
     pub sent: u64,
     /// Packets received (unique) at that rate.
@@ -748,10 +749,10 @@ fn one_run(
     // overload skips, link drops), read before and after each load so a run reports the
     // numbers of its capacity load.
     let snap =
-        || -> [u64; 9] {
+        || -> [u64; 10] {
             let link = if loss > 0.0 { link_drops(t) } else { 0 };
             let Some((enc, dec)) = handles.as_ref() else {
-                return [0, 0, 0, 0, 0, 0, 0, link, 0];
+                return [0, 0, 0, 0, 0, 0, 0, link, 0, 0];
             };
             let sum = |m: &crate::metrics::Metrics,
                    f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
@@ -768,6 +769,7 @@ fn one_run(
                 sum(em, |s| &s.overload_skips) + sum(dm, |s| &s.overload_skips),
                 link,
                 sum(dm, |s| &s.local_drops),
+                sum(em, |s| &s.repairs_timer),
             ]
         };
     let mut lat_all: Vec<u64>;
@@ -807,7 +809,7 @@ fn one_run(
         let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
         let overhead = d[4] as f64 / d[5].max(1) as f64;
         run.offered_fec
-            .push((d[0], d[1], d[3], overhead, d[6], d[7], d[8]));
+            .push((d[0], d[1], d[3], overhead, d[6], d[7], d[8], d[9]));
         // A load that passed with more delivered than any before is the capacity so far.
         if passed && received > run.received {
             run.losses = d[0];
@@ -861,7 +863,7 @@ fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<G
     let mode = Mode::Hirt { fec: true };
     let (r, _) = one_run(t, args, "goal_3pct", mode, args.loss, pps, dur)?;
     let (_, sent, received) = r.offered[0];
-    let (losses, recovered, _, overhead, skips, link, _) = r.offered_fec[0];
+    let (losses, recovered, _, overhead, skips, link, _, _) = r.offered_fec[0];
     let recovered_ratio = if losses > 0 {
         (recovered as f64 / losses as f64).min(1.0)
     } else {

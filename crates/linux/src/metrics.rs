@@ -38,6 +38,10 @@ counters!(
         enc_packets_out,
         /// Repair packets sent.
         repairs_sent,
+        /// Of those, repairs sent by the time-driven timer (sources left unprotected for the
+        /// repair delay) rather than by the rate controller or the code (gauge of the
+        /// encoder's count).
+        repairs_timer,
         /// Repair bytes sent (payload).
         repair_bytes_sent,
         /// Source bytes sent (tagged packets).

@@ -624,6 +624,7 @@ impl UdpPeer {
                     c.controller_ratio_ppm
                         .store((st.rate * 1e6) as u64, Relaxed);
                     c.overload_skips.store(st.overload_skips, Relaxed);
+                    c.repairs_timer.store(st.repairs_timer, Relaxed);
                 }
             }
         }
