@@ -100,6 +100,27 @@ pub struct DataplaneBenchArgs {
     pub latency_only: bool,
 }
 
+/// Tunnel counters of one offered load.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LoadCounters {
+    /// Losses the decoder declared.
+    pub losses: u64,
+    /// Of those, recovered.
+    pub recovered: u64,
+    /// Repairs the encoder sent.
+    pub repairs: u64,
+    /// Repair bytes over source bytes.
+    pub overhead: f64,
+    /// Repairs or recoveries skipped by overload control (encoder + decoder).
+    pub overload_skips: u64,
+    /// Packets the emulated link dropped (the loss rule).
+    pub link_drops: u64,
+    /// Drops at the decoder's SID queue that it reported as its own (feedback).
+    pub local_drops: u64,
+    /// Repairs sent by the encoder's timer (sources unprotected for the repair delay).
+    pub repairs_timer: u64,
+}
+
 /// One throughput run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Run {
@@ -109,13 +130,10 @@ pub struct Run {
     pub rounds_mpps: Vec<f64>,
     /// Every offered load tried: (packets/s, sent, received).
     pub offered: Vec<(u64, u64, u64)>,
-    /// Tunnel counters of every offered load tried, in the same order: (losses, recovered,
-    /// repairs, repair overhead, overload skips of encoder + decoder, packets the emulated
-    /// link dropped, drops at the decoder's SID queue that it reported as its own, repairs sent
-    /// by the encoder's timer). Shows what
-    /// FEC does at and above capacity (queue drops look like tunnel losses to the decoder;
-    /// overload control skips repairs there).
-    pub offered_fec: Vec<(u64, u64, u64, f64, u64, u64, u64, u64)>,
+    /// Tunnel counters of every offered load tried, in the same order. Shows what FEC does at
+    /// and above capacity (queue drops look like tunnel losses to the decoder; overload control
+    /// skips repairs there).
+    pub offered_fec: Vec<LoadCounters>,
     /// Packets sent at the highest rate that delivered >= 99%.
     pub sent: u64,
     /// Packets received (unique) at that rate.
@@ -808,8 +826,16 @@ fn one_run(
         let after = snap();
         let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
         let overhead = d[4] as f64 / d[5].max(1) as f64;
-        run.offered_fec
-            .push((d[0], d[1], d[3], overhead, d[6], d[7], d[8], d[9]));
+        run.offered_fec.push(LoadCounters {
+            losses: d[0],
+            recovered: d[1],
+            repairs: d[3],
+            overhead,
+            overload_skips: d[6],
+            link_drops: d[7],
+            local_drops: d[8],
+            repairs_timer: d[9],
+        });
         // A load that passed with more delivered than any before is the capacity so far.
         if passed && received > run.received {
             run.losses = d[0];
@@ -863,7 +889,14 @@ fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<G
     let mode = Mode::Hirt { fec: true };
     let (r, _) = one_run(t, args, "goal_3pct", mode, args.loss, pps, dur)?;
     let (_, sent, received) = r.offered[0];
-    let (losses, recovered, _, overhead, skips, link, _, _) = r.offered_fec[0];
+    let LoadCounters {
+        losses,
+        recovered,
+        overhead,
+        overload_skips: skips,
+        link_drops: link,
+        ..
+    } = r.offered_fec[0];
     let recovered_ratio = if losses > 0 {
         (recovered as f64 / losses as f64).min(1.0)
     } else {
