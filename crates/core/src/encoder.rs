@@ -389,6 +389,18 @@ impl Encoder {
                 .zip(delay)
                 .and_then(|(since, d)| since.checked_add(d))
                 .is_some_and(|due| due <= now);
+            if self.load_skip > 0.0 {
+                // Overloaded (HIRT §V): timer repairs go first. They exist for sparse traffic,
+                // and an overloaded worker leaves sources "unprotected" only because it is
+                // behind; the rate-driven repairs still come. No re-send series either.
+                s.stats.overload_skips += 1;
+                s.stats.timer_skips += 1;
+                s.controller.on_repair(RepairTrigger::Timer);
+                s.unprotected_since = None;
+                s.retry_at = None;
+                s.retries_left = 0;
+                continue;
+            }
             Self::repair(s, &mut self.out, &mut self.rng, RepairTrigger::Timer, now);
             // Even if skipped or empty: wait for new sources (or the re-send) before trying
             // again.

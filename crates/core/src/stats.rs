@@ -24,6 +24,9 @@ pub struct EncoderStats {
     pub overload_skips: u64,
     /// Symbol operations spent making repairs (window length per repair).
     pub symbol_ops: u64,
+    /// Time-driven repairs not sent because the worker was overloaded (also counted in
+    /// `overload_skips`).
+    pub timer_skips: u64,
     /// Feedback messages used.
     pub feedback: u64,
     /// Feedback messages ignored (older than one already used).

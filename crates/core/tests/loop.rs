@@ -1159,6 +1159,40 @@ fn timer_resends_use_the_retry_gap() {
     assert_eq!(enc.stats(0).unwrap().repairs_timer, 4);
 }
 
+/// An overloaded encoder (load above the threshold) sends no time-driven repairs and starts
+/// no re-send series; once the load falls they come back.
+#[test]
+fn overloaded_encoders_send_no_timer_repairs() {
+    let d = Duration::from_millis(1);
+    let mode: FecMode = "hirt:w=200".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode);
+    cfg.repair_delay = Some(d);
+    cfg.repair_retries = 3;
+    let mut enc = Encoder::new(cfg, 1);
+    let base = t0();
+    enc.set_cpu_load(1.0);
+    enc.handle_source(0, &payload(0, 0), base);
+    while enc.poll_repair().is_some() {}
+    let mut fired = 0;
+    while let Some(t) = enc.poll_timeout() {
+        enc.handle_timeout(t);
+        while enc.poll_repair().is_some() {
+            fired += 1;
+        }
+    }
+    let st = enc.stats(0).unwrap();
+    assert_eq!((fired, st.repairs_timer, st.timer_skips), (0, 0, 1));
+    enc.set_cpu_load(0.0);
+    enc.handle_source(0, &payload(0, 1), base + 10 * d);
+    while let Some(t) = enc.poll_timeout() {
+        enc.handle_timeout(t);
+        while enc.poll_repair().is_some() {
+            fired += 1;
+        }
+    }
+    assert_eq!(fired, 4, "a timer repair and its three re-sends");
+}
+
 /// Losses the decoder reports as its own (`Decoder::add_local_drops`, e.g. its device queue
 /// overflowed) travel in feedback and are taken out of what the encoder's controller sees, so
 /// they do not raise the repair rate the way the same losses on the link do (HIRT's vicious
