@@ -281,12 +281,16 @@ fn topo() -> anyhow::Result<Topo> {
 /// CLOCK_REALTIME in ns: the clock of the kernel's receive timestamps (`SO_TIMESTAMPNS`),
 /// shared by every namespace.
 fn real_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -360,16 +364,9 @@ fn recv_stamped(
 }
 
 fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
-/// Sends for `dur`, `pps` = 0 means as fast as possible. Returns packets sent.
 /// Pins the calling thread to `cpu` (best effort).
 fn pin(cpu: Option<usize>) {
     let Some(cpu) = cpu else { return };

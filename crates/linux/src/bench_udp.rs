@@ -22,7 +22,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::UdpArgs;
-use crate::netns::{self, veth, NetNs};
+use crate::netns::{self, NetNs};
 use crate::udp;
 
 /// Arguments of `hirt bench udp`.
@@ -266,37 +266,12 @@ fn one_run(
 /// Runs `hirt bench udp`.
 pub fn run(args: UdpBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(netns::available(), "hirt bench udp needs root and iproute2");
-    let base = netns::unique_name("hbu");
-    let c = NetNs::new(&format!("{base}c"))?;
-    let s = NetNs::new(&format!("{base}s"))?;
-    let (vc, vs) = (format!("{base}vc"), format!("{base}vs"));
-    veth(&c, &vc, &s, &vs)?;
-    c.ip(&["addr", "add", "192.168.79.2/24", "dev", &vc])?;
-    s.ip(&["addr", "add", "192.168.79.1/24", "dev", &vs])?;
+    let u = netns::Underlay::new(&netns::unique_name("hbu"), "192.168.79")?;
     if args.loss > 0.0 {
-        for (ns, dev, port) in [(&c, &vc, "--sport"), (&s, &vs, "--dport")] {
-            // One frame per datagram, like a wire: a veth would carry a GSO run as one packet
-            // and the rule would drop it whole.
-            ns.ip(&["link", "set", "dev", dev, "gso_max_segs", "1"])?;
-            ns.exec(&[
-                "iptables",
-                "-A",
-                "INPUT",
-                "-p",
-                "udp",
-                port,
-                "4098",
-                "-m",
-                "statistic",
-                "--mode",
-                "random",
-                "--probability",
-                &format!("{}", args.loss),
-                "-j",
-                "DROP",
-            ])?;
-        }
+        u.like_a_wire()?;
+        u.lose(4098, args.loss)?;
     }
+    let (c, s) = (&u.client, &u.server);
     let configs: [(&str, Option<bool>); 3] = [
         ("no_tunnel", None),
         ("tunnel_offload", Some(true)),
@@ -305,7 +280,7 @@ pub fn run(args: UdpBenchArgs) -> anyhow::Result<()> {
     let mut runs: Vec<UdpRun> = Vec::new();
     for round in 0..args.rounds.max(1) {
         for (name, tunnel) in configs {
-            let r = one_run(&c, &s, &args, name, tunnel)?;
+            let r = one_run(c, s, &args, name, tunnel)?;
             if !args.json {
                 eprintln!(
                     "round {round} {name}: {:.2} Gbit/s, hirt {:.2} cores, {:.2} Gbit/s per hirt core",

@@ -116,6 +116,79 @@ pub fn veth(a: &NetNs, a_if: &str, b: &NetNs, b_if: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// The underlay of a UDP tunnel in tests and benches: a client and a server namespace joined
+/// by a veth, the client at `NET.2/24`, the server at `NET.1/24`.
+#[derive(Debug)]
+pub struct Underlay {
+    /// The client's namespace.
+    pub client: NetNs,
+    /// The server's namespace.
+    pub server: NetNs,
+    /// The client's end of the veth.
+    pub client_if: String,
+    /// The server's end of the veth.
+    pub server_if: String,
+}
+
+impl Underlay {
+    /// Makes the namespaces `{prefix}c` / `{prefix}s`, the veth and the addresses in `net`
+    /// (three octets, e.g. `192.168.77`).
+    pub fn new(prefix: &str, net: &str) -> io::Result<Underlay> {
+        let client = NetNs::new(&format!("{prefix}c"))?;
+        let server = NetNs::new(&format!("{prefix}s"))?;
+        let (client_if, server_if) = (format!("{prefix}vc"), format!("{prefix}vs"));
+        veth(&client, &client_if, &server, &server_if)?;
+        client.ip(&["addr", "add", &format!("{net}.2/24"), "dev", &client_if])?;
+        server.ip(&["addr", "add", &format!("{net}.1/24"), "dev", &server_if])?;
+        Ok(Underlay {
+            client,
+            server,
+            client_if,
+            server_if,
+        })
+    }
+
+    /// Makes the veth behave like a wire, one frame per packet (`gso_max_segs 1`). A veth
+    /// carries a UDP GSO run of the tunnel as one packet, which a loss rule would drop whole
+    /// and nft would count once; this way the kernel cuts the runs in software before the veth.
+    pub fn like_a_wire(&self) -> io::Result<()> {
+        for (ns, dev) in [
+            (&self.client, &self.client_if),
+            (&self.server, &self.server_if),
+        ] {
+            ns.ip(&["link", "set", "dev", dev, "gso_max_segs", "1"])?;
+        }
+        Ok(())
+    }
+
+    /// Random loss `p` of the UDP datagrams of port `port` entering either side (iptables
+    /// `statistic`: the server's destination port, the client's source port).
+    pub fn lose(&self, port: u16, p: f64) -> io::Result<()> {
+        let port = port.to_string();
+        let p = p.to_string();
+        for (ns, dir) in [(&self.server, "--dport"), (&self.client, "--sport")] {
+            ns.exec(&[
+                "iptables",
+                "-A",
+                "INPUT",
+                "-p",
+                "udp",
+                dir,
+                &port,
+                "-m",
+                "statistic",
+                "--mode",
+                "random",
+                "--probability",
+                &p,
+                "-j",
+                "DROP",
+            ])?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs a command; a non-zero exit becomes an error carrying the command and its stderr.
 pub fn run_checked(cmd: &mut Command) -> io::Result<Output> {
     let out = cmd.output()?;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hirt_linux::cli::UdpArgs;
 use hirt_linux::metrics::{Metrics, StreamCounters};
-use hirt_linux::netns::{self, veth, NetNs};
+use hirt_linux::netns::{self, NetNs};
 use hirt_linux::udp;
 use hirt_linux::udp::io::{enable_recv_tos, TosBatch};
 
@@ -121,47 +121,16 @@ fn udp_tunnel_both_ways_with_address_change() {
         return;
     }
     let base = netns::unique_name("hu");
-    let c = NetNs::new(&format!("{base}c")).unwrap();
-    let s = NetNs::new(&format!("{base}s")).unwrap();
-    let (vc, vs) = (format!("{base}vc"), format!("{base}vs"));
-    veth(&c, &vc, &s, &vs).unwrap();
-    // On a physical link each datagram is its own frame. A veth carries a UDP GSO run of the
-    // tunnel as one packet, which the loss rule would drop whole and nft would count once; one
-    // segment per packet makes it behave like a wire (the kernel then cuts GSO runs in software
-    // before the veth).
-    for (ns, dev) in [(&c, &vc), (&s, &vs)] {
-        ns.ip(&["link", "set", "dev", dev, "gso_max_segs", "1"])
-            .unwrap();
-    }
-    c.ip(&["addr", "add", "192.168.77.2/24", "dev", &vc])
-        .unwrap();
+    let u = netns::Underlay::new(&base, "192.168.77").unwrap();
+    // Loss and nft counters per datagram, as on a wire (see `Underlay::like_a_wire`).
+    u.like_a_wire().unwrap();
+    let (c, s, vc) = (&u.client, &u.server, u.client_if.clone());
     // Keep the new address when the old (primary) one is removed mid-run.
     c.sysctl("net.ipv4.conf.all.promote_secondaries", "1")
         .unwrap();
     c.sysctl(&format!("net.ipv4.conf.{vc}.promote_secondaries"), "1")
         .unwrap();
-    s.ip(&["addr", "add", "192.168.77.1/24", "dev", &vs])
-        .unwrap();
-    for (ns, port) in [(&s, "--dport"), (&c, "--sport")] {
-        ns.exec(&[
-            "iptables",
-            "-A",
-            "INPUT",
-            "-p",
-            "udp",
-            port,
-            "4096",
-            "-m",
-            "statistic",
-            "--mode",
-            "random",
-            "--probability",
-            "0.03",
-            "-j",
-            "DROP",
-        ])
-        .unwrap();
-    }
+    u.lose(4096, 0.03).unwrap();
     // Server ingress, before the loss rule: a congested router marks CE on every ECT(0)
     // datagram of the tunnel, then counters by DSCP (rule order = `nft_counters` order).
     let table = format!("{base}t");
@@ -335,7 +304,7 @@ fn udp_tunnel_both_ways_with_address_change() {
             )
         })
         .collect();
-    let wire = nft_counters(&s, &table);
+    let wire = nft_counters(s, &table);
     eprintln!(
         "server got {} (recovered {rec_s}; per client stream received/recovered {per_stream:?}), \
          client got {} (recovered {rec_c}), address changes {changes}, auth failures {auth}; \
@@ -427,39 +396,11 @@ fn tcp_with_tun_offloads_both_ways() {
         return;
     }
     let base = netns::unique_name("ht");
-    let c = NetNs::new(&format!("{base}c")).unwrap();
-    let s = NetNs::new(&format!("{base}s")).unwrap();
-    let (vc, vs) = (format!("{base}vc"), format!("{base}vs"));
-    veth(&c, &vc, &s, &vs).unwrap();
-    // One frame per datagram, like a wire (see the test above).
-    for (ns, dev) in [(&c, &vc), (&s, &vs)] {
-        ns.ip(&["link", "set", "dev", dev, "gso_max_segs", "1"])
-            .unwrap();
-    }
-    c.ip(&["addr", "add", "192.168.78.2/24", "dev", &vc])
-        .unwrap();
-    s.ip(&["addr", "add", "192.168.78.1/24", "dev", &vs])
-        .unwrap();
-    for (ns, port) in [(&s, "--dport"), (&c, "--sport")] {
-        ns.exec(&[
-            "iptables",
-            "-A",
-            "INPUT",
-            "-p",
-            "udp",
-            port,
-            "4097",
-            "-m",
-            "statistic",
-            "--mode",
-            "random",
-            "--probability",
-            "0.02",
-            "-j",
-            "DROP",
-        ])
-        .unwrap();
-    }
+    let u = netns::Underlay::new(&base, "192.168.78").unwrap();
+    // One frame per datagram, like a wire.
+    u.like_a_wire().unwrap();
+    u.lose(4097, 0.02).unwrap();
+    let (c, s) = (&u.client, &u.server);
     let tag = base.clone();
     let mk = |server: bool| UdpArgs {
         server,
