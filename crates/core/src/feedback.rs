@@ -149,7 +149,7 @@ impl Feedback {
     pub const MAX_LEN: usize = 68;
 
     /// Bytes [`Feedback::encode`] writes.
-    pub fn len(&self) -> usize {
+    pub fn encoded_len(&self) -> usize {
         if self.local_drops > 0 {
             Self::MAX_LEN
         } else {
@@ -157,15 +157,10 @@ impl Feedback {
         }
     }
 
-    /// Always false: an encoding has at least 64 bytes.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
     /// Writes the encoding (64 bytes, 68 with local drops) into the front of `buf`; returns the
     /// bytes written, or `None` if `buf` is too short.
     pub fn encode(&self, buf: &mut [u8]) -> Option<usize> {
-        let len = self.len();
+        let len = self.encoded_len();
         let out = buf.get_mut(..len)?;
         let (mut flags, echo) = match self.echo {
             Some(e) => (FLAG_TS, e),
@@ -209,7 +204,7 @@ impl Feedback {
 
     /// The encoding (convenience for tests and the simulator).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut b = vec![0u8; self.len()];
+        let mut b = vec![0u8; self.encoded_len()];
         // Cannot fail: the buffer is exactly as long as the encoding.
         let _ = self.encode(&mut b);
         b

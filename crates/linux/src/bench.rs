@@ -294,75 +294,6 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Receives up to `bufs.len()` datagrams without blocking, each with the kernel's receive
-/// timestamp (`SO_TIMESTAMPNS`, taken when the packet entered the receiver's stack; `now` when
-/// missing). Returns how many; `lens[i]` and `stamps[i]` describe datagram `i`.
-fn recv_stamped(
-    fd: std::os::fd::RawFd,
-    bufs: &mut [Vec<u8>],
-    lens: &mut [usize],
-    stamps: &mut [u64],
-) -> std::io::Result<usize> {
-    const N: usize = 32;
-    let mut iov: [libc::iovec; N] = [libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }; N];
-    let mut ctrl = [[0u64; 8]; N];
-    // SAFETY: plain data, filled below.
-    let mut msgs: [libc::mmsghdr; N] = unsafe { std::mem::zeroed() };
-    let n = bufs.len().min(N);
-    for i in 0..n {
-        iov[i].iov_base = bufs[i].as_mut_ptr().cast();
-        iov[i].iov_len = bufs[i].len();
-        msgs[i].msg_hdr.msg_iov = &mut iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-        msgs[i].msg_hdr.msg_control = ctrl[i].as_mut_ptr().cast();
-        msgs[i].msg_hdr.msg_controllen = 64;
-    }
-    // SAFETY: every header points at live buffers of the stated lengths.
-    let r = unsafe {
-        libc::recvmmsg(
-            fd,
-            msgs.as_mut_ptr(),
-            n as u32,
-            libc::MSG_DONTWAIT,
-            std::ptr::null_mut(),
-        )
-    };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        return if e.kind() == std::io::ErrorKind::WouldBlock {
-            Ok(0)
-        } else {
-            Err(e)
-        };
-    }
-    let now = real_ns();
-    for i in 0..r as usize {
-        lens[i] = msgs[i].msg_len as usize;
-        stamps[i] = now;
-        let h = &msgs[i].msg_hdr;
-        // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_* stay inside it and the
-        // timespec read is bounded by the cmsg's length.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(h);
-            while !c.is_null() {
-                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                if (*c).cmsg_level == libc::SOL_SOCKET
-                    && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
-                    && len >= std::mem::size_of::<libc::timespec>()
-                {
-                    let ts = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
-                    stamps[i] = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-                }
-                c = libc::CMSG_NXTHDR(h, c);
-            }
-        }
-    }
-    Ok(r as usize)
-}
-
 fn mono_ns() -> u64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
@@ -471,28 +402,16 @@ fn receiver(
     // Latency ends when the packet enters the receiver's stack (the kernel's receive
     // timestamp), not when this thread gets to read it: on a small machine the bench's own
     // receiver can wait for a CPU, and that is not the dataplane's delay.
-    let on: libc::c_int = 1;
-    // SAFETY: setsockopt with a c_int on our socket.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            4,
-        );
-    }
+    crate::udp::io::enable_rx_timestamps(sock.as_raw_fd());
     sock.set_nonblocking(true)?;
     let _ = ready.send(());
-    let mut bufs: Vec<Vec<u8>> = (0..32).map(|_| vec![0u8; 2048]).collect();
-    let mut lens = [0usize; 32];
-    let mut stamps = [0u64; 32];
+    let mut batch = TosBatch::default();
     let mut seen = std::collections::HashSet::new();
     let mut lat = Vec::new();
     let mut last = Instant::now();
     let mut started = false;
     loop {
-        let n = recv_stamped(sock.as_raw_fd(), &mut bufs, &mut lens, &mut stamps)?;
+        let n = batch.recv(sock.as_raw_fd())?;
         if n == 0 {
             let idle = if started {
                 Duration::from_millis(300)
@@ -507,15 +426,17 @@ fn receiver(
         }
         started = true;
         last = Instant::now();
+        let now = real_ns();
         for i in 0..n {
-            let d = &bufs[i][..lens[i]];
+            let stamp = batch.rx_timestamp(i).unwrap_or(now);
+            let (d, _, _) = batch.get_mut(i);
             if d.len() < 24 || d[16..24] != run.to_be_bytes() {
                 continue;
             }
             let seq = u64::from_be_bytes(d[..8].try_into().expect("8"));
             if seen.insert(seq) && want_latency {
                 let t = u64::from_be_bytes(d[8..16].try_into().expect("8"));
-                lat.push((t, stamps[i].saturating_sub(t)));
+                lat.push((t, stamp.saturating_sub(t)));
             }
         }
     }

@@ -324,7 +324,7 @@ impl Srv6Node {
     /// `local_drops`): on a node with both roles the queue also holds sources still to be
     /// encoded, whose drops the decoder never sees as losses.
     pub fn add_local_drops(&mut self, n: u64) {
-        if n == 0 || self.shared.enc(self.cfg.stream).is_some() {
+        if n == 0 || !self.shared.encs.is_empty() {
             return;
         }
         if let Some(mut d) = self.shared.dec(self.cfg.stream) {

@@ -17,8 +17,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use crate::batch::{from_storage, storage_len, to_storage, BATCH, SLOT};
 
 /// Control buffer per message: room for a TOS / TCLASS cmsg and a `UDP_SEGMENT` / `UDP_GRO`
-/// cmsg (24 bytes each), 8-aligned.
-const CTRL_WORDS: usize = 8;
+/// cmsg (24 bytes each) and a receive timestamp (32 bytes), 8-aligned.
+const CTRL_WORDS: usize = 12;
 
 /// `SOL_UDP` options (linux/udp.h), defined here because not every libc target exports them.
 const SOL_UDP: libc::c_int = 17;
@@ -58,6 +58,8 @@ pub struct TosBatch {
     lens: [usize; BATCH],
     addrs: [libc::sockaddr_storage; BATCH],
     tos: [u8; BATCH],
+    /// Kernel receive timestamps (CLOCK_REALTIME ns; 0 = none), see [`enable_rx_timestamps`].
+    stamps: [u64; BATCH],
     ctrl: [[u64; CTRL_WORDS]; BATCH],
     count: usize,
     /// Received datagrams (more than `count` when GRO coalesced some).
@@ -88,6 +90,23 @@ pub fn enable_recv_tos(sock: &socket2::Socket, v4: bool) {
     let _ = sock.set_recv_tos_v4(true);
     if !v4 {
         let _ = sock.set_recv_tclass_v6(true);
+    }
+}
+
+/// Asks the kernel to timestamp received datagrams when they enter the stack
+/// (`SO_TIMESTAMPNS`, CLOCK_REALTIME), read with [`TosBatch::rx_timestamp`]. Returns whether
+/// it accepted.
+pub fn enable_rx_timestamps(fd: RawFd) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads one c_int.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as u32,
+        ) == 0
     }
 }
 
@@ -158,6 +177,7 @@ impl TosBatch {
             // SAFETY: sockaddr_storage is plain data; all-zero is a valid (AF_UNSPEC) value.
             addrs: unsafe { MaybeUninit::zeroed().assume_init() },
             tos: [0; BATCH],
+            stamps: [0; BATCH],
             ctrl: [[0; CTRL_WORDS]; BATCH],
             count: 0,
             segs: Vec::with_capacity(BATCH * GSO_MAX_SEGMENTS),
@@ -202,6 +222,12 @@ impl TosBatch {
             a,
             self.tos[s.buf],
         )
+    }
+
+    /// The kernel's receive timestamp of datagram `i` of the last [`TosBatch::recv`]
+    /// (CLOCK_REALTIME ns), if timestamps are on ([`enable_rx_timestamps`]).
+    pub fn rx_timestamp(&self, i: usize) -> Option<u64> {
+        Some(self.stamps[self.segs[i].buf]).filter(|&t| t != 0)
     }
 
     /// Appends a datagram to send with the given TOS byte (DSCP << 2 | ECN). Returns false when
@@ -412,8 +438,9 @@ impl TosBatch {
             let truncated = m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
             let len = if truncated { 0 } else { m.msg_len as usize };
             self.lens[i] = len;
-            let (tos, gro) = received_cmsgs(&m.msg_hdr);
+            let (tos, gro, stamp) = received_cmsgs(&m.msg_hdr);
             self.tos[i] = tos;
+            self.stamps[i] = stamp;
             split_segments(i, len, gro, &mut self.segs);
         }
         self.count = n;
@@ -462,10 +489,10 @@ fn is_v4(s: &libc::sockaddr_storage) -> bool {
     }
 }
 
-/// The TOS / traffic class (0 if none) and the GRO segment size (0 if none) of a received
-/// message.
-fn received_cmsgs(h: &libc::msghdr) -> (u8, usize) {
-    let (mut tos, mut gro) = (0, 0);
+/// The TOS / traffic class (0 if none), the GRO segment size (0 if none) and the receive
+/// timestamp (CLOCK_REALTIME ns, 0 if none) of a received message.
+fn received_cmsgs(h: &libc::msghdr) -> (u8, usize, u64) {
+    let (mut tos, mut gro, mut stamp) = (0, 0, 0);
     // SAFETY: `h` was filled by recvmmsg: msg_control/msg_controllen describe the control data
     // the kernel wrote into our buffer; CMSG_FIRSTHDR/NXTHDR stay within it, and each data read
     // is bounded by the cmsg's own length check below.
@@ -485,12 +512,18 @@ fn received_cmsgs(h: &libc::msghdr) -> (u8, usize) {
                 (SOL_UDP, UDP_GRO) if data_len >= 2 => {
                     gro = usize::from(std::ptr::read_unaligned(d.cast::<u16>()))
                 }
+                (libc::SOL_SOCKET, libc::SCM_TIMESTAMPNS)
+                    if data_len >= std::mem::size_of::<libc::timespec>() =>
+                {
+                    let ts = std::ptr::read_unaligned(d.cast::<libc::timespec>());
+                    stamp = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+                }
                 _ => {}
             }
             c = libc::CMSG_NXTHDR(h, c);
         }
     }
-    (tos, gro)
+    (tos, gro, stamp)
 }
 
 #[cfg(test)]
@@ -707,5 +740,36 @@ mod tests {
         let (got, messages, _) = gso_roundtrip(&a);
         assert_eq!(got, expected());
         assert_eq!(messages, BATCH, "sent without GSO, nothing to coalesce");
+    }
+
+    /// With timestamps on, each datagram carries the time the kernel received it, between the
+    /// send and the read; without, none.
+    #[test]
+    fn receive_timestamps_come_from_the_kernel() {
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        };
+        for on in [true, false] {
+            let (a, b) = pair(true);
+            if on {
+                assert!(enable_rx_timestamps(b.as_raw_fd()));
+            }
+            let to = b.local_addr().unwrap().as_socket().unwrap();
+            let before = now();
+            let mut out = TosBatch::default();
+            out.push(&[1u8; 40], to, 0);
+            assert_eq!(out.send(a.as_raw_fd()), 1);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut inb = TosBatch::default();
+            assert_eq!(inb.recv(b.as_raw_fd()).unwrap(), 1);
+            let after = now();
+            match inb.rx_timestamp(0) {
+                Some(t) => assert!(on && (before..=after).contains(&t), "{before} {t} {after}"),
+                None => assert!(!on),
+            }
+        }
     }
 }
