@@ -22,7 +22,6 @@ use std::net::IpAddr;
 use anyhow::Context;
 
 use crate::netns::{self, ip};
-use crate::sys;
 
 /// MAC of a0 (client side).
 pub const MAC_A: &str = "02:68:6c:00:00:0a";
@@ -109,7 +108,8 @@ impl Topology {
         ] {
             let d = dev.to_string();
             netns::join(netns::in_ns(ns, move || {
-                sys::disable_offloads(&d).with_context(|| format!("offloads of {d}"))
+                hirt_linux::ethtool::disable_offloads(&d)
+                    .with_context(|| format!("offloads of {d}"))
             }))?;
             ip(ns, &["link", "set", dev, "up"])?;
         }

@@ -98,6 +98,12 @@ pub struct DataplaneBenchArgs {
     /// Only the latency runs, at `--latency-pps` (no throughput sweeps, no goal check).
     #[arg(long)]
     pub latency_only: bool,
+    /// Run the hirt nodes with the AF_XDP fast path (`hirt srv6 --xdp` on their links). The
+    /// path then gets a plain router between encoder and decoder that carries the loss rule
+    /// (hirt's own transmissions skip its node's netfilter hooks), in every configuration of
+    /// the run, so kernel forwarding crosses the same hops.
+    #[arg(long)]
+    pub xdp: bool,
 }
 
 /// Tunnel counters of one offered load.
@@ -230,51 +236,94 @@ struct Topo {
     e: NetNs,
     d: NetNs,
     s: NetNs,
+    /// The plain router between encoder and decoder (`--xdp` runs).
+    m: Option<NetNs>,
+    /// The encoder's links (from the sender, towards the decoder) and the decoder's (from the
+    /// encoder's side, towards the receiver).
+    e_devs: [String; 2],
+    d_devs: [String; 2],
+    /// Where the loss rule goes: this namespace's FORWARD chain, out of this device.
     lossy_dev: String,
 }
 
-fn topo() -> anyhow::Result<Topo> {
+impl Topo {
+    fn lossy_ns(&self) -> &NetNs {
+        self.m.as_ref().unwrap_or(&self.e)
+    }
+}
+
+fn topo(middle: bool) -> anyhow::Result<Topo> {
     let base = netns::unique_name("hb");
     let mk = |r: &str| NetNs::new(&format!("{base}{r}"));
     let (c, e, d, s) = (mk("c")?, mk("e")?, mk("d")?, mk("s")?);
-    let v: Vec<String> = ["ce", "ec", "ed", "de", "ds", "sd"]
+    let m = if middle { Some(mk("m")?) } else { None };
+    let v: Vec<String> = ["ce", "ec", "ed", "de", "ds", "sd", "em", "me"]
         .iter()
         .map(|x| format!("{base}{x}"))
         .collect();
     veth(&c, &v[0], &e, &v[1])?;
-    veth(&e, &v[2], &d, &v[3])?;
     veth(&d, &v[4], &s, &v[5])?;
-    e.ip(&["link", "set", &v[2], "mtu", "1600"])?;
-    d.ip(&["link", "set", &v[3], "mtu", "1600"])?;
     let addr = |ns: &NetNs, dev: &str, a: &str| {
         ns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"])
             .map(|_| ())
     };
+    let r = |ns: &NetNs, args: &str| {
+        let a: Vec<&str> = args.split_whitespace().collect();
+        ns.ip(&a).map(|_| ())
+    };
+    // encoder 2001:db8:2::1 -- [middle 2001:db8:2::2 | 2001:db8:3::1] -- 2001:db8:3::2 decoder,
+    // or encoder 2001:db8:2::1 -- 2001:db8:2::2 decoder.
+    let (e_peer, d_addr, d_peer) = match &m {
+        Some(m) => {
+            veth(&e, &v[2], m, &v[7])?;
+            veth(m, &v[6], &d, &v[3])?;
+            addr(m, &v[7], "2001:db8:2::2/64")?;
+            addr(m, &v[6], "2001:db8:3::1/64")?;
+            m.sysctl("net.ipv6.conf.all.forwarding", "1")?;
+            for dev in [&v[6], &v[7]] {
+                m.ip(&["link", "set", dev, "mtu", "1600"])?;
+            }
+            r(m, "-6 route add 2001:db8:1::/64 via 2001:db8:2::1")?;
+            r(m, "-6 route add fc00:e::/64 via 2001:db8:2::1")?;
+            r(m, "-6 route add default via 2001:db8:3::2")?;
+            ("2001:db8:2::2", "2001:db8:3::2/64", "2001:db8:3::1")
+        }
+        None => {
+            veth(&e, &v[2], &d, &v[3])?;
+            ("2001:db8:2::2", "2001:db8:2::2/64", "2001:db8:2::1")
+        }
+    };
+    e.ip(&["link", "set", &v[2], "mtu", "1600"])?;
+    d.ip(&["link", "set", &v[3], "mtu", "1600"])?;
     addr(&c, &v[0], "2001:db8:1::1/64")?;
     addr(&e, &v[1], "2001:db8:1::2/64")?;
     addr(&e, &v[2], "2001:db8:2::1/64")?;
-    addr(&d, &v[3], "2001:db8:2::2/64")?;
+    addr(&d, &v[3], d_addr)?;
     addr(&d, &v[4], "2001:db8:9::1/64")?;
     addr(&s, &v[5], "2001:db8:9::2/64")?;
     for ns in [&e, &d] {
         ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
     }
-    let r = |ns: &NetNs, args: &str| {
-        let a: Vec<&str> = args.split_whitespace().collect();
-        ns.ip(&a).map(|_| ())
-    };
     r(&c, "-6 route add default via 2001:db8:1::2")?;
-    r(&e, "-6 route add default via 2001:db8:2::2")?;
-    r(&d, "-6 route add 2001:db8:1::/64 via 2001:db8:2::1")?;
-    r(&d, "-6 route add fc00:e::/64 via 2001:db8:2::1")?;
+    r(&e, &format!("-6 route add default via {e_peer}"))?;
+    r(&d, &format!("-6 route add 2001:db8:1::/64 via {d_peer}"))?;
+    r(&d, &format!("-6 route add fc00:e::/64 via {d_peer}"))?;
     r(&s, "-6 route add default via 2001:db8:9::1")?;
     // Static neighbours would avoid ND delays; one warm-up packet does it as well.
+    if middle {
+        // Frames the AF_XDP path reads carry no checksum metadata: the sender's must be complete.
+        c.disable_offloads(&v[0])?;
+    }
+    let lossy_dev = if middle { v[6].clone() } else { v[2].clone() };
     Ok(Topo {
         c,
         e,
         d,
         s,
-        lossy_dev: v[2].clone(),
+        m,
+        e_devs: [v[1].clone(), v[2].clone()],
+        d_devs: [v[3].clone(), v[4].clone()],
+        lossy_dev,
     })
 }
 
@@ -582,7 +631,7 @@ fn one_run(
         }
     }
     if loss > 0.0 {
-        t.e.exec(&[
+        t.lossy_ns().exec(&[
             "ip6tables",
             "-A",
             "FORWARD",
@@ -606,6 +655,10 @@ fn one_run(
     };
     let fec_on = matches!(mode, Mode::Hirt { fec: true });
     let mk = |role: &str| Srv6Args {
+        xdp: args.xdp.then(|| match role {
+            "encoder" => t.e_devs.to_vec(),
+            _ => t.d_devs.to_vec(),
+        }),
         hmac_key: (args.auth_sources && fec_on).then(|| "0x5eed5eed5eed5eed".into()),
         auth_sources: args.auth_sources && fec_on,
         overload_threshold: args.overload_threshold,
@@ -782,15 +835,16 @@ fn one_run(
         dec.stop();
     }
     if loss > 0.0 {
-        let _ = t.e.exec(&["ip6tables", "-F", "FORWARD"]);
+        let _ = t.lossy_ns().exec(&["ip6tables", "-F", "FORWARD"]);
     }
     Ok((run, lat))
 }
 
 /// Packets dropped so far by the loss rule on the encoder's lossy link (ip6tables counter).
 fn link_drops(t: &Topo) -> u64 {
-    let Ok(out) =
-        t.e.exec(&["ip6tables", "-w", "-L", "FORWARD", "-v", "-x", "-n"])
+    let Ok(out) = t
+        .lossy_ns()
+        .exec(&["ip6tables", "-w", "-L", "FORWARD", "-v", "-x", "-n"])
     else {
         return 0;
     };
@@ -866,7 +920,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         netns::available(),
         "hirt bench dataplane needs root and iproute2"
     );
-    let t = topo()?;
+    let t = topo(args.xdp)?;
     let dur = Duration::from_secs_f64(args.duration);
     let configs = [
         ("kernel", Mode::Kernel, 0.0),

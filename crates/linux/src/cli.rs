@@ -111,6 +111,12 @@ pub struct Srv6Args {
     /// Seed for the core's randomness (default from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// AF_XDP fast path on these devices (comma-separated): an XDP program hands packets to our
+    /// SIDs straight to hirt, which sends what it forwards out of these devices itself (next
+    /// hop from the kernel's route and neighbour tables), skipping the kernel's forwarding and
+    /// the TUN device. Everything else, and what hirt cannot resolve, still uses --dev.
+    #[arg(long, value_delimiter = ',')]
+    pub xdp: Option<Vec<String>>,
 }
 
 impl Srv6Args {
@@ -125,7 +131,7 @@ impl Srv6Args {
         merge_fields!(s, file;
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
                  key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
-                 repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms;
+                 repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms, xdp;
             flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources);
         Ok(self)
     }

@@ -114,6 +114,14 @@ counters!(
         /// Writes to the TUN device that carried a coalesced run of segments (UDP mode
         /// offloads).
         tun_coalesced,
+        /// Packets taken from AF_XDP sockets (SRv6 `--xdp`).
+        xdp_received,
+        /// Packets hirt transmitted itself on an AF_XDP socket (SRv6 `--xdp`).
+        xdp_sent,
+        /// Packets of an `--xdp` instance that went through the kernel's forwarding instead:
+        /// next hop not (yet) resolved or not on an `--xdp` device, too big for its MTU, hop
+        /// limit expiring, or the socket's transmit ring full.
+        xdp_to_kernel,
     }
 );
 

@@ -5,7 +5,7 @@
 //! are reported where they happen.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const NLMSG_ERROR: u16 = 2;
@@ -13,6 +13,8 @@ const RTM_NEWLINK: u16 = 16;
 const RTM_NEWADDR: u16 = 20;
 const RTM_NEWROUTE: u16 = 24;
 const RTM_DELROUTE: u16 = 25;
+const RTM_GETROUTE: u16 = 26;
+const RTM_GETNEIGH: u16 = 30;
 const RTM_NEWRULE: u16 = 32;
 const RTM_DELRULE: u16 = 33;
 const NLM_F_REQUEST: u16 = 0x1;
@@ -25,6 +27,8 @@ const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_TABLE: u16 = 15;
+const NDA_DST: u16 = 1;
+const NDA_LLADDR: u16 = 2;
 const IFLA_MTU: u16 = 4;
 const IFLA_TXQLEN: u16 = 13;
 const IFA_ADDRESS: u16 = 1;
@@ -50,6 +54,15 @@ pub struct Route {
     pub oif: u32,
     /// Routing table (254 = main).
     pub table: u32,
+}
+
+/// Where the kernel sends packets to a destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouteTo {
+    /// Output interface index.
+    pub oif: u32,
+    /// Next hop, or `None` when the destination is on-link.
+    pub gateway: Option<Ipv6Addr>,
 }
 
 /// A policy rule: packets that arrived on `iif` are looked up in `table`.
@@ -200,6 +213,73 @@ impl Netlink {
         self.rule(RTM_DELRULE, 0, r)
     }
 
+    /// The kernel's route to `dst` (`ip -6 route get`): output interface and gateway, or `None`
+    /// when the destination is not reached through a unicast route (a local address, an
+    /// unreachable or blackhole route).
+    pub fn route_get(&mut self, dst: Ipv6Addr) -> io::Result<Option<RouteTo>> {
+        self.begin(RTM_GETROUTE, 0);
+        self.buf
+            .extend_from_slice(&[libc::AF_INET6 as u8, 128, 0, 0, 0, 0, 0, 0]);
+        self.buf.extend_from_slice(&0u32.to_ne_bytes());
+        self.attr(RTA_DST, &dst.octets());
+        let mut reply = Vec::new();
+        match self.transact(Some(&mut reply)) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENETUNREACH) => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::EHOSTUNREACH) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        // nlmsghdr (16) + rtmsg (12): rtm_type is the rtmsg's last byte.
+        if reply.len() < 28 || reply[16 + 7] != RTN_UNICAST {
+            return Ok(None);
+        }
+        let mut to = RouteTo {
+            oif: 0,
+            gateway: None,
+        };
+        for (ty, data) in attrs(&reply[28..]) {
+            match ty {
+                RTA_OIF if data.len() == 4 => {
+                    to.oif = u32::from_ne_bytes(data.try_into().expect("4"))
+                }
+                RTA_GATEWAY if data.len() == 16 => {
+                    to.gateway = Some(Ipv6Addr::from(<[u8; 16]>::try_from(data).expect("16")))
+                }
+                _ => {}
+            }
+        }
+        Ok((to.oif != 0).then_some(to))
+    }
+
+    /// The link-layer address of neighbour `addr` on interface `oif` if the kernel has a usable
+    /// entry for it (reachable, stale, delay, probe, permanent): `ip -6 neigh get`.
+    pub fn neighbour(&mut self, oif: u32, addr: Ipv6Addr) -> io::Result<Option<[u8; 6]>> {
+        const NUD_USABLE: u16 = 0x02 | 0x04 | 0x08 | 0x10 | 0x80;
+        self.begin(RTM_GETNEIGH, 0);
+        // ndmsg: family, pad, pad16, ifindex, state, flags, type.
+        self.buf.extend_from_slice(&[libc::AF_INET6 as u8, 0, 0, 0]);
+        self.buf.extend_from_slice(&(oif as i32).to_ne_bytes());
+        self.buf.extend_from_slice(&[0, 0, 0, 0]);
+        self.attr(NDA_DST, &addr.octets());
+        let mut reply = Vec::new();
+        match self.transact(Some(&mut reply)) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        if reply.len() < 28 {
+            return Ok(None);
+        }
+        let state = u16::from_ne_bytes(reply[24..26].try_into().expect("2"));
+        if state & NUD_USABLE == 0 {
+            return Ok(None);
+        }
+        let mac = attrs(&reply[28..])
+            .find(|(ty, d)| *ty == NDA_LLADDR && d.len() == 6)
+            .map(|(_, d)| <[u8; 6]>::try_from(d).expect("6"));
+        Ok(mac)
+    }
+
     fn route(&mut self, ty: u16, flags: u16, r: &Route) -> io::Result<()> {
         self.begin(ty, flags);
         let scope = if r.gateway.is_none() && matches!(r.dst, IpAddr::V4(_)) {
@@ -265,6 +345,12 @@ impl Netlink {
     }
 
     fn finish(&mut self) -> io::Result<()> {
+        self.transact(None)
+    }
+
+    /// Sends the request in `buf`, waits for the kernel's ACK or error; a reply message with our
+    /// sequence number (the answer to a GET) is copied into `reply`, from its header on.
+    fn transact(&mut self, mut reply: Option<&mut Vec<u8>>) -> io::Result<()> {
         let len = self.buf.len() as u32;
         self.buf[0..4].copy_from_slice(&len.to_ne_bytes());
         // SAFETY: a zeroed sockaddr_nl (pid 0 = the kernel) is a valid destination.
@@ -301,6 +387,12 @@ impl Netlink {
                 if mlen < 16 || off + mlen > n {
                     return Err(io::Error::other("malformed netlink reply"));
                 }
+                if mty != NLMSG_ERROR && mseq == self.seq {
+                    if let Some(r) = reply.as_deref_mut() {
+                        r.clear();
+                        r.extend_from_slice(&resp[off..off + mlen]);
+                    }
+                }
                 if mty == NLMSG_ERROR && mseq == self.seq && mlen >= 20 {
                     let err = i32::from_ne_bytes(resp[off + 16..off + 20].try_into().expect("4"));
                     return if err == 0 {
@@ -313,6 +405,23 @@ impl Netlink {
             }
         }
     }
+}
+
+/// The netlink attributes (type, payload) in `b`; stops at the first malformed one.
+fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if b.len() < 4 {
+            return None;
+        }
+        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
+        let ty = u16::from_ne_bytes([b[2], b[3]]) & 0x3fff;
+        if len < 4 || len > b.len() {
+            return None;
+        }
+        let data = &b[4..len];
+        b = &b[((len + 3) & !3).min(b.len())..];
+        Some((ty, data))
+    })
 }
 
 fn family(a: &IpAddr) -> u8 {

@@ -67,6 +67,14 @@ impl NetNs {
             .map(|_| ())
     }
 
+    /// Switches off `dev`'s checksum and segmentation offloads ([`crate::ethtool`]).
+    pub fn disable_offloads(&self, dev: &str) -> io::Result<()> {
+        let dev = dev.to_string();
+        self.spawn(move || crate::ethtool::disable_offloads(&dev))
+            .join()
+            .map_err(|_| io::Error::other("offload thread panicked"))?
+    }
+
     /// Moves the calling thread into this namespace. Only that thread is affected.
     pub fn enter(&self) -> io::Result<()> {
         enter_named(&self.name)

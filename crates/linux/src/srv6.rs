@@ -42,6 +42,7 @@ use crate::coder::CoderSettings;
 use crate::metrics::{add, Metrics};
 
 pub mod load;
+pub mod xdp_io;
 
 /// Buffer size for one packet (jumbo frame plus our headers).
 pub const BUF_LEN: usize = 9216 + 512;

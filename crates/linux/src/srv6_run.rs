@@ -23,8 +23,10 @@ use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
 use crate::runtime::{self, StopFlag};
 use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
+use crate::srv6::xdp_io::XdpIo;
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
+use crate::xdp::SidFilter;
 
 /// Default table hirt fills for End.DX6.
 pub const DX6_TABLE: u32 = 4869;
@@ -41,6 +43,8 @@ pub struct Srv6Handle {
     pub metrics: Arc<Metrics>,
     installed: Installed,
     _control: Option<control::ControlServer>,
+    /// XDP programs of `--xdp`, detached when dropped (after the workers stopped).
+    _xdp: Vec<SidFilter>,
 }
 
 impl Srv6Handle {
@@ -226,6 +230,36 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         .unwrap_or_else(|| std::path::PathBuf::from(format!("/run/hirt-{dev}.sock")));
     let control_srv = control::start_operations(&control_path, &ctl, args.metrics, &metrics)?;
 
+    // AF_XDP fast path: a program per device, a socket per worker and device.
+    let mut filters = Vec::new();
+    let mut xdp_ios: Vec<Option<XdpIo>> = (0..threads).map(|_| None).collect();
+    if let Some(devs) = args.xdp.as_ref().filter(|d| !d.is_empty()) {
+        let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, s)| *s)
+            .collect();
+        let idxs = devs
+            .iter()
+            .map(|d| if_index(d).with_context(|| format!("--xdp device {d}")))
+            .collect::<anyhow::Result<Vec<u32>>>()?;
+        for (d, &i) in devs.iter().zip(&idxs) {
+            let f = SidFilter::attach(i, &own, threads as u32)
+                .with_context(|| format!("attaching the XDP program to {d}"))?;
+            tracing::info!("XDP program on {d} ({:?} mode)", f.mode());
+            filters.push(f);
+        }
+        for (q, slot) in xdp_ios.iter_mut().enumerate() {
+            let io = XdpIo::open(&idxs, q as u32).with_context(|| {
+                format!("AF_XDP socket on queue {q} of {devs:?} (a device needs one receive queue per --threads)")
+            })?;
+            for (f, (_, sock)) in filters.iter().zip(io.sockets()) {
+                f.register(q as u32, sock)?;
+            }
+            *slot = Some(io);
+        }
+    }
+
     let stop = Arc::new(StopFlag::default());
     let mut workers = Vec::new();
     let mut decap_iter = decap_queues.into_iter();
@@ -245,7 +279,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         coder,
     };
     let shared = Shared::new(&base, threads, threads);
-    for (i, q) in queues.into_iter().enumerate() {
+    for ((i, q), xdp) in queues.into_iter().enumerate().zip(xdp_ios) {
         let cfg = NodeConfig {
             stream: i as u16,
             ..base.clone()
@@ -257,7 +291,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         workers.push(
             std::thread::Builder::new()
                 .name(format!("hirt-srv6-{i}"))
-                .spawn(move || worker(node, q, decap, stop, ctl))?,
+                .spawn(move || worker(node, q, decap, xdp, stop, ctl))?,
         );
     }
     Ok(Srv6Handle {
@@ -266,16 +300,48 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         metrics,
         installed,
         _control: control_srv,
+        _xdp: filters,
     })
 }
 
-/// Packets read per wake-up before timers and control are looked at.
+/// Packets read per wake-up (per source) before timers and control are looked at.
 const BATCH: usize = 64;
+
+/// Where a worker writes what its node emits.
+struct Out<'a> {
+    tun: &'a Tun,
+    decap: Option<&'a Tun>,
+    xdp: Option<XdpIo>,
+    metrics: &'a Metrics,
+    now: Instant,
+}
+
+impl Out<'_> {
+    fn emit(&mut self, e: Egress, pkt: &[u8]) {
+        let dev = match (e, self.decap) {
+            (Egress::Decap, Some(d)) => d,
+            // A decapsulated packet without a decapsulation device is routed in the main
+            // table, like anything else we forward: the fast path may take it.
+            _ => {
+                if let Some(x) = self.xdp.as_mut() {
+                    if x.send(pkt, self.now, self.metrics) {
+                        return;
+                    }
+                }
+                self.tun
+            }
+        };
+        if dev.send(pkt).is_err() {
+            add(&self.metrics.global.send_errors, 1);
+        }
+    }
+}
 
 fn worker(
     mut node: Srv6Node,
     tun: Tun,
     decap: Option<Tun>,
+    xdp: Option<XdpIo>,
     stop: Arc<StopFlag>,
     ctl: Arc<Control>,
 ) {
@@ -284,22 +350,22 @@ fn worker(
         return;
     }
     let mut buf = vec![0u8; BUF_LEN];
-    let fds = [tun.as_raw_fd()];
+    let mut fds = vec![tun.as_raw_fd()];
+    fds.extend(xdp.iter().flat_map(|x| x.fds()));
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
     let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
     // Overload = packets dropped at the SID device's queue (see `srv6::load`).
     let mut drops = DropWatch::new(tun.name(), false, LOAD_PERIOD);
     let m = ctl.metrics.clone();
-    let mut emit = |e: Egress, pkt: &[u8]| {
-        let dev = match (e, &decap) {
-            (Egress::Decap, Some(d)) => d,
-            _ => &tun,
-        };
-        if dev.send(pkt).is_err() {
-            add(&m.global.send_errors, 1);
-        }
+    let mut out = Out {
+        tun: &tun,
+        decap: decap.as_ref(),
+        xdp,
+        metrics: &m,
+        now: Instant::now(),
     };
+    let xdp_socks = out.xdp.as_ref().map_or(0, XdpIo::len);
     // After a full batch the queue very likely holds more: read again without a `poll`.
     let mut full = false;
     while !stop.stopped() {
@@ -315,12 +381,13 @@ fn worker(
         }
         // One clock read per batch: the packets of a batch arrived within microseconds.
         let now = Instant::now();
+        out.now = now;
         let mut got = 0;
         while got < BATCH {
             match tun.recv(&mut buf) {
                 Ok(n) => {
                     got += 1;
-                    let _ = node.handle_packet(&mut buf, n, now, &mut emit);
+                    let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
@@ -330,7 +397,20 @@ fn worker(
             }
         }
         full = got == BATCH;
+        for i in 0..xdp_socks {
+            let mut got = 0;
+            while got < BATCH {
+                let Some(n) = out.xdp.as_mut().and_then(|x| x.recv(i, &mut buf)) else {
+                    break;
+                };
+                got += 1;
+                let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
+            }
+            add(&m.global.xdp_received, got as u64);
+            full |= got == BATCH;
+        }
         let now = Instant::now();
+        out.now = now;
         if meter.due(now) {
             let dropped = drops.new_drops();
             if dropped > 0 {
@@ -340,7 +420,10 @@ fn worker(
             node.set_cpu_load(meter.close(now, load::thread_cpu_time()));
         }
         if node.poll_timeout().is_some_and(|t| t <= now) {
-            node.handle_timeout(now, &mut emit);
+            node.handle_timeout(now, &mut |e, p| out.emit(e, p));
+        }
+        if let Some(x) = out.xdp.as_mut() {
+            x.flush();
         }
         let g = ctl.generation();
         if g != gen {

@@ -1,0 +1,640 @@
+//! Tests of the XDP fast path: the instruction encoding and the program's logic (run in a
+//! small interpreter, no privileges), then the real thing between two network namespaces
+//! (root only; skipped otherwise).
+
+use std::collections::BTreeSet;
+use std::io;
+use std::net::{Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
+
+use super::bpf::{self, *};
+use super::{AttachMode, SidFilter, Xsk};
+use crate::netns::{self, NetNs};
+
+// ---- encoding ------------------------------------------------------------------------------
+
+#[test]
+#[cfg(target_endian = "little")]
+fn encodes_instructions() {
+    let cases: [(Insn, [u8; 8]); 13] = [
+        (mov64_reg(R6, R1), [0xbf, 0x16, 0, 0, 0, 0, 0, 0]),
+        (ldx(LDX_W, R2, R1, 0), [0x61, 0x12, 0, 0, 0, 0, 0, 0]),
+        (ldx(LDX_W, R3, R1, 4), [0x61, 0x13, 4, 0, 0, 0, 0, 0]),
+        (ldx(LDX_H, R4, R2, 12), [0x69, 0x24, 12, 0, 0, 0, 0, 0]),
+        (ldx(LDX_B, R4, R2, 14), [0x71, 0x24, 14, 0, 0, 0, 0, 0]),
+        (add64_imm(R4, 54), [0x07, 0x04, 0, 0, 54, 0, 0, 0]),
+        (and32_imm(R4, 0xf0), [0x54, 0x04, 0, 0, 0xf0, 0, 0, 0]),
+        (
+            Insn::new(JGT_X, R4, R3, 19, 0),
+            [0x2d, 0x34, 19, 0, 0, 0, 0, 0],
+        ),
+        (
+            Insn::new(JNE32_K, R4, 0, -1, 0xdd86),
+            [0x56, 0x04, 0xff, 0xff, 0x86, 0xdd, 0, 0],
+        ),
+        (Insn::new(JA, 0, 0, 5, 0), [0x05, 0, 5, 0, 0, 0, 0, 0]),
+        (mov64_imm(R3, 2), [0xb7, 0x03, 0, 0, 2, 0, 0, 0]),
+        (call(51), [0x85, 0, 0, 0, 0x33, 0, 0, 0]),
+        (exit(), [0x95, 0, 0, 0, 0, 0, 0, 0]),
+    ];
+    for (insn, bytes) in cases {
+        assert_eq!(insn.to_bytes(), bytes, "{insn:?}");
+    }
+    let [lo, hi] = ld_map_fd(R1, 5);
+    assert_eq!(lo.to_bytes(), [0x18, 0x11, 0, 0, 5, 0, 0, 0]);
+    assert_eq!(hi.to_bytes(), [0; 8]);
+    assert_eq!(std::mem::size_of::<Insn>(), 8);
+}
+
+#[test]
+#[cfg(target_endian = "little")]
+fn program_layout() {
+    let sid: Ipv6Addr = "fc00:77::1".parse().unwrap();
+    let p = bpf::program(&[sid], 7);
+    assert_eq!(p.len(), 27);
+    assert_eq!(bpf::program(&[sid; 4], 7).len(), 27 + 3 * 5);
+    assert_eq!(p[0].to_bytes(), [0xbf, 0x16, 0, 0, 0, 0, 0, 0]);
+    // Bounds check: to `pass` at 25, from 6.
+    assert_eq!(p[5].to_bytes(), [0x2d, 0x34, 19, 0, 0, 0, 0, 0]);
+    // First word of the SID: the address bytes themselves are the immediate; to 25 from 16.
+    assert_eq!(p[15].to_bytes(), [0x56, 0x04, 9, 0, 0xfc, 0x00, 0x00, 0x77]);
+    assert_eq!(p[18].to_bytes(), [0x56, 0x08, 6, 0, 0, 0, 0, 1]);
+    // rx_queue_index, the map, XDP_PASS as the fallback, bpf_redirect_map.
+    assert_eq!(p[19].to_bytes(), [0x61, 0x62, 16, 0, 0, 0, 0, 0]);
+    assert_eq!(p[20].to_bytes(), [0x18, 0x11, 0, 0, 7, 0, 0, 0]);
+    assert_eq!(p[24].to_bytes(), [0x95, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(p[25].to_bytes(), [0xb7, 0, 0, 0, 2, 0, 0, 0]);
+}
+
+// ---- the program's logic, interpreted ------------------------------------------------------
+
+const CTX: u64 = 0x1000;
+const PKT: u64 = 0x10_0000;
+const MAP_FD: i32 = 7;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    Redirect { map: u64, queue: u64, flags: u64 },
+}
+
+/// Runs `prog` on `pkt` received on `queue`, for the opcodes the program uses. Panics on a
+/// read outside the packet (the kernel's verifier would refuse such a program).
+fn run(prog: &[Insn], pkt: &[u8], queue: u32) -> Verdict {
+    let load = |addr: u64, size: usize| -> u64 {
+        if (CTX..CTX + 24).contains(&addr) {
+            assert_eq!(size, 4, "context fields are u32");
+            return match addr - CTX {
+                0 => PKT,
+                4 => PKT + pkt.len() as u64,
+                16 => u64::from(queue),
+                o => panic!("unexpected xdp_md offset {o}"),
+            };
+        }
+        assert!(
+            addr >= PKT && addr + size as u64 <= PKT + pkt.len() as u64,
+            "read of {size} at packet offset {} past data_end ({})",
+            addr.wrapping_sub(PKT),
+            pkt.len()
+        );
+        let at = (addr - PKT) as usize;
+        let mut b = [0u8; 8];
+        b[..size].copy_from_slice(&pkt[at..at + size]);
+        u64::from_ne_bytes(b)
+    };
+    let mut r = [0u64; 11];
+    r[1] = CTX;
+    let mut pc = 0usize;
+    let mut redirect = None;
+    for _ in 0..10_000 {
+        let i = prog[pc];
+        pc += 1;
+        let (d, s) = (i.dst() as usize, i.src() as usize);
+        let target = |pc: usize| (pc as isize + i.off as isize) as usize;
+        match i.code {
+            MOV64_X => r[d] = r[s],
+            MOV64_K => r[d] = i.imm as i64 as u64,
+            ADD64_K => r[d] = r[d].wrapping_add(i.imm as i64 as u64),
+            AND32_K => r[d] = u64::from(r[d] as u32 & i.imm as u32),
+            LDX_W => r[d] = load(r[s].wrapping_add(i.off as i64 as u64), 4),
+            LDX_H => r[d] = load(r[s].wrapping_add(i.off as i64 as u64), 2),
+            LDX_B => r[d] = load(r[s].wrapping_add(i.off as i64 as u64), 1),
+            LD_IMM64 => {
+                assert_eq!(i.src(), BPF_PSEUDO_MAP_FD);
+                r[d] = (u64::from(prog[pc].imm as u32) << 32) | u64::from(i.imm as u32);
+                pc += 1;
+            }
+            JA => pc = target(pc),
+            JGT_X if r[d] > r[s] => pc = target(pc),
+            JNE32_K if r[d] as u32 != i.imm as u32 => pc = target(pc),
+            JGT_X | JNE32_K => {}
+            CALL => {
+                assert_eq!(i.imm, BPF_FUNC_REDIRECT_MAP);
+                redirect = Some(Verdict::Redirect {
+                    map: r[1],
+                    queue: r[2],
+                    flags: r[3],
+                });
+                r[0] = 4; // XDP_REDIRECT
+            }
+            EXIT => {
+                return match redirect {
+                    Some(v) if r[0] == 4 => v,
+                    _ if r[0] == XDP_PASS as u64 => Verdict::Pass,
+                    _ => panic!("unexpected action {}", r[0]),
+                }
+            }
+            c => panic!("unexpected opcode {c:#x}"),
+        }
+    }
+    panic!("program does not end");
+}
+
+fn udp6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, udp: &[u8]) -> u16 {
+    fn add(sum: &mut u32, b: &[u8]) {
+        for c in b.chunks(2) {
+            *sum += u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]));
+        }
+    }
+    let mut sum = 0u32;
+    add(&mut sum, &src.octets());
+    add(&mut sum, &dst.octets());
+    add(&mut sum, &(udp.len() as u32).to_be_bytes());
+    add(&mut sum, &[0, 0, 0, 17]);
+    add(&mut sum, udp);
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    match !(sum as u16) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// The complement of the folded IPv6 pseudo-header sum (what `udp6_checksum` returns for an
+/// empty datagram of length `len`).
+fn pseudo_sum(src: &Ipv6Addr, dst: &Ipv6Addr, len: usize) -> u16 {
+    let mut sum = 0u32;
+    for b in [&src.octets()[..], &dst.octets()[..]] {
+        for c in b.chunks(2) {
+            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+        }
+    }
+    sum += len as u32 + 17;
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An Ethernet + IPv6 + UDP frame with a correct checksum.
+fn udp6_frame(
+    macs: ([u8; 6], [u8; 6]),
+    src: SocketAddr,
+    dst: SocketAddr,
+    payload: &[u8],
+) -> Vec<u8> {
+    let (SocketAddr::V6(src), SocketAddr::V6(dst)) = (src, dst) else {
+        panic!("IPv6 only")
+    };
+    let udp_len = (8 + payload.len()) as u16;
+    let mut udp = Vec::with_capacity(udp_len as usize);
+    udp.extend(src.port().to_be_bytes());
+    udp.extend(dst.port().to_be_bytes());
+    udp.extend(udp_len.to_be_bytes());
+    udp.extend([0, 0]);
+    udp.extend(payload);
+    let c = udp6_checksum(src.ip(), dst.ip(), &udp);
+    udp[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut f = Vec::with_capacity(54 + udp.len());
+    f.extend(macs.0);
+    f.extend(macs.1);
+    f.extend([0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend(udp_len.to_be_bytes());
+    f.extend([17, 64]);
+    f.extend(src.ip().octets());
+    f.extend(dst.ip().octets());
+    f.extend(udp);
+    f
+}
+
+fn to(dst: &str) -> Vec<u8> {
+    let dst: Ipv6Addr = dst.parse().unwrap();
+    udp6_frame(
+        ([2; 6], [4; 6]),
+        "[2001:db8::1]:1000".parse().unwrap(),
+        SocketAddr::new(dst.into(), 9),
+        b"x",
+    )
+}
+
+#[test]
+fn program_redirects_sids_and_passes_the_rest() {
+    let sids: Vec<Ipv6Addr> = [
+        "fc00:77::1",
+        "fc00:77::2",
+        "2001:db8:1:2:3:4:5:6",
+        "ffff::fffe",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap())
+    .collect();
+    let redirect = |queue| Verdict::Redirect {
+        map: MAP_FD as u64,
+        queue,
+        flags: XDP_PASS as u64,
+    };
+    for n in 1..=4 {
+        let prog = bpf::program(&sids[..n], MAP_FD);
+        for (i, sid) in sids.iter().enumerate() {
+            let want = if i < n { redirect(3) } else { Verdict::Pass };
+            assert_eq!(
+                run(&prog, &to(&sid.to_string()), 3),
+                want,
+                "{n} SIDs, {sid}"
+            );
+        }
+        for other in [
+            "fc00:77::3",
+            "fc00:78::1",
+            "::1",
+            "ffff::ffff",
+            "7fff::fffe",
+        ] {
+            assert_eq!(run(&prog, &to(other), 0), Verdict::Pass, "{other}");
+        }
+    }
+    let prog = bpf::program(&sids, MAP_FD);
+    let hit = to("fc00:77::2");
+    assert_eq!(run(&prog, &hit, 0), redirect(0));
+    // Too short for Ethernet + IPv6: passed without reading past the end.
+    assert_eq!(run(&prog, &hit[..53], 0), Verdict::Pass);
+    assert_eq!(run(&prog, &hit[..54], 0), redirect(0));
+    assert_eq!(run(&prog, &[], 0), Verdict::Pass);
+    // IPv4, or an 802.1Q tag in front of the IPv6 ethertype: passed.
+    let mut v4 = hit.clone();
+    v4[12..14].copy_from_slice(&[0x08, 0x00]);
+    assert_eq!(run(&prog, &v4, 0), Verdict::Pass);
+    let mut vlan = hit[..12].to_vec();
+    vlan.extend([0x81, 0x00, 0x00, 0x05]);
+    vlan.extend(&hit[12..]);
+    assert_eq!(run(&prog, &vlan, 0), Verdict::Pass);
+    // IPv6 ethertype but version 4 in the header.
+    let mut bad = hit.clone();
+    bad[14] = 0x45;
+    assert_eq!(run(&prog, &bad, 0), Verdict::Pass);
+}
+
+#[test]
+fn attach_checks_its_arguments() {
+    let sid: Ipv6Addr = "fc00::1".parse().unwrap();
+    for (sids, queues) in [(&[][..], 1), (&[sid; 5][..], 1), (&[sid][..], 0)] {
+        let e = SidFilter::attach(1, sids, queues).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
+}
+
+// ---- in the kernel (root) ------------------------------------------------------------------
+
+fn skip() -> bool {
+    if netns::available() {
+        return false;
+    }
+    eprintln!("skipped: needs root and iproute2");
+    true
+}
+
+#[test]
+fn kernel_verifier_log_on_failure_and_full_program_loads() {
+    if skip() {
+        return;
+    }
+    // Reads a packet byte without a bounds check.
+    let bad = [ldx(LDX_W, R2, R1, 0), ldx(LDX_B, R0, R2, 0), exit()];
+    let msg = bpf::load_xdp(&bad).unwrap_err().to_string();
+    assert!(msg.contains("verifier log"), "{msg}");
+    assert!(msg.contains("invalid access to packet"), "{msg}");
+    // The largest program we build passes the verifier.
+    let map = bpf::create_xskmap(4).unwrap();
+    let sids: Vec<Ipv6Addr> = (1..=4)
+        .map(|i| Ipv6Addr::new(0xfc00, 0x77, 0, 0, 0, 0, 0xffff, i))
+        .collect();
+    bpf::load_xdp(&bpf::program(&sids, map.as_raw_fd())).unwrap();
+}
+
+const SID: Ipv6Addr = Ipv6Addr::new(0xfc00, 0x77, 0, 0, 0, 0, 0, 1);
+const A_IP: &str = "2001:db8:77::1";
+const B_IP: &str = "2001:db8:77::2";
+
+/// Namespaces A and B joined by a veth; A routes `fc00:77::/64` (the SID) via B.
+struct Wire {
+    a: NetNs,
+    b: NetNs,
+    a_if: String,
+    b_if: String,
+}
+
+fn wire() -> io::Result<Wire> {
+    let a = NetNs::new(&netns::unique_name("xa"))?;
+    let b = NetNs::new(&netns::unique_name("xb"))?;
+    let (a_if, b_if) = (netns::unique_name("xva"), netns::unique_name("xvb"));
+    netns::veth(&a, &a_if, &b, &b_if)?;
+    a.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{A_IP}/64"),
+        "dev",
+        &a_if,
+        "nodad",
+    ])?;
+    b.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{B_IP}/64"),
+        "dev",
+        &b_if,
+        "nodad",
+    ])?;
+    a.ip(&["-6", "route", "add", "fc00:77::/64", "via", B_IP])?;
+    Ok(Wire { a, b, a_if, b_if })
+}
+
+/// `ip -o link show dev X` of `ns`.
+fn link_show(ns: &NetNs, dev: &str) -> String {
+    let out = ns.ip(&["-o", "link", "show", "dev", dev]).unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ifindex(ns: &NetNs, dev: &str) -> u32 {
+    let line = link_show(ns, dev);
+    line.split(':').next().unwrap().trim().parse().unwrap()
+}
+
+fn mac(ns: &NetNs, dev: &str) -> [u8; 6] {
+    let line = link_show(ns, dev);
+    let hex = line
+        .split("link/ether ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    let mut mac = [0u8; 6];
+    for (b, h) in mac.iter_mut().zip(hex.split(':')) {
+        *b = u8::from_str_radix(h, 16).unwrap();
+    }
+    mac
+}
+
+/// In B: the filter for [`SID`] on B's veth (one queue, the given modes) and a registered
+/// socket on queue 0.
+fn filter_in_b(w: &Wire, modes: &'static [AttachMode]) -> (SidFilter, Xsk) {
+    let ifindex = ifindex(&w.b, &w.b_if);
+    w.b.spawn(move || {
+        let filter = SidFilter::attach_as(ifindex, &[SID], 1, modes)?;
+        let xsk = Xsk::open(ifindex, 0)?;
+        filter.register(0, &xsk)?;
+        Ok((filter, xsk))
+    })
+    .join()
+    .unwrap()
+    .unwrap()
+}
+
+fn readable(fd: RawFd, timeout_ms: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd.
+    unsafe { libc::poll(&mut p, 1, timeout_ms) > 0 }
+}
+
+/// Waits (poll) for `want` frames on `xsk`, for at most `timeout`.
+fn receive(xsk: &mut Xsk, want: usize, timeout: Duration) -> Vec<Vec<u8>> {
+    let deadline = Instant::now() + timeout;
+    let mut frames = Vec::new();
+    while frames.len() < want && Instant::now() < deadline {
+        if readable(xsk.as_raw_fd(), 100) {
+            xsk.recv(64, |f| frames.push(f.to_vec()));
+        }
+    }
+    frames
+}
+
+fn receives_sid_traffic(modes: &'static [AttachMode], expect: AttachMode) {
+    if skip() {
+        return;
+    }
+    let w = wire().unwrap();
+    let (filter, mut xsk) = filter_in_b(&w, modes);
+    eprintln!("attach mode on veth: {:?}", filter.mode());
+    assert_eq!(filter.mode(), expect);
+    assert_eq!(
+        filter.register(1, &xsk).unwrap_err().kind(),
+        io::ErrorKind::InvalidInput
+    );
+    // A socket of B's kernel on a non-SID address.
+    let kernel =
+        w.b.spawn(|| {
+            let s = UdpSocket::bind(format!("[{B_IP}]:7777"))?;
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            Ok(s)
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    // Neighbour discovery and ICMP go through the program to B's kernel.
+    w.a.exec(&["ping", "-6", "-c", "1", "-W", "3", B_IP])
+        .unwrap();
+    const N: usize = 8;
+    assert!(!readable(xsk.as_raw_fd(), 0));
+    let sender = w.a.spawn(|| {
+        // Sent while the test thread sleeps in poll().
+        std::thread::sleep(Duration::from_millis(200));
+        let s = UdpSocket::bind("[::]:0")?;
+        for i in 0..N {
+            s.send_to(format!("hirt-xdp-{i}").as_bytes(), (SID, 9))?;
+        }
+        s.send_to(b"kernel-path", format!("[{B_IP}]:7777"))?;
+        Ok(())
+    });
+    let t = Instant::now();
+    assert!(
+        readable(xsk.as_raw_fd(), 5000),
+        "poll(POLLIN) woken by frames"
+    );
+    eprintln!("poll woke after {:?}", t.elapsed());
+    sender.join().unwrap().unwrap();
+
+    let frames = receive(&mut xsk, N, Duration::from_secs(5));
+    assert_eq!(frames.len(), N, "frames received on the AF_XDP socket");
+    let mut payloads = BTreeSet::new();
+    let (mut checksums_ok, mut checksums_partial) = (0, 0);
+    for f in &frames {
+        assert_eq!(f[12..14], [0x86, 0xdd], "ethertype");
+        assert_eq!(f[14] >> 4, 6);
+        assert_eq!(f[20], 17, "next header UDP");
+        assert_eq!(f[38..54], SID.octets(), "destination address");
+        assert_eq!(f[56..58], 9u16.to_be_bytes(), "UDP port");
+        let src = Ipv6Addr::from(<[u8; 16]>::try_from(&f[22..38]).unwrap());
+        assert_eq!(src, A_IP.parse::<Ipv6Addr>().unwrap());
+        let mut udp = f[54..].to_vec();
+        let sum = u16::from_be_bytes([udp[6], udp[7]]);
+        udp[6..8].copy_from_slice(&[0, 0]);
+        let full = udp6_checksum(&src, &SID, &udp);
+        checksums_ok += usize::from(full == sum);
+        // CHECKSUM_PARTIAL: the field holds the pseudo-header sum, not yet complemented.
+        let pseudo = !pseudo_sum(&src, &SID, udp.len());
+        checksums_partial += usize::from(pseudo == sum);
+        payloads.insert(String::from_utf8(f[62..].to_vec()).unwrap());
+    }
+    let want: BTreeSet<String> = (0..N).map(|i| format!("hirt-xdp-{i}")).collect();
+    assert_eq!(payloads, want);
+    // A veth carries the sender's CHECKSUM_PARTIAL packets as they are: XDP sees the
+    // pseudo-header sum in the checksum field, not the final checksum.
+    assert_eq!(checksums_ok + checksums_partial, N);
+    eprintln!(
+        "UDP checksums of {N} received frames: {checksums_ok} complete, \
+         {checksums_partial} partial (pseudo-header only)"
+    );
+
+    let mut buf = [0u8; 64];
+    let (n, _) = kernel.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"kernel-path");
+    let stats = xsk.statistics().unwrap();
+    eprintln!(
+        "{stats:?}; need_wakeup (bound, fill, tx) = {:?}",
+        xsk.wakeup_flags()
+    );
+    assert_eq!(stats.rx_dropped, 0);
+    assert_eq!(stats.rx_ring_full, 0);
+    // Nothing else waiting, and recv does not block.
+    assert_eq!(xsk.recv(64, |_| panic!("unexpected frame")), 0);
+}
+
+#[test]
+fn kernel_receives_sid_traffic_native() {
+    receives_sid_traffic(
+        &[AttachMode::Native, AttachMode::Generic],
+        AttachMode::Native,
+    );
+}
+
+#[test]
+fn kernel_receives_sid_traffic_generic() {
+    receives_sid_traffic(&[AttachMode::Generic], AttachMode::Generic);
+}
+
+#[test]
+fn kernel_sends_frames() {
+    if skip() {
+        return;
+    }
+    let w = wire().unwrap();
+    let macs = (mac(&w.a, &w.a_if), mac(&w.b, &w.b_if));
+    let (_filter, mut xsk) = filter_in_b(&w, &[AttachMode::Native, AttachMode::Generic]);
+    let sock =
+        w.a.spawn(|| {
+            let s = UdpSocket::bind(format!("[{A_IP}]:9000"))?;
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            Ok(s)
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    let src: SocketAddr = format!("[{B_IP}]:4242").parse().unwrap();
+    let dst = sock.local_addr().unwrap();
+
+    let frame = udp6_frame(macs, src, dst, b"from-af-xdp");
+    assert!(!xsk.send_with(super::xsk::FRAME_SIZE + 1, |_| panic!("called")));
+    assert!(xsk.send_with(frame.len(), |buf| buf.copy_from_slice(&frame)));
+    eprintln!("need_wakeup (bound, fill, tx) = {:?}", xsk.wakeup_flags());
+    xsk.flush().unwrap();
+    let mut buf = [0u8; 2048];
+    let (n, from) = sock.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"from-af-xdp");
+    assert_eq!(from, src);
+
+    // More than one sendto's worth (32 in copy mode) in one flush.
+    const N: usize = 100;
+    for i in 0..N {
+        let f = udp6_frame(macs, src, dst, format!("burst-{i}").as_bytes());
+        assert!(xsk.send_with(f.len(), |buf| buf.copy_from_slice(&f)));
+    }
+    xsk.flush().unwrap();
+    let mut got = BTreeSet::new();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < N && Instant::now() < deadline {
+        match sock.recv_from(&mut buf) {
+            Ok((n, _)) => {
+                got.insert(String::from_utf8(buf[..n].to_vec()).unwrap());
+            }
+            Err(_) => xsk.flush().unwrap(),
+        }
+    }
+    assert_eq!(got.len(), N);
+    // Every TX frame comes back through the completion ring.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while xsk.tx_frames_free() < 2048 && Instant::now() < deadline {
+        xsk.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(xsk.tx_frames_free(), 2048);
+    let stats = xsk.statistics().unwrap();
+    eprintln!("{stats:?}");
+    assert_eq!(stats.tx_invalid_descs, 0);
+}
+
+#[test]
+fn kernel_detaches_on_drop_and_refuses_a_second_program() {
+    if skip() {
+        return;
+    }
+    let w = wire().unwrap();
+    let ifindex = ifindex(&w.b, &w.b_if);
+    assert!(!link_show(&w.b, &w.b_if).contains("xdp"));
+    let (first, second, generic) =
+        w.b.spawn(move || {
+            let first = SidFilter::attach(ifindex, &[SID], 1)?;
+            let second = SidFilter::attach(ifindex, &[SID], 1).map(|_| ());
+            let generic =
+                SidFilter::attach_as(ifindex, &[SID], 1, &[AttachMode::Generic]).map(|_| ());
+            Ok((first, second, generic))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    let shown = link_show(&w.b, &w.b_if);
+    assert!(shown.contains("xdp"), "{shown}");
+    let e = second.unwrap_err();
+    eprintln!("second attach: {e}");
+    assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+    let e = generic.unwrap_err();
+    eprintln!("second attach (generic while native): {e}");
+    assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+
+    drop(first);
+    let t = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while link_show(&w.b, &w.b_if).contains("xdp") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let shown = link_show(&w.b, &w.b_if);
+    assert!(!shown.contains("xdp"), "still attached after drop: {shown}");
+    eprintln!("detached {:?} after drop", t.elapsed());
+    // And it can be attached again.
+    let again =
+        w.b.spawn(move || SidFilter::attach(ifindex, &[SID], 1))
+            .join()
+            .unwrap()
+            .unwrap();
+    assert!(link_show(&w.b, &w.b_if).contains("xdp"));
+    drop(again);
+}
