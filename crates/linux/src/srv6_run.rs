@@ -412,7 +412,7 @@ fn worker(
         let now = Instant::now();
         out.now = now;
         if meter.due(now) {
-            let dropped = drops.new_drops();
+            let dropped = drops.new_drops() + out.xdp.as_mut().map_or(0, XdpIo::new_drops);
             if dropped > 0 {
                 meter.queue_dropped();
                 node.add_local_drops(dropped);

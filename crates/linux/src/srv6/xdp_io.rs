@@ -25,6 +25,8 @@ pub struct XdpIo {
     socks: Vec<(u32, Xsk)>,
     hops: NextHops,
     unflushed: bool,
+    /// Receive drops counted so far (see [`Self::new_drops`]).
+    drops: u64,
 }
 
 impl std::fmt::Debug for XdpIo {
@@ -49,6 +51,7 @@ impl XdpIo {
             socks,
             hops: NextHops::new()?,
             unflushed: false,
+            drops: 0,
         })
     }
 
@@ -132,6 +135,19 @@ impl XdpIo {
     fn to_kernel(&self, m: &Metrics) -> bool {
         add(&m.global.xdp_to_kernel, 1);
         false
+    }
+
+    /// Packets the kernel dropped on their way to our sockets since the last call (receive
+    /// ring full, no free frame): the AF_XDP counterpart of drops at the SID device's queue,
+    /// which drive overload control and the decoder's local-drop reports.
+    pub fn new_drops(&mut self) -> u64 {
+        let total: u64 = self
+            .socks
+            .iter()
+            .filter_map(|(_, s)| s.statistics().ok())
+            .map(|st| st.rx_dropped + st.rx_ring_full)
+            .sum();
+        total.saturating_sub(std::mem::replace(&mut self.drops, total))
     }
 
     /// Makes the kernel transmit what [`Self::send`] queued.
