@@ -215,6 +215,9 @@ pub struct Report {
     pub window: u16,
     /// FEC mode.
     pub fec: String,
+    /// How the hirt nodes took and sent packets: `tun` (SID routed to a TUN device) or `xdp`
+    /// (`--xdp`: AF_XDP sockets, with a plain router between encoder and decoder).
+    pub dataplane: &'static str,
     /// Throughput runs.
     pub runs: Vec<Run>,
     /// Latency runs.
@@ -1021,6 +1024,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         packet_size: args.packet_size,
         window: args.window,
         fec: args.fec.clone(),
+        dataplane: if args.xdp { "xdp" } else { "tun" },
         runs,
         latency,
         goal_3pct: goal,
