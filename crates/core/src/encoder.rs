@@ -55,6 +55,10 @@ const POOL_MAX: usize = 64;
 const STALE_SEQ: u16 = 64;
 /// How long local drops reported by the decoder are set against later losses.
 const DROP_CREDIT_TTL: Duration = Duration::from_millis(100);
+/// How long repairs skipped by overload control are set against residual losses: a loss a
+/// skipped repair would have recovered is reported unrecovered when it leaves the decoder's
+/// window, which at the rates where overload happens is milliseconds later.
+const SKIP_CREDIT_TTL: Duration = Duration::from_millis(500);
 
 #[derive(Debug)]
 struct Stream {
@@ -77,6 +81,10 @@ struct Stream {
     /// last ones were reported.
     drop_credit: u32,
     drop_credit_at: Option<Instant>,
+    /// Repairs overload control skipped and not yet set against residual losses, and when the
+    /// last one was skipped.
+    skip_credit: u32,
+    skip_credit_at: Option<Instant>,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -168,6 +176,8 @@ impl Encoder {
             last_seq: None,
             drop_credit: 0,
             drop_credit_at: None,
+            skip_credit: 0,
+            skip_credit_at: None,
             srtt: None,
             stats,
         });
@@ -198,6 +208,8 @@ impl Encoder {
             budget,
             stats,
             controller,
+            skip_credit,
+            skip_credit_at,
             ..
         } = &mut *s;
         let mut emitted = 0u32;
@@ -211,6 +223,8 @@ impl Encoder {
                 stats.repair_bytes += payload.len() as u64;
             } else {
                 stats.overload_skips += 1;
+                *skip_credit = skip_credit.saturating_add(1);
+                *skip_credit_at = Some(now);
             }
         });
         for _ in 0..emitted {
@@ -246,6 +260,8 @@ impl Encoder {
     ) {
         if !s.budget.admit(now, rng) {
             s.stats.overload_skips += 1;
+            s.skip_credit = s.skip_credit.saturating_add(1);
+            s.skip_credit_at = Some(now);
             s.controller.on_repair(trigger);
             return;
         }
@@ -316,11 +332,23 @@ impl Encoder {
                 s.stats.rtt = s.srtt;
             }
         }
+        // Residual losses that our own skipped repairs may have caused are not the link's
+        // (see `FeedbackContext::own_residual`). A loss is given up once it leaves the decoder's
+        // window, after the skip that left it unrecovered: skips are a credit set against
+        // later residuals, forgotten `SKIP_CREDIT_TTL` after the last one.
+        if s.skip_credit_at
+            .is_some_and(|t| now.saturating_duration_since(t) > SKIP_CREDIT_TTL)
+        {
+            s.skip_credit = 0;
+        }
+        let own_residual = s.skip_credit.min(fb.residual);
+        s.skip_credit -= own_residual;
         let ctx = FeedbackContext {
             now,
             rtt: s.srtt,
             window: s.codec.window(),
             max_window: s.max_window,
+            own_residual,
         };
         // The decoder's own drops are not link losses (see `Feedback::link_only`). The driver
         // counts them every few milliseconds while the decoder declares losses as packets

@@ -1254,3 +1254,52 @@ fn local_drops_do_not_raise_the_repair_rate() {
         assert!(rec_local > 0);
     }
 }
+
+/// Repairs that overload control skipped leave losses unrecovered; the residual-loss loop must
+/// not read those as a link that needs more repairs, or one overload episode keeps the rate
+/// raised long after it (the controller's margin comes down ~1000x slower than it goes up).
+#[test]
+fn repairs_skipped_under_overload_do_not_raise_the_repair_rate() {
+    let mode: FecMode = "ours:w=200,base=0.02".parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 7);
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme.clone()), 7);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut now = t0();
+    let mut run = |enc: &mut Encoder, dec: &mut Decoder, n: u32, from: u32| {
+        for k in from..from + n {
+            now += Duration::from_micros(10);
+            let data = payload(0, k);
+            let tag = enc.handle_source(0, &data, now);
+            if !rng.gen_bool(0.03) {
+                let _ = dec.handle_source(0, tag.esi, &data, now);
+            }
+            while let Some(r) = enc.poll_repair() {
+                let (info, ts, pl) = (r.info, r.timestamp, r.payload.to_vec());
+                if !rng.gen_bool(0.03) {
+                    dec.handle_repair(0, &info, ts, &pl, now).unwrap();
+                }
+            }
+            while dec.poll_recovered().is_some() {}
+            while let Some(fb) = dec.poll_feedback(now) {
+                let fb = Feedback::decode(&fb.to_bytes()).unwrap();
+                enc.handle_feedback(&fb, now);
+            }
+        }
+        enc.stats(0).unwrap().rate
+    };
+    let before = run(&mut enc, &mut dec, 40_000, 0);
+    enc.set_cpu_load(0.97);
+    run(&mut enc, &mut dec, 5_000, 40_000);
+    let skips = enc.stats(0).unwrap().overload_skips;
+    let unrecovered = dec.stats(0).unwrap().residual;
+    enc.set_cpu_load(0.0);
+    let after = run(&mut enc, &mut dec, 20_000, 45_000);
+    assert!(
+        skips > 100 && unrecovered > 20,
+        "{skips} skips, {unrecovered} unrecovered"
+    );
+    assert!(
+        after < before * 1.1,
+        "rate {before:.4} before the overload, {after:.4} after ({skips} skips, {unrecovered} unrecovered)"
+    );
+}

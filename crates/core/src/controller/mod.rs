@@ -41,6 +41,11 @@ pub struct FeedbackContext {
     pub window: u16,
     /// Largest window / block the configured scheme allows.
     pub max_window: u16,
+    /// Of the feedback's `residual`, how much this encoder's own overload control may have
+    /// caused (repairs it skipped, each of which could have recovered one loss): a sign of
+    /// overload, not of a repair rate too low for the link, so residual-loss loops should not
+    /// raise the rate for it (HIRT §V: reacting to overload with more repairs feeds it).
+    pub own_residual: u32,
 }
 
 /// A repair-rate controller. Deterministic: no clock, no unseeded randomness.

@@ -315,7 +315,8 @@ impl Controller for Ours {
             }
         }
         // Integrator on the residual ratio.
-        let err = f64::from(fb.residual) - self.p.target * f64::from(fb.lost);
+        let residual = fb.residual.saturating_sub(ctx.own_residual);
+        let err = f64::from(residual) - self.p.target * f64::from(fb.lost);
         self.z = (self.z + self.p.gain * err).clamp(self.p.z_min, self.p.z_max);
         self.recompute();
     }
@@ -343,6 +344,7 @@ mod tests {
             rtt: None,
             window: 200,
             max_window: 200,
+            own_residual: 0,
         }
     }
 

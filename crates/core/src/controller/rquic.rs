@@ -117,11 +117,15 @@ impl Controller for Rquic {
         0
     }
 
-    fn on_feedback(&mut self, fb: &Feedback, _ctx: &FeedbackContext) {
+    fn on_feedback(&mut self, fb: &Feedback, ctx: &FeedbackContext) {
         if fb.received == 0 && fb.lost == 0 {
             return; // an empty period says nothing about the residual loss
         }
-        self.eps[self.next] = fb.residual_ratio();
+        let link = Feedback {
+            residual: fb.residual.saturating_sub(ctx.own_residual),
+            ..*fb
+        };
+        self.eps[self.next] = link.residual_ratio();
         self.next = (self.next + 1) % self.p.n;
         self.len = (self.len + 1).min(self.p.n);
         let mean = self.eps[..self.len].iter().sum::<f64>() / self.len as f64;
@@ -152,6 +156,7 @@ mod tests {
             rtt: None,
             window: 10,
             max_window: 4095,
+            own_residual: 0,
         }
     }
 
