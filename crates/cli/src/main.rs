@@ -44,7 +44,7 @@ enum Command {
 enum BenchCommand {
     /// GF(2^8) kernels and codecs, side by side with ISA-L.
     Codec(hirt_bench::codec::CodecBenchArgs),
-    /// The dataplane over veth/TUN namespaces.
+    /// The SRv6 dataplane over veth namespaces (AF_XDP or TUN).
     Dataplane(hirt_linux::bench::DataplaneBenchArgs),
     /// TCP goodput through the UDP tunnel, and Gbit/s per hirt core.
     Udp(hirt_linux::bench_udp::UdpBenchArgs),

@@ -1,13 +1,14 @@
 //! `hirt bench dataplane`: forwarding rate and added latency of the SRv6 dataplane over
-//! veth/TUN namespaces (root).
+//! veth namespaces (root), with the hirt nodes on AF_XDP (default) or TUN (`--dataplane tun`).
 //!
 //! ```text
-//!  sender ns --veth--> encoder ns [hirt] --veth (loss)--> decoder ns [hirt] --veth--> receiver ns
+//!  xdp: sender ns --veth--> encoder ns [hirt] --veth--> router ns (loss) --veth--> decoder ns [hirt] --veth--> receiver ns
+//!  tun: sender ns --veth--> encoder ns [hirt] --veth (loss)--> decoder ns [hirt] --veth--> receiver ns
 //! ```
 //!
 //! Configurations, each with fresh hirt instances: plain kernel forwarding (no encap, no hirt),
 //! hirt with `--fec none` (tag/strip only), hirt FEC at 0% and at 3% random loss (ip6tables
-//! statistic on the encoder->decoder link). For each, the sender offers paced 1280-byte IPv6
+//! statistic on the encoder->decoder path). For each, the sender offers paced 1280-byte IPv6
 //! packets at 10k, 20k, 40k, ... packets/s (1 s each, `sendmmsg` bursts, sleeping between
 //! bursts) until fewer than 99% arrive, then bisects four times between the last rate that
 //! passed and the first that failed; the capacity is the best delivered rate of the loads that
@@ -98,12 +99,24 @@ pub struct DataplaneBenchArgs {
     /// Only the latency runs, at `--latency-pps` (no throughput sweeps, no goal check).
     #[arg(long)]
     pub latency_only: bool,
-    /// Run the hirt nodes with the AF_XDP fast path (`hirt srv6 --xdp` on their links). The
-    /// path then gets a plain router between encoder and decoder that carries the loss rule
-    /// (hirt's own transmissions skip its node's netfilter hooks), in every configuration of
-    /// the run, so kernel forwarding crosses the same hops.
-    #[arg(long)]
-    pub xdp: bool,
+    /// How the hirt nodes take and send packets. `xdp` (default): the AF_XDP fast path
+    /// (`hirt srv6 --xdp` on their links); the path then gets a plain router between encoder
+    /// and decoder that carries the loss rule (hirt's own transmissions skip its node's
+    /// netfilter hooks), in every configuration of the run, so kernel forwarding crosses the
+    /// same hops, and the sender's link has its offloads off (an XDP frame carries no checksum
+    /// metadata). `tun`: SIDs routed to TUN devices, encoder and decoder linked directly.
+    #[arg(long, value_enum, default_value_t = Dataplane::Xdp)]
+    pub dataplane: Dataplane,
+}
+
+/// The hirt nodes' packet I/O in `hirt bench dataplane`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dataplane {
+    /// AF_XDP sockets (`hirt srv6 --xdp`).
+    Xdp,
+    /// TUN devices.
+    Tun,
 }
 
 /// Tunnel counters of one offered load.
@@ -215,9 +228,9 @@ pub struct Report {
     pub window: u16,
     /// FEC mode.
     pub fec: String,
-    /// How the hirt nodes took and sent packets: `tun` (SID routed to a TUN device) or `xdp`
-    /// (`--xdp`: AF_XDP sockets, with a plain router between encoder and decoder).
-    pub dataplane: &'static str,
+    /// How the hirt nodes took and sent packets: `xdp` (AF_XDP sockets, with a plain router
+    /// between encoder and decoder) or `tun` (SIDs routed to TUN devices).
+    pub dataplane: Dataplane,
     /// Throughput runs.
     pub runs: Vec<Run>,
     /// Latency runs.
@@ -658,7 +671,7 @@ fn one_run(
     };
     let fec_on = matches!(mode, Mode::Hirt { fec: true });
     let mk = |role: &str| Srv6Args {
-        xdp: args.xdp.then(|| match role {
+        xdp: (args.dataplane == Dataplane::Xdp).then(|| match role {
             "encoder" => t.e_devs.to_vec(),
             _ => t.d_devs.to_vec(),
         }),
@@ -923,7 +936,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         netns::available(),
         "hirt bench dataplane needs root and iproute2"
     );
-    let t = topo(args.xdp)?;
+    let t = topo(args.dataplane == Dataplane::Xdp)?;
     let dur = Duration::from_secs_f64(args.duration);
     let configs = [
         ("kernel", Mode::Kernel, 0.0),
@@ -1024,7 +1037,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         packet_size: args.packet_size,
         window: args.window,
         fec: args.fec.clone(),
-        dataplane: if args.xdp { "xdp" } else { "tun" },
+        dataplane: args.dataplane,
         runs,
         latency,
         goal_3pct: goal,
