@@ -930,12 +930,38 @@ fn latency_pair(
     Ok(out)
 }
 
+/// Whether this host can run the AF_XDP dataplane: an XDP program and a socket on a veth in a
+/// scratch namespace.
+fn probe_xdp() -> anyhow::Result<()> {
+    let a = NetNs::new(&netns::unique_name("hxa"))?;
+    let b = NetNs::new(&netns::unique_name("hxb"))?;
+    let (ia, ib) = (netns::unique_name("hx"), netns::unique_name("hx"));
+    veth(&a, &ia, &b, &ib)?;
+    a.spawn(move || {
+        let idx = crate::netlink::if_index(&ia)?;
+        let filter = crate::xdp::SidFilter::attach(idx, &[ENC.parse().expect("sid")], 1)?;
+        let sock = crate::xdp::Xsk::open(idx, 0)?;
+        filter.register(0, &sock)
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("probe thread panicked"))??;
+    Ok(())
+}
+
 /// Runs `hirt bench dataplane`.
 pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         netns::available(),
         "hirt bench dataplane needs root and iproute2"
     );
+    let mut args = args;
+    if args.dataplane == Dataplane::Xdp {
+        if let Err(e) = probe_xdp() {
+            // Without CAP_BPF, locked memory or XDP support the TUN path still runs.
+            eprintln!("AF_XDP not usable here ({e:#}); measuring the TUN dataplane instead");
+            args.dataplane = Dataplane::Tun;
+        }
+    }
     let t = topo(args.dataplane == Dataplane::Xdp)?;
     let dur = Duration::from_secs_f64(args.duration);
     let configs = [
