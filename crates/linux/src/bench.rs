@@ -138,6 +138,10 @@ pub struct LoadCounters {
     pub local_drops: u64,
     /// Repairs sent by the encoder's timer (sources unprotected for the repair delay).
     pub repairs_timer: u64,
+    /// CPU time of the hirt threads of both nodes per delivered packet, in µs (scheduler run
+    /// time, `/proc/self/task/*/schedstat`; it includes the kernel work those threads do, e.g.
+    /// the next hop's receive path that a veth transmit runs in the sender's context).
+    pub hirt_cpu_us_per_packet: f64,
 }
 
 /// One throughput run.
@@ -173,6 +177,11 @@ pub struct Run {
     pub repairs: u64,
     /// Repair bytes / source bytes.
     pub overhead: f64,
+    /// [`LoadCounters::hirt_cpu_us_per_packet`] at that rate (0 for kernel forwarding).
+    pub hirt_cpu_us_per_packet: f64,
+    /// Inner bits delivered per ns of hirt CPU at that rate, both nodes' threads counted: the
+    /// tunnel's Gbit/s per core (0 for kernel forwarding).
+    pub gbps_per_hirt_core: f64,
 }
 
 /// Latency percentiles of one configuration.
@@ -749,15 +758,17 @@ fn one_run(
         recovered_ratio: 1.0,
         repairs: 0,
         overhead: 0.0,
+        hirt_cpu_us_per_packet: 0.0,
+        gbps_per_hirt_core: 0.0,
     };
     // Tunnel counters (losses, recovered, unrecoverable, repairs, repair bytes, source bytes,
     // overload skips, link drops), read before and after each load so a run reports the
     // numbers of its capacity load.
     let snap =
-        || -> [u64; 10] {
+        || -> [u64; 11] {
             let link = if loss > 0.0 { link_drops(t) } else { 0 };
             let Some((enc, dec)) = handles.as_ref() else {
-                return [0, 0, 0, 0, 0, 0, 0, link, 0, 0];
+                return [0, 0, 0, 0, 0, 0, 0, link, 0, 0, 0];
             };
             let sum = |m: &crate::metrics::Metrics,
                    f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
@@ -775,6 +786,7 @@ fn one_run(
                 link,
                 sum(dm, |s| &s.local_drops),
                 sum(em, |s| &s.repairs_timer),
+                hirt_cpu_ns(),
             ]
         };
     let mut lat_all: Vec<u64>;
@@ -822,6 +834,7 @@ fn one_run(
             link_drops: d[7],
             local_drops: d[8],
             repairs_timer: d[9],
+            hirt_cpu_us_per_packet: d[10] as f64 / 1000.0 / received.max(1) as f64,
         });
         // A load that passed with more delivered than any before is the capacity so far.
         if passed && received > run.received {
@@ -837,6 +850,12 @@ fn one_run(
             };
             run.sent = sent;
             run.received = received;
+            run.hirt_cpu_us_per_packet = d[10] as f64 / 1000.0 / received.max(1) as f64;
+            run.gbps_per_hirt_core = if d[10] > 0 {
+                (received * args.packet_size as u64 * 8) as f64 / d[10] as f64
+            } else {
+                0.0
+            };
             run.mpps = received as f64 / dur.as_secs_f64() / 1e6;
             run.gbps = received as f64 * args.packet_size as f64 * 8.0 / dur.as_secs_f64() / 1e9;
         }
@@ -854,6 +873,22 @@ fn one_run(
         let _ = t.lossy_ns().exec(&["ip6tables", "-F", "FORWARD"]);
     }
     Ok((run, lat))
+}
+
+/// Run time so far of this process's hirt threads (workers and their samplers, named
+/// `hirt-...`; the bench's own threads are named `hirt`), in ns.
+fn hirt_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("hirt-"))
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Packets dropped so far by the loss rule on the encoder's lossy link (ip6tables counter).
@@ -1051,6 +1086,8 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         "latency_pps": args.latency_pps,
         "kernel_mpps": by("kernel").mpps,
         "nofec_mpps": nofec.mpps,
+        "nofec_gbps_per_hirt_core": nofec.gbps_per_hirt_core,
+        "fec_3pct_gbps_per_hirt_core": fec3.gbps_per_hirt_core,
     });
     if latency.len() == 4 {
         summary["latency_half_capacity_pps"] = serde_json::json!(half);
