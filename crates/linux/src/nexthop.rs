@@ -43,12 +43,19 @@ const POSITIVE_TTL: Duration = Duration::from_secs(1);
 const NEGATIVE_TTL: Duration = Duration::from_millis(50);
 /// Entries kept at most (decapsulated traffic may go to many destinations).
 const MAX_ENTRIES: usize = 4096;
+/// Kernel queries per second at most: each costs a netlink round trip in the worker, so traffic
+/// to ever new destinations (a scan through a decapsulating node) must not turn the fast path
+/// into a stream of queries. Beyond it, packets take the kernel's path.
+const QUERIES_PER_SECOND: u32 = 2000;
 
 /// Cached answers of the kernel's route and neighbour tables.
 #[derive(Debug)]
 pub struct NextHops {
     nl: Netlink,
     hops: HashMap<Ipv6Addr, (Option<L2Hop>, Instant)>,
+    /// Queries left in the current second, and when it ends.
+    queries_left: u32,
+    budget_until: Option<Instant>,
 }
 
 impl NextHops {
@@ -57,6 +64,8 @@ impl NextHops {
         Ok(NextHops {
             nl: Netlink::open()?,
             hops: HashMap::new(),
+            queries_left: QUERIES_PER_SECOND,
+            budget_until: None,
         })
     }
 
@@ -67,6 +76,14 @@ impl NextHops {
                 return *hop;
             }
         }
+        if self.budget_until.is_none_or(|t| now >= t) {
+            self.budget_until = Some(now + Duration::from_secs(1));
+            self.queries_left = QUERIES_PER_SECOND;
+        }
+        if self.queries_left == 0 {
+            return None;
+        }
+        self.queries_left -= 1;
         let hop = self.resolve(dst).unwrap_or_else(|e| {
             tracing::debug!("next hop of {dst}: {e}");
             None
@@ -249,5 +266,27 @@ mod tests {
         assert_eq!(local, None, "a local address stays with the kernel");
         assert_eq!(none, None, "no route");
         assert_eq!(unresolved, None, "no neighbour entry yet");
+    }
+
+    /// Past the query budget, new destinations go to the kernel without a query; cached ones
+    /// still resolve, and the budget comes back the next second.
+    #[test]
+    fn queries_are_rate_limited() {
+        let mut hops = NextHops::new().unwrap();
+        let t = Instant::now();
+        for i in 0..QUERIES_PER_SECOND {
+            let dst = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 0, 0, 0, (i >> 16) as u16, i as u16);
+            hops.lookup(dst, t);
+        }
+        assert_eq!(hops.queries_left, 0);
+        let fresh: Ipv6Addr = "2001:db8:78::1".parse().unwrap();
+        assert_eq!(
+            hops.lookup(fresh, t),
+            None,
+            "over budget: the kernel's path"
+        );
+        assert!(!hops.hops.contains_key(&fresh), "not queried, not cached");
+        hops.lookup(fresh, t + Duration::from_secs(1));
+        assert!(hops.hops.contains_key(&fresh), "queried in the next second");
     }
 }
