@@ -15,6 +15,7 @@
 pub mod batch;
 pub mod bench;
 pub mod bench_udp;
+mod checksum;
 pub mod cli;
 pub mod coder;
 pub mod control;

@@ -20,6 +20,8 @@
 //! `csum_start` to the end goes to `csum_start + csum_offset`. `gso_type` 1 = TCPv4, 4 =
 //! TCPv6 (bit 7: ECN), 0 = none.
 
+use crate::checksum::{finish, fold, sum_words};
+
 /// Bytes of the `virtio_net_hdr` in front of every packet.
 pub const VNET_HDR_LEN: usize = 10;
 /// Largest packet a TUN device with TSO hands over (IPv4 total length / IPv6 payload length).
@@ -86,40 +88,6 @@ impl VnetHdr {
         b[4..6].copy_from_slice(&self.gso_size.to_ne_bytes());
         b[6..8].copy_from_slice(&self.csum_start.to_ne_bytes());
         b[8..10].copy_from_slice(&self.csum_offset.to_ne_bytes());
-    }
-}
-
-/// One's complement sum of `data` as big-endian 16-bit words, added to `sum` (unfolded).
-fn sum_words(mut sum: u64, data: &[u8]) -> u64 {
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_be_bytes(c.try_into().expect("8 bytes"));
-        sum += (w >> 32) + (w & 0xffff_ffff);
-    }
-    let rest = chunks.remainder();
-    let mut pairs = rest.chunks_exact(2);
-    for p in &mut pairs {
-        sum += u64::from(u16::from_be_bytes([p[0], p[1]]));
-    }
-    if let [last] = pairs.remainder() {
-        sum += u64::from(*last) << 8;
-    }
-    sum
-}
-
-fn fold(mut sum: u64) -> u16 {
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
-}
-
-/// The final checksum (complemented; 0 becomes 0xffff, which means the same and is what UDP
-/// needs).
-fn finish(sum: u64) -> u16 {
-    match !fold(sum) {
-        0 => 0xffff,
-        c => c,
     }
 }
 

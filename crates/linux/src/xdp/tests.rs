@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::bpf::{self, *};
 use super::{AttachMode, SidFilter, Xsk};
+use crate::checksum::{finish, fold, sum_words};
 use crate::netns::{self, NetNs};
 
 // ---- encoding ------------------------------------------------------------------------------
@@ -151,41 +152,19 @@ fn run(prog: &[Insn], pkt: &[u8], queue: u32) -> Verdict {
     panic!("program does not end");
 }
 
+/// Unfolded IPv6 pseudo-header sum of a UDP datagram of `len` bytes.
+fn pseudo(src: &Ipv6Addr, dst: &Ipv6Addr, len: usize) -> u64 {
+    sum_words(sum_words(0, &src.octets()), &dst.octets()) + len as u64 + 17
+}
+
 fn udp6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, udp: &[u8]) -> u16 {
-    fn add(sum: &mut u32, b: &[u8]) {
-        for c in b.chunks(2) {
-            *sum += u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]));
-        }
-    }
-    let mut sum = 0u32;
-    add(&mut sum, &src.octets());
-    add(&mut sum, &dst.octets());
-    add(&mut sum, &(udp.len() as u32).to_be_bytes());
-    add(&mut sum, &[0, 0, 0, 17]);
-    add(&mut sum, udp);
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    match !(sum as u16) {
-        0 => 0xffff,
-        c => c,
-    }
+    finish(sum_words(pseudo(src, dst, udp.len()), udp))
 }
 
 /// The complement of the folded IPv6 pseudo-header sum (what `udp6_checksum` returns for an
 /// empty datagram of length `len`).
 fn pseudo_sum(src: &Ipv6Addr, dst: &Ipv6Addr, len: usize) -> u16 {
-    let mut sum = 0u32;
-    for b in [&src.octets()[..], &dst.octets()[..]] {
-        for c in b.chunks(2) {
-            sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-        }
-    }
-    sum += len as u32 + 17;
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
+    !fold(pseudo(src, dst, len))
 }
 
 /// An Ethernet + IPv6 + UDP frame with a correct checksum.
