@@ -53,6 +53,9 @@ const QUERIES_PER_SECOND: u32 = 2000;
 pub struct NextHops {
     nl: Netlink,
     hops: HashMap<Ipv6Addr, (Option<L2Hop>, Instant)>,
+    /// The last answer: a tunnel node sends nearly everything to one next segment, so most
+    /// packets are answered without hashing.
+    last: Option<(Ipv6Addr, Option<L2Hop>, Instant)>,
     /// Queries left in the current second, and when it ends.
     queries_left: u32,
     budget_until: Option<Instant>,
@@ -64,6 +67,7 @@ impl NextHops {
         Ok(NextHops {
             nl: Netlink::open()?,
             hops: HashMap::new(),
+            last: None,
             queries_left: QUERIES_PER_SECOND,
             budget_until: None,
         })
@@ -71,9 +75,15 @@ impl NextHops {
 
     /// The next hop for `dst`, or `None` when the kernel should forward it.
     pub fn lookup(&mut self, dst: Ipv6Addr, now: Instant) -> Option<L2Hop> {
-        if let Some((hop, until)) = self.hops.get(&dst) {
-            if *until > now {
-                return *hop;
+        if let Some((d, hop, until)) = self.last {
+            if d == dst && until > now {
+                return hop;
+            }
+        }
+        if let Some(&(hop, until)) = self.hops.get(&dst) {
+            if until > now {
+                self.last = Some((dst, hop, until));
+                return hop;
             }
         }
         if self.budget_until.is_none_or(|t| now >= t) {
@@ -97,6 +107,7 @@ impl NextHops {
             NEGATIVE_TTL
         };
         self.hops.insert(dst, (hop, now + ttl));
+        self.last = Some((dst, hop, now + ttl));
         hop
     }
 
