@@ -75,6 +75,11 @@ pub struct DataplaneBenchArgs {
     /// Paced rate of the latency runs (packets per second).
     #[arg(long, default_value_t = 100_000)]
     pub latency_pps: u64,
+    /// Further paced loads (packets per second, comma-separated) at which to measure latency,
+    /// kernel and hirt FEC each: where the added latency stays within the goal. Default in a
+    /// full run: 20000,40000,60000,80000; with `--latency-only`: none.
+    #[arg(long, value_delimiter = ',')]
+    pub latency_curve: Option<Vec<u64>>,
     /// Seconds per latency run (the first 0.2 s are warm-up and not counted).
     #[arg(long, default_value_t = 2.0)]
     pub latency_duration: f64,
@@ -142,6 +147,10 @@ pub struct LoadCounters {
     /// time, `/proc/self/task/*/schedstat`; it includes the kernel work those threads do, e.g.
     /// the next hop's receive path that a veth transmit runs in the sender's context).
     pub hirt_cpu_us_per_packet: f64,
+    /// CPU time of the bench's sender and receiver and of the hirt threads (each with the
+    /// kernel work done in its context, on veth nearly all forwarding) over the machine's CPU
+    /// time while the load was offered. Queueing delay grows steeply as this approaches 1.
+    pub cpu_share: f64,
 }
 
 /// One throughput run.
@@ -197,6 +206,10 @@ pub struct Latency {
     pub p50_us: f64,
     /// 99th percentile, µs.
     pub p99_us: f64,
+    /// [`LoadCounters::hirt_cpu_us_per_packet`] (0 for kernel forwarding).
+    pub hirt_cpu_us_per_packet: f64,
+    /// [`LoadCounters::cpu_share`].
+    pub cpu_share: f64,
 }
 
 /// The throughput goal checked directly: FEC at the lossy run's loss rate, offered
@@ -385,14 +398,14 @@ fn pin(cpu: Option<usize>) {
 
 /// Sends for `dur`, `pps` = 0 means as fast as possible. Every payload carries `run` (bytes
 /// 16..24) so the receiver of one load ignores stragglers of the previous one. Returns packets
-/// sent.
+/// sent and the thread's CPU time (ns).
 fn sender(
     payload_len: usize,
     dur: Duration,
     pps: u64,
     run: u64,
     cpu: Option<usize>,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<(u64, u64)> {
     pin(cpu);
     let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
     let to: SocketAddr = format!("[{DST}]:9000").parse()?;
@@ -446,19 +459,20 @@ fn sender(
         }
         batch.send(sock.as_raw_fd());
     }
-    Ok(seq)
+    Ok((seq, clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)))
 }
 
 /// Packets sent in the first part of a latency run that are not counted.
 const LATENCY_WARMUP: Duration = Duration::from_millis(200);
 
-/// Receives until `idle` passes without a packet. Returns (unique packets, latencies ns).
+/// Receives until `idle` passes without a packet. Returns (unique packets, latencies ns, the
+/// thread's CPU time ns).
 fn receiver(
     ready: std::sync::mpsc::Sender<()>,
     want_latency: bool,
     run: u64,
     cpu: Option<usize>,
-) -> anyhow::Result<(u64, Vec<u64>)> {
+) -> anyhow::Result<(u64, Vec<u64>, u64)> {
     pin(cpu);
     let sock = UdpSocket::bind(format!("[{DST}]:9000"))?;
     // Large receive buffer so the receiver is not the bottleneck.
@@ -524,7 +538,11 @@ fn receiver(
         .filter(|&(t, _)| t >= warm)
         .map(|(_, l)| l)
         .collect();
-    Ok((seen.len() as u64, lat))
+    Ok((
+        seen.len() as u64,
+        lat,
+        clock_ns(libc::CLOCK_THREAD_CPUTIME_ID),
+    ))
 }
 
 /// The offered loads of a throughput sweep: doubling from `start` until a load fails (fewer
@@ -801,11 +819,11 @@ fn one_run(
             t.s.spawn(move || receiver(tx, want_lat, run_id, cpu).map_err(std::io::Error::other));
         let _ = rx.recv_timeout(Duration::from_secs(5));
         let plen = args.packet_size.saturating_sub(48).max(16);
-        let sent =
+        let (sent, send_cpu) =
             t.c.spawn(move || sender(plen, dur, rate, run_id, cpu).map_err(std::io::Error::other))
                 .join()
                 .expect("join")?;
-        let (received, lat) = recv.join().expect("join")?;
+        let (received, lat, recv_cpu) = recv.join().expect("join")?;
         lat_all = lat;
         let ratio = received as f64 / sent.max(1) as f64;
         if !args.json {
@@ -835,6 +853,7 @@ fn one_run(
             local_drops: d[8],
             repairs_timer: d[9],
             hirt_cpu_us_per_packet: d[10] as f64 / 1000.0 / received.max(1) as f64,
+            cpu_share: cpu_share(send_cpu + recv_cpu + d[10], dur),
         });
         // A load that passed with more delivered than any before is the capacity so far.
         if passed && received > run.received {
@@ -873,6 +892,18 @@ fn one_run(
         let _ = t.lossy_ns().exec(&["ip6tables", "-F", "FORWARD"]);
     }
     Ok((run, lat))
+}
+
+/// CPU share of the chain during one load: CPU time of the sender, the receiver and the hirt
+/// threads (each with the kernel work done in its context: on veth nearly all forwarding)
+/// over the machine's CPU time (wall time x CPUs).
+fn cpu_share(thread_cpu_ns: u64, wall: Duration) -> f64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let machine = wall.as_nanos() as f64 * cpus;
+    if machine <= 0.0 {
+        return 0.0;
+    }
+    thread_cpu_ns as f64 / machine
 }
 
 /// Run time so far of this process's hirt threads (workers and their samplers, named
@@ -941,6 +972,36 @@ fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<G
     })
 }
 
+/// The latency goal: p99 added one-way latency at most this (µs).
+const LATENCY_GOAL_P99_US: f64 = 200.0;
+
+/// Latency hirt FEC adds over kernel forwarding at one load.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+struct AddedLatency {
+    pps: u64,
+    p50_us: f64,
+    p99_us: f64,
+    /// [`LoadCounters::cpu_share`]: kernel run, hirt run.
+    cpu_share: (f64, f64),
+}
+
+/// Pairs each hirt FEC latency with the kernel's at the same load (the order of
+/// [`latency_pair`]: kernel, then hirt) and sorts by load.
+fn added_latency(latency: &[Latency]) -> Vec<AddedLatency> {
+    let mut v: Vec<AddedLatency> = latency
+        .chunks_exact(2)
+        .filter(|p| p[0].name == "kernel" && p[1].name == "hirt_fec" && p[0].pps == p[1].pps)
+        .map(|p| AddedLatency {
+            pps: p[0].pps,
+            p50_us: p[1].p50_us - p[0].p50_us,
+            p99_us: p[1].p99_us - p[0].p99_us,
+            cpu_share: (p[0].cpu_share, p[1].cpu_share),
+        })
+        .collect();
+    v.sort_by_key(|a| a.pps);
+    v
+}
+
 /// One-way latency at a paced `rate` without loss: kernel forwarding, then hirt FEC.
 fn latency_pair(
     t: &Topo,
@@ -953,13 +1014,16 @@ fn latency_pair(
         ("kernel", Mode::Kernel),
         ("hirt_fec", Mode::Hirt { fec: true }),
     ] {
-        let (_, mut lat) = one_run(t, args, name, mode, 0.0, rate, dur)?;
+        let (run, mut lat) = one_run(t, args, name, mode, 0.0, rate, dur)?;
+        let load = run.offered_fec.last().copied().unwrap_or_default();
         out.push(Latency {
             name: name.into(),
             pps: rate,
             samples: lat.len(),
             p50_us: percentile(&mut lat, 0.5),
             p99_us: percentile(&mut lat, 0.99),
+            hirt_cpu_us_per_packet: load.hirt_cpu_us_per_packet,
+            cpu_share: load.cpu_share,
         });
     }
     Ok(out)
@@ -1007,7 +1071,10 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     ];
     if args.latency_only {
         let ldur = Duration::from_secs_f64(args.latency_duration);
-        let latency = latency_pair(&t, &args, args.latency_pps, ldur)?;
+        let mut latency = latency_pair(&t, &args, args.latency_pps, ldur)?;
+        for &rate in args.latency_curve.iter().flatten() {
+            latency.extend(latency_pair(&t, &args, rate, ldur)?);
+        }
         println!("{}", serde_json::to_string_pretty(&latency)?);
         return Ok(());
     }
@@ -1039,14 +1106,14 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
     }
     let ldur = Duration::from_secs_f64(args.latency_duration);
     let by = |n: &str| runs.iter().find(|r| r.name == n).cloned().expect("run");
-    // Latency means something only below capacity (above it, it is the TUN queue filling): besides
-    // the fixed rate, measure at half of the FEC capacity when that is lower.
-    let fec0_pps = (by("hirt_fec_0pct").mpps * 1e6) as u64;
-    let half = (fec0_pps / 2 / 1000 * 1000).max(1000);
+    // Latency means something only below capacity (above it, it is a queue filling): besides
+    // the fixed rate, a curve of lower loads shows up to where the added latency stays small.
+    let curve = args
+        .latency_curve
+        .clone()
+        .unwrap_or_else(|| vec![20_000, 40_000, 60_000, 80_000]);
     let mut rates = vec![args.latency_pps];
-    if half < args.latency_pps * 9 / 10 {
-        rates.push(half);
-    }
+    rates.extend(curve.iter().copied().filter(|&r| r != args.latency_pps));
     let mut latency = Vec::new();
     for &rate in &rates {
         latency.extend(latency_pair(&t, &args, rate, ldur)?);
@@ -1089,13 +1156,17 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         "nofec_gbps_per_hirt_core": nofec.gbps_per_hirt_core,
         "fec_3pct_gbps_per_hirt_core": fec3.gbps_per_hirt_core,
     });
-    if latency.len() == 4 {
-        summary["latency_half_capacity_pps"] = serde_json::json!(half);
-        summary["latency_half_capacity_p50_us"] =
-            serde_json::json!(latency[3].p50_us - latency[2].p50_us);
-        summary["latency_half_capacity_p99_us"] =
-            serde_json::json!(latency[3].p99_us - latency[2].p99_us);
-    }
+    let added = added_latency(&latency);
+    summary["latency_goal_max_pps"] = serde_json::json!(added
+        .iter()
+        .filter(|a| a.p99_us <= LATENCY_GOAL_P99_US)
+        .map(|a| a.pps)
+        .max());
+    summary["latency_cpu_share"] = serde_json::json!({
+        "kernel": latency[0].cpu_share,
+        "hirt_fec": latency[1].cpu_share,
+    });
+    summary["latency_curve"] = serde_json::to_value(&added)?;
     let report = Report {
         packet_size: args.packet_size,
         window: args.window,
@@ -1128,6 +1199,56 @@ mod tests {
             r = s.after(x, x <= capacity);
         }
         v
+    }
+
+    fn lat(name: &str, pps: u64, p50_us: f64, p99_us: f64, busy: f64) -> Latency {
+        Latency {
+            name: name.into(),
+            pps,
+            samples: 1,
+            p50_us,
+            p99_us,
+            hirt_cpu_us_per_packet: 0.0,
+            cpu_share: busy,
+        }
+    }
+
+    #[test]
+    fn added_latency_pairs_kernel_and_hirt_by_load() {
+        let l = [
+            lat("kernel", 100_000, 40.0, 100.0, 0.5),
+            lat("hirt_fec", 100_000, 240.0, 2100.0, 0.9),
+            lat("kernel", 20_000, 30.0, 60.0, 0.1),
+            lat("hirt_fec", 20_000, 50.0, 160.0, 0.2),
+        ];
+        let a = added_latency(&l);
+        assert_eq!(
+            a,
+            vec![
+                AddedLatency {
+                    pps: 20_000,
+                    p50_us: 20.0,
+                    p99_us: 100.0,
+                    cpu_share: (0.1, 0.2)
+                },
+                AddedLatency {
+                    pps: 100_000,
+                    p50_us: 200.0,
+                    p99_us: 2000.0,
+                    cpu_share: (0.5, 0.9)
+                },
+            ]
+        );
+        // A pair out of order or of different loads is not a pair.
+        assert!(added_latency(&l[1..3]).is_empty());
+    }
+
+    #[test]
+    fn cpu_share_is_thread_time_over_machine_time() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let s = cpu_share(500_000_000, Duration::from_secs(1));
+        assert!((s - 0.5 / cpus).abs() < 1e-12);
+        assert_eq!(cpu_share(1, Duration::ZERO), 0.0);
     }
 
     #[test]

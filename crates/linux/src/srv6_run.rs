@@ -306,6 +306,8 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
 
 /// Packets read per wake-up (per source) before timers and control are looked at.
 const BATCH: usize = 64;
+/// With AF_XDP, the TUN device is read at least every this many rounds that skip `poll`.
+const TUN_EVERY: u32 = 8;
 
 /// Where a worker writes what its node emits.
 struct Out<'a> {
@@ -368,22 +370,34 @@ fn worker(
     let xdp_socks = out.xdp.as_ref().map_or(0, XdpIo::len);
     // After a full batch the queue very likely holds more: read again without a `poll`.
     let mut full = false;
+    // Whether to read the TUN device this round. With AF_XDP it rarely has anything, and a
+    // read that finds it empty is a system call per batch: after a `poll` it is read only when
+    // the `poll` said so; in a run of rounds without `poll` (the sockets kept us busy) every
+    // `TUN_EVERY`th round, so it is not starved.
+    let mut tun_due = true;
+    let mut rounds_without_poll = 0u32;
     while !stop.stopped() {
-        if !full {
+        if full {
+            rounds_without_poll += 1;
+            tun_due = tun_due || rounds_without_poll.is_multiple_of(TUN_EVERY);
+        } else {
+            rounds_without_poll = 0;
             let wait = runtime::poll_wait(
                 Instant::now(),
                 node.poll_timeout(),
                 Duration::from_millis(100),
             );
-            if !wait.is_zero() {
-                let _ = poll_readable(&fds, wait);
-            }
+            tun_due = wait.is_zero()
+                || match poll_readable(&fds, wait) {
+                    Ok(ready) => xdp_socks == 0 || ready & 1 != 0,
+                    Err(_) => true,
+                };
         }
         // One clock read per batch: the packets of a batch arrived within microseconds.
         let now = Instant::now();
         out.now = now;
         let mut got = 0;
-        while got < BATCH {
+        while tun_due && got < BATCH {
             match tun.recv(&mut buf) {
                 Ok(n) => {
                     got += 1;
@@ -397,6 +411,8 @@ fn worker(
             }
         }
         full = got == BATCH;
+        // A full TUN batch: it likely holds more, read it next round too.
+        tun_due = full;
         for i in 0..xdp_socks {
             let mut got = 0;
             while got < BATCH {
