@@ -1150,6 +1150,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         "goal_3pct_tries": goal_tries.len(),
         "latency_p50_us": added_p50,
         "latency_p99_us": added_p99,
+        "latency_p99_goal_met": added_p99 <= LATENCY_GOAL_P99_US,
         "latency_pps": args.latency_pps,
         "kernel_mpps": by("kernel").mpps,
         "nofec_mpps": nofec.mpps,
