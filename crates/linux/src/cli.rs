@@ -117,6 +117,14 @@ pub struct Srv6Args {
     /// the TUN device. Everything else, and what hirt cannot resolve, still uses --dev.
     #[arg(long, value_delimiter = ',')]
     pub xdp: Option<Vec<String>>,
+    /// With --xdp on a decoder (End.DT6): the kernel's own End.DT6 decapsulates and delivers
+    /// protected sources, so they never wait for hirt; the XDP program hands hirt a copy of
+    /// each (a BPF ring buffer, read at least every 2 ms) for recovery, and repairs as before.
+    /// The decoder SID becomes a `seg6local End.DT6` route. All of the tunnel's packets must
+    /// arrive on the --xdp devices; needs --threads 1; not with --auth-sources or
+    /// --in-order-ms.
+    #[arg(long)]
+    pub kernel_dt6: bool,
 }
 
 impl Srv6Args {
@@ -132,7 +140,7 @@ impl Srv6Args {
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
                  key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
                  repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms, xdp;
-            flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources);
+            flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources, kernel_dt6);
         Ok(self)
     }
 }

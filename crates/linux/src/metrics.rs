@@ -52,6 +52,9 @@ counters!(
         dec_packets_in,
         /// Packets the decoder delivered (received + recovered).
         dec_packets_out,
+        /// Of the sources received, those the kernel delivered itself while the decoder only
+        /// took a copy (SRv6 `--kernel-dt6`).
+        delivered_by_kernel,
         /// Repair packets received by the decoder.
         repairs_received,
         /// Repair packets that led to at least one recovery.

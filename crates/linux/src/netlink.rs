@@ -27,6 +27,13 @@ const RTA_DST: u16 = 1;
 const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_TABLE: u16 = 15;
+const RTA_ENCAP_TYPE: u16 = 21;
+const RTA_ENCAP: u16 = 22;
+const NLA_F_NESTED: u16 = 0x8000;
+const LWTUNNEL_ENCAP_SEG6_LOCAL: u16 = 7;
+const SEG6_LOCAL_ACTION: u16 = 1;
+const SEG6_LOCAL_TABLE: u16 = 3;
+const SEG6_LOCAL_ACTION_END_DT6: u32 = 7;
 const NDA_DST: u16 = 1;
 const NDA_LLADDR: u16 = 2;
 const IFLA_MTU: u16 = 4;
@@ -54,6 +61,9 @@ pub struct Route {
     pub oif: u32,
     /// Routing table (254 = main).
     pub table: u32,
+    /// The kernel's own SRv6 End.DT6 for this SID (`encap seg6local action End.DT6 table N`):
+    /// decapsulate and look the inner destination up in table N.
+    pub end_dt6: Option<u32>,
 }
 
 /// Where the kernel sends packets to a destination.
@@ -306,6 +316,12 @@ impl Netlink {
             self.attr(RTA_GATEWAY, &ip_bytes(&gw));
         }
         self.attr(RTA_TABLE, &r.table.to_ne_bytes());
+        if let Some(t) = r.end_dt6 {
+            self.attr(RTA_ENCAP_TYPE, &LWTUNNEL_ENCAP_SEG6_LOCAL.to_ne_bytes());
+            let mut nested = nla(SEG6_LOCAL_ACTION, &SEG6_LOCAL_ACTION_END_DT6.to_ne_bytes());
+            nested.extend(nla(SEG6_LOCAL_TABLE, &t.to_ne_bytes()));
+            self.attr(RTA_ENCAP | NLA_F_NESTED, &nested);
+        }
         self.finish()
     }
 
@@ -422,6 +438,17 @@ fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
         b = &b[((len + 3) & !3).min(b.len())..];
         Some((ty, data))
     })
+}
+
+/// One netlink attribute (header, data, padding to 4 bytes), for nesting.
+fn nla(ty: u16, data: &[u8]) -> Vec<u8> {
+    let len = 4 + data.len();
+    let mut v = Vec::with_capacity(len.div_ceil(4) * 4);
+    v.extend_from_slice(&(len as u16).to_ne_bytes());
+    v.extend_from_slice(&ty.to_ne_bytes());
+    v.extend_from_slice(data);
+    v.resize(len.div_ceil(4) * 4, 0);
+    v
 }
 
 fn family(a: &IpAddr) -> u8 {

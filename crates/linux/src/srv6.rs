@@ -407,10 +407,30 @@ impl Srv6Node {
         if Some(da) == self.cfg.enc_sid {
             self.encoder_packet(buf, len, now, emit)
         } else if Some(da) == self.cfg.dec_sid {
-            self.decoder_packet(buf, len, now, emit)
+            self.decoder_packet(buf, len, now, true, emit)
         } else {
             self.count_drop(Drop::NotOurs)
         }
+    }
+
+    /// Takes a copy of a protected source that the kernel delivers itself (its End.DT6 on the
+    /// decoder SID; the XDP program copied it before passing it on, see
+    /// [`crate::xdp::SourceTap`]): the decoder records it for recovery and loss detection, and
+    /// nothing is emitted for it. Repairs solved with it still emit what they recover.
+    pub fn handle_delivered_source(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        now: Instant,
+        emit: &mut dyn FnMut(Egress, &[u8]),
+    ) -> Result<(), Drop> {
+        if len < 40 || buf[0] >> 4 != 6 || buf[6] != NH_ROUTING {
+            return self.count_drop(Drop::Malformed);
+        }
+        if buf[24..40] != self.cfg.dec_sid.map_or([0; 16], |s| s.octets()) {
+            return self.count_drop(Drop::NotOurs);
+        }
+        self.decoder_packet(buf, len, now, false, emit)
     }
 
     fn count_drop(&self, d: Drop) -> Result<(), Drop> {
@@ -556,11 +576,13 @@ impl Srv6Node {
         Ok(())
     }
 
+    /// `deliver`: false for a source the kernel already delivered (only recorded).
     fn decoder_packet(
         &mut self,
         buf: &mut [u8],
         len: usize,
         now: Instant,
+        deliver: bool,
         emit: &mut dyn FnMut(Egress, &[u8]),
     ) -> Result<(), Drop> {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
@@ -656,6 +678,11 @@ impl Srv6Node {
         buf[7] = hl;
         set_traffic_class(buf, tc);
         let res = match verdict {
+            Verdict::Deliver if !deliver => {
+                add(&c.delivered_by_kernel, 1);
+                add(&c.dec_packets_out, 1);
+                Ok(())
+            }
             Verdict::Deliver => {
                 behave(&self.cfg, &self.metrics, src.stream, buf, len, false, emit);
                 Ok(())

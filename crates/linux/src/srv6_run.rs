@@ -26,7 +26,7 @@ use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
 use crate::srv6::xdp_io::XdpIo;
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
-use crate::xdp::SidFilter;
+use crate::xdp::{RingBuf, SidFilter, SourceTap};
 
 /// Default table hirt fills for End.DX6.
 pub const DX6_TABLE: u32 = 4869;
@@ -144,6 +144,27 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         args.repair_retry_gap_ms,
         args.in_order_ms,
     )?;
+    let kernel_dt6 = args.kernel_dt6;
+    if kernel_dt6 {
+        anyhow::ensure!(
+            dec && !enc,
+            "--kernel-dt6 is for a decoder (--role decoder)"
+        );
+        anyhow::ensure!(
+            args.xdp.as_ref().is_some_and(|d| !d.is_empty()),
+            "--kernel-dt6 needs --xdp"
+        );
+        anyhow::ensure!(threads == 1, "--kernel-dt6 needs --threads 1");
+        anyhow::ensure!(
+            behavior == Behavior::Dt6,
+            "--kernel-dt6 is the End.DT6 behaviour (--behavior dt6)"
+        );
+        anyhow::ensure!(
+            !args.auth_sources && args.in_order_ms.is_none(),
+            "--kernel-dt6 delivers sources before hirt sees them: not with --auth-sources or \
+             --in-order-ms"
+        );
+    }
     let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
     let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
     let metrics = Metrics::new(threads, &format!("srv6 {role}"));
@@ -181,6 +202,8 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             .map(|(_, s)| *s)
             .collect();
         for sid in own {
+            // With --kernel-dt6 the kernel decapsulates what the XDP program passes on.
+            let end_dt6 = (kernel_dt6 && sid == dec_sid).then(|| table.unwrap_or(MAIN_TABLE));
             installed.route(
                 &mut nl,
                 Route {
@@ -189,6 +212,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
                     gateway: None,
                     oif: idx,
                     table: MAIN_TABLE,
+                    end_dt6,
                 },
             )?;
         }
@@ -209,6 +233,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
                     gateway: Some(IpAddr::V6(nh)),
                     oif: 0,
                     table: t,
+                    end_dt6: None,
                 },
             )?;
         }
@@ -233,6 +258,16 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     // AF_XDP fast path: a program per device, a socket per worker and device.
     let mut filters = Vec::new();
     let mut xdp_ios: Vec<Option<XdpIo>> = (0..threads).map(|_| None).collect();
+    let mut tap_ring = if kernel_dt6 {
+        Some(RingBuf::create(TAP_RING_BYTES).context("BPF ring buffer for --kernel-dt6")?)
+    } else {
+        None
+    };
+    let tap = tap_ring.as_ref().map(|r| SourceTap {
+        sid: dec_sid,
+        source_tlv: tlv.source,
+        ring_fd: r.fd(),
+    });
     if let Some(devs) = args.xdp.as_ref().filter(|d| !d.is_empty()) {
         let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
             .iter()
@@ -244,8 +279,11 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             .map(|d| if_index(d).with_context(|| format!("--xdp device {d}")))
             .collect::<anyhow::Result<Vec<u32>>>()?;
         for (d, &i) in devs.iter().zip(&idxs) {
-            let f = SidFilter::attach(i, &own, threads as u32)
-                .with_context(|| format!("attaching the XDP program to {d}"))?;
+            let f = match &tap {
+                Some(t) => SidFilter::attach_with_tap(i, &own, threads as u32, t),
+                None => SidFilter::attach(i, &own, threads as u32),
+            }
+            .with_context(|| format!("attaching the XDP program to {d}"))?;
             tracing::info!("XDP program on {d} ({:?} mode)", f.mode());
             filters.push(f);
         }
@@ -288,10 +326,12 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         let decap = decap_iter.next();
         let stop = stop.clone();
         let ctl = ctl.clone();
+        // One worker with --kernel-dt6.
+        let tap = tap_ring.take();
         workers.push(
             std::thread::Builder::new()
                 .name(format!("hirt-srv6-{i}"))
-                .spawn(move || worker(node, q, decap, xdp, stop, ctl))?,
+                .spawn(move || worker(node, q, decap, xdp, tap, stop, ctl))?,
         );
     }
     Ok(Srv6Handle {
@@ -308,6 +348,11 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
 const BATCH: usize = 64;
 /// With AF_XDP, the TUN device is read at least every this many rounds that skip `poll`.
 const TUN_EVERY: u32 = 8;
+/// Ring buffer of `--kernel-dt6`: 4080 records of a 2048-byte packet, 40 ms at 100 kpps.
+const TAP_RING_BYTES: u32 = 8 << 20;
+/// The longest a `--kernel-dt6` worker sleeps: the XDP program does not wake it for the copies
+/// (the kernel delivers the packets; repairs wake it), so it reads them at least this often.
+const TAP_MAX_SLEEP: Duration = Duration::from_millis(2);
 
 /// Where a worker writes what its node emits.
 struct Out<'a> {
@@ -339,11 +384,33 @@ impl Out<'_> {
     }
 }
 
+/// Records the sources the kernel delivered (`--kernel-dt6`) that wait in `ring`. Called before
+/// anything that may use them: a repair read from a socket was queued after the sources that
+/// reached the same receive queue before it, so once it is in hand those are in the ring.
+fn drain_tap(ring: &mut RingBuf, node: &mut Srv6Node, rbuf: &mut [u8], out: &mut Out) {
+    if !ring.pending() {
+        return;
+    }
+    let now = out.now;
+    ring.consume(usize::MAX, |rec| {
+        let len = rec
+            .get(..4)
+            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        // 0: the program could not copy it and dropped the packet (the decoder recovers it).
+        if len == 0 || len + 8 > rec.len() || len > rbuf.len() {
+            return;
+        }
+        rbuf[..len].copy_from_slice(&rec[8..8 + len]);
+        let _ = node.handle_delivered_source(rbuf, len, now, &mut |e, p| out.emit(e, p));
+    });
+}
+
 fn worker(
     mut node: Srv6Node,
     tun: Tun,
     decap: Option<Tun>,
     xdp: Option<XdpIo>,
+    mut tap: Option<RingBuf>,
     stop: Arc<StopFlag>,
     ctl: Arc<Control>,
 ) {
@@ -352,6 +419,16 @@ fn worker(
         return;
     }
     let mut buf = vec![0u8; BUF_LEN];
+    let mut tap_buf = if tap.is_some() {
+        vec![0u8; BUF_LEN]
+    } else {
+        Vec::new()
+    };
+    let max_sleep = if tap.is_some() {
+        TAP_MAX_SLEEP
+    } else {
+        Duration::from_millis(100)
+    };
     let mut fds = vec![tun.as_raw_fd()];
     fds.extend(xdp.iter().flat_map(|x| x.fds()));
     let mut gen = ctl.generation();
@@ -382,11 +459,7 @@ fn worker(
             tun_due = tun_due || rounds_without_poll.is_multiple_of(TUN_EVERY);
         } else {
             rounds_without_poll = 0;
-            let wait = runtime::poll_wait(
-                Instant::now(),
-                node.poll_timeout(),
-                Duration::from_millis(100),
-            );
+            let wait = runtime::poll_wait(Instant::now(), node.poll_timeout(), max_sleep);
             tun_due = wait.is_zero()
                 || match poll_readable(&fds, wait) {
                     Ok(ready) => xdp_socks == 0 || ready & 1 != 0,
@@ -396,6 +469,9 @@ fn worker(
         // One clock read per batch: the packets of a batch arrived within microseconds.
         let now = Instant::now();
         out.now = now;
+        if let Some(ring) = tap.as_mut() {
+            drain_tap(ring, &mut node, &mut tap_buf, &mut out);
+        }
         let mut got = 0;
         while tun_due && got < BATCH {
             match tun.recv(&mut buf) {
@@ -420,6 +496,9 @@ fn worker(
                     break;
                 };
                 got += 1;
+                if let Some(ring) = tap.as_mut() {
+                    drain_tap(ring, &mut node, &mut tap_buf, &mut out);
+                }
                 let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
             }
             add(&m.global.xdp_received, got as u64);

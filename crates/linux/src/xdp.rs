@@ -16,9 +16,11 @@
 //! `RLIMIT_MEMLOCK` large enough).
 
 mod bpf;
+mod ring;
 mod xsk;
 
-pub use bpf::{AttachMode, SidFilter, MAX_SIDS};
+pub use bpf::{AttachMode, SidFilter, SourceTap, MAX_SIDS, TAP_MAX_PACKET, TAP_RECORD};
+pub use ring::RingBuf;
 pub use xsk::{Xsk, XskStats, FRAMES, FRAME_SIZE};
 
 #[cfg(test)]

@@ -145,7 +145,7 @@ fn args(role: &str, control: &str) -> Srv6Args {
 
 #[test]
 fn srv6_tunnel_through_namespaces() {
-    tunnel(false);
+    tunnel(false, false);
 }
 
 /// The same with the AF_XDP fast path on both nodes: the encoder takes sources from the
@@ -153,10 +153,18 @@ fn srv6_tunnel_through_namespaces() {
 /// repairs from its link and sends feedback and decapsulated packets itself.
 #[test]
 fn srv6_tunnel_with_af_xdp() {
-    tunnel(true);
+    tunnel(true, false);
 }
 
-fn tunnel(xdp: bool) {
+/// AF_XDP on both nodes, and the decoder's sources delivered by the kernel's own End.DT6
+/// (`--kernel-dt6`): hirt reads copies of them from a BPF ring buffer and recovers from those
+/// and the repairs.
+#[test]
+fn srv6_tunnel_with_kernel_dt6() {
+    tunnel(true, true);
+}
+
+fn tunnel(xdp: bool, kernel_dt6: bool) {
     if !netns::available() {
         eprintln!("skipped: needs root and iproute2");
         return;
@@ -209,6 +217,8 @@ fn tunnel(xdp: bool) {
     let enc = {
         let mut a = args("encoder", &format!("{tag}-enc.sock"));
         a.xdp = xdp.then(|| vec![t.v[1].clone(), t.v[2].clone()]);
+        // The kernel cannot check a source's HMAC: repairs and feedback keep theirs.
+        a.auth_sources = !kernel_dt6;
         t.e.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
             .join()
             .unwrap()
@@ -221,6 +231,12 @@ fn tunnel(xdp: bool) {
             // the decoder's own socket on the server's link too.
             a.xdp = Some(vec![t.v[5].clone(), t.v[6].clone()]);
             a.behavior = Some("dt6".into());
+        }
+        if kernel_dt6 {
+            // The kernel delivers the sources: nothing to hold back for in-order release.
+            a.kernel_dt6 = true;
+            a.in_order_ms = None;
+            a.auth_sources = false;
         }
         t.d.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
             .join()
@@ -353,10 +369,23 @@ fn tunnel(xdp: bool) {
         .iter()
         .map(|s| s.held.load(Ordering::Relaxed))
         .sum();
-    assert!(
-        held > 0,
-        "sources behind losses were held for in-order release"
-    );
+    if kernel_dt6 {
+        let delivered: u64 = dec
+            .metrics
+            .streams
+            .iter()
+            .map(|s| s.delivered_by_kernel.load(Ordering::Relaxed))
+            .sum();
+        assert!(
+            delivered > N as u64 / 2,
+            "sources delivered by the kernel's End.DT6: {delivered}"
+        );
+    } else {
+        assert!(
+            held > 0,
+            "sources behind losses were held for in-order release"
+        );
+    }
     assert!(feedback > 0, "feedback reached the encoder");
     if xdp {
         let g = |m: &hirt_linux::metrics::Metrics, f: &str| m.global.snapshot()[f];
@@ -365,14 +394,18 @@ fn tunnel(xdp: bool) {
             "sources by AF_XDP"
         );
         assert!(g(&enc.metrics, "xdp_sent") > N as u64 / 2, "sent by AF_XDP");
-        assert!(
-            g(&dec.metrics, "xdp_received") > N as u64 / 2,
-            "AF_XDP at the decoder"
-        );
-        assert!(
-            g(&dec.metrics, "xdp_sent") > N as u64 / 2,
-            "feedback and decapsulated packets sent by AF_XDP"
-        );
+        if !kernel_dt6 {
+            assert!(
+                g(&dec.metrics, "xdp_received") > N as u64 / 2,
+                "AF_XDP at the decoder"
+            );
+            assert!(
+                g(&dec.metrics, "xdp_sent") > N as u64 / 2,
+                "feedback and decapsulated packets sent by AF_XDP"
+            );
+        } else {
+            assert!(g(&dec.metrics, "xdp_received") > 0, "repairs by AF_XDP");
+        }
     }
 
     // TCP through the tunnel.

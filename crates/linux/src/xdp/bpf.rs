@@ -17,6 +17,7 @@ const BPF_PROG_LOAD: libc::c_int = 5;
 const BPF_LINK_CREATE: libc::c_int = 28;
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
+pub(super) const BPF_MAP_TYPE_RINGBUF: u32 = 27;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 /// `enum bpf_attach_type`: BPF_XDP.
 const BPF_XDP: u32 = 37;
@@ -26,8 +27,17 @@ const XDP_FLAGS_DRV_MODE: u32 = 4;
 pub(super) const BPF_PSEUDO_MAP_FD: u8 = 1;
 /// `bpf_redirect_map(map, key, flags)`.
 pub(super) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
+/// `bpf_ringbuf_reserve(ringbuf, size, flags)`: a record of `size` bytes, or NULL.
+pub(super) const BPF_FUNC_RINGBUF_RESERVE: i32 = 131;
+/// `bpf_ringbuf_submit(record, flags)`.
+pub(super) const BPF_FUNC_RINGBUF_SUBMIT: i32 = 132;
+/// `bpf_xdp_load_bytes(ctx, offset, buf, len)`: copies packet bytes (0 or a negative errno).
+pub(super) const BPF_FUNC_XDP_LOAD_BYTES: i32 = 189;
 /// `enum xdp_action`.
+pub(super) const XDP_DROP: i32 = 1;
 pub(super) const XDP_PASS: i32 = 2;
+/// `bpf_ringbuf_submit` flag: do not wake the reader (it polls on its own schedule).
+const BPF_RB_NO_WAKEUP: i32 = 1;
 
 // Opcodes: class | operation | source, from linux/bpf_common.h and linux/bpf.h.
 /// `BPF_LDX | BPF_MEM | BPF_W`: `dst = *(u32 *)(src + off)`.
@@ -46,6 +56,24 @@ pub(super) const MOV64_K: u8 = 0xb7;
 pub(super) const ADD64_K: u8 = 0x07;
 /// `BPF_ALU | BPF_AND | BPF_K`: `w_dst &= imm` (upper half zeroed).
 pub(super) const AND32_K: u8 = 0x54;
+/// `BPF_STX | BPF_MEM | BPF_W`: `*(u32 *)(dst + off) = src`.
+pub(super) const STX_W: u8 = 0x63;
+/// `BPF_ALU64 | BPF_ADD | BPF_X`: `dst += src`.
+pub(super) const ADD64_X: u8 = 0x0f;
+/// `BPF_ALU64 | BPF_SUB | BPF_X`: `dst -= src`.
+pub(super) const SUB64_X: u8 = 0x1f;
+/// `BPF_JMP | BPF_JEQ | BPF_K`: `if dst == imm goto +off` (64 bits).
+pub(super) const JEQ_K: u8 = 0x15;
+/// `BPF_JMP | BPF_JGT | BPF_K`: `if dst > imm goto +off` (unsigned, 64 bits).
+pub(super) const JGT_K: u8 = 0x25;
+/// `BPF_JMP | BPF_JLT | BPF_K`: `if dst < imm goto +off` (unsigned, 64 bits).
+pub(super) const JLT_K: u8 = 0xa5;
+/// `BPF_ALU64 | BPF_LSH | BPF_K`: `dst <<= imm`.
+pub(super) const LSH64_K: u8 = 0x67;
+/// `BPF_JMP | BPF_JNE | BPF_K`: `if dst != imm goto +off` (64 bits).
+pub(super) const JNE_K: u8 = 0x55;
+/// `BPF_JMP | BPF_JLE | BPF_X`: `if dst <= src goto +off` (unsigned, 64 bits).
+pub(super) const JLE_X: u8 = 0xbd;
 /// `BPF_JMP | BPF_JA`: `goto +off`.
 pub(super) const JA: u8 = 0x05;
 /// `BPF_JMP | BPF_JGT | BPF_X`: `if dst > src goto +off` (unsigned, 64 bits).
@@ -155,6 +183,11 @@ pub(super) const fn and32_imm(dst: u8, imm: i32) -> Insn {
     Insn::new(AND32_K, dst, 0, 0, imm)
 }
 
+/// `*(size *)(dst + off) = src`, `size` [`STX_W`].
+pub(super) const fn stx(size: u8, dst: u8, src: u8, off: i16) -> Insn {
+    Insn::new(size, dst, src, off, 0)
+}
+
 /// `dst = *(size *)(src + off)`, `size` one of [`LDX_W`], [`LDX_H`], [`LDX_B`].
 pub(super) const fn ldx(size: u8, dst: u8, src: u8, off: i16) -> Insn {
     Insn::new(size, dst, src, off, 0)
@@ -177,7 +210,7 @@ pub(super) const fn exit() -> Insn {
 }
 
 /// A jump target of [`Asm`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Label(usize);
 
 /// Collects instructions and resolves forward jumps.
@@ -231,11 +264,58 @@ impl Asm {
 /// if it equals no SID: PASS
 /// return bpf_redirect_map(xskmap, ctx->rx_queue_index, XDP_PASS)
 /// ```
+#[cfg(test)]
 pub(super) fn program(sids: &[Ipv6Addr], map_fd: RawFd) -> Vec<Insn> {
+    program_with_tap(sids, map_fd, None)
+}
+
+/// The largest IPv6 packet a [`SourceTap`] copies; longer ones go to the socket.
+pub const TAP_MAX_PACKET: i32 = 2040;
+/// Bytes of a ring record: the packet length (u32), 4 unused bytes, the packet.
+pub const TAP_RECORD: i32 = 8 + TAP_MAX_PACKET;
+
+/// Sources for one SID that the kernel delivers itself while hirt reads a copy.
+///
+/// For a frame to `sid` whose SRH has Segments Left 0 and whose first TLV is of type
+/// `source_tlv`, the program copies the IPv6 packet into the ring buffer behind `ring_fd`
+/// (record: length as u32, 4 unused bytes, the packet) and passes the frame on to the kernel,
+/// whose own route for the SID (End.DT6) decapsulates and delivers it. Anything else to the SID
+/// (repairs, feedback, a packet of more than [`TAP_MAX_PACKET`] bytes) goes to the AF_XDP
+/// socket as before. A source that finds the ring full is dropped, so that the decoder counts
+/// it lost and recovers it, rather than delivering it once through the kernel and again when it
+/// recovers what it never saw.
+#[derive(Clone, Copy, Debug)]
+pub struct SourceTap {
+    /// The decoder SID.
+    pub sid: Ipv6Addr,
+    /// Type of the source TLV.
+    pub source_tlv: u8,
+    /// The ring buffer map.
+    pub ring_fd: RawFd,
+}
+
+/// [`program`], with the copy-and-pass path of `tap` for its SID (which must be in `sids`):
+///
+/// ```text
+/// ... as in `program`, and when the destination is tap.sid:
+/// if next header != 43 or the SRH is out of bounds, not type 4, or SL != 0: redirect
+/// tlv = data + 14 + 40 + 8 + 16 x (last entry + 1)   (last entry <= 7, else redirect)
+/// if the SRH has no TLV area, or *tlv != tap.source_tlv: redirect
+/// len = data_end - data - 14; if len > TAP_MAX_PACKET: redirect
+/// rec = bpf_ringbuf_reserve(ring, TAP_RECORD, 0); if !rec: DROP
+/// rec.len = len; bpf_xdp_load_bytes(ctx, 14, rec + 8, len)   (failure: rec.len = 0, DROP)
+/// bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP); PASS
+/// ```
+pub(super) fn program_with_tap(
+    sids: &[Ipv6Addr],
+    map_fd: RawFd,
+    tap: Option<&SourceTap>,
+) -> Vec<Insn> {
     assert!((1..=MAX_SIDS).contains(&sids.len()), "1..=4 SIDs");
     let mut a = Asm::default();
     let pass = a.label();
     let matched = a.label();
+    let tapped = a.label();
     a.emit(&[
         mov64_reg(R6, R1),
         ldx(LDX_W, R2, R1, MD_DATA),
@@ -264,10 +344,104 @@ pub(super) fn program(sids: &[Ipv6Addr], map_fd: RawFd) -> Vec<Insn> {
             let imm = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) as i32;
             a.jump(JNE32_K, reg, 0, imm, next);
         }
+        let to = if tap.is_some_and(|t| t.sid == *sid) {
+            tapped
+        } else {
+            matched
+        };
+        // With a tap its code sits between the last SID and `matched`: always jump.
+        if !last || tap.is_some() {
+            a.jump(JA, 0, 0, 0, to);
+        }
         if !last {
-            a.jump(JA, 0, 0, 0, matched);
             a.bind(next);
         }
+    }
+    let drop = a.label();
+    if let Some(t) = tap {
+        a.bind(tapped);
+        const SRH: i16 = IPV6_OFF + 40;
+        a.emit(&[ldx(LDX_B, R4, R2, IPV6_OFF + 6)]);
+        a.jump(JNE_K, R4, 0, 43, matched);
+        a.emit(&[mov64_reg(R4, R2), add64_imm(R4, i32::from(SRH) + 8)]);
+        a.jump(JGT_X, R4, R3, 0, matched);
+        a.emit(&[ldx(LDX_B, R4, R2, SRH + 2)]);
+        a.jump(JNE_K, R4, 0, 4, matched);
+        a.emit(&[ldx(LDX_B, R4, R2, SRH + 3)]);
+        a.jump(JNE_K, R4, 0, 0, matched);
+        // r5 = offset of the first TLV: the SRH's fixed part and its segments.
+        a.emit(&[ldx(LDX_B, R5, R2, SRH + 4)]);
+        a.jump(JGT_K, R5, 0, 7, matched);
+        a.emit(&[
+            add64_imm(R5, 1),
+            Insn::new(LSH64_K, R5, 0, 0, 4),
+            add64_imm(R5, i32::from(SRH) + 8),
+            // r4 = end of the SRH: (Hdr Ext Len + 1) x 8 after its start.
+            ldx(LDX_B, R4, R2, SRH + 1),
+            add64_imm(R4, 1),
+            Insn::new(LSH64_K, R4, 0, 0, 3),
+            add64_imm(R4, i32::from(SRH)),
+        ]);
+        a.jump(JLE_X, R4, R5, 0, matched);
+        a.emit(&[
+            mov64_reg(R7, R2),
+            Insn::new(ADD64_X, R7, R5, 0, 0),
+            mov64_reg(R8, R7),
+            add64_imm(R8, 1),
+        ]);
+        a.jump(JGT_X, R8, R3, 0, matched);
+        a.emit(&[ldx(LDX_B, R4, R7, 0)]);
+        a.jump(JNE_K, R4, 0, i32::from(t.source_tlv), matched);
+        a.emit(&[
+            mov64_reg(R7, R3),
+            Insn::new(SUB64_X, R7, R2, 0, 0),
+            add64_imm(R7, -i32::from(IPV6_OFF)),
+        ]);
+        a.jump(JGT_K, R7, 0, TAP_MAX_PACKET, matched);
+        // Bounds the length from below for the verifier (the checks above imply it).
+        a.jump(
+            JLT_K,
+            R7,
+            0,
+            i32::from(SRH) + 8 - i32::from(IPV6_OFF),
+            matched,
+        );
+        a.emit(&ld_map_fd(R1, t.ring_fd));
+        a.emit(&[
+            mov64_imm(R2, TAP_RECORD),
+            mov64_imm(R3, 0),
+            call(BPF_FUNC_RINGBUF_RESERVE),
+        ]);
+        a.jump(JEQ_K, R0, 0, 0, drop);
+        a.emit(&[
+            mov64_reg(R8, R0),
+            stx(STX_W, R8, R7, 0),
+            mov64_reg(R1, R6),
+            mov64_imm(R2, i32::from(IPV6_OFF)),
+            mov64_reg(R3, R8),
+            add64_imm(R3, 8),
+            mov64_reg(R4, R7),
+            call(BPF_FUNC_XDP_LOAD_BYTES),
+        ]);
+        let copied = a.label();
+        a.jump(JEQ_K, R0, 0, 0, copied);
+        a.emit(&[
+            mov64_imm(R1, 0),
+            stx(STX_W, R8, R1, 0),
+            mov64_reg(R1, R8),
+            mov64_imm(R2, BPF_RB_NO_WAKEUP),
+            call(BPF_FUNC_RINGBUF_SUBMIT),
+        ]);
+        a.jump(JA, 0, 0, 0, drop);
+        a.bind(copied);
+        a.emit(&[
+            mov64_reg(R1, R8),
+            mov64_imm(R2, BPF_RB_NO_WAKEUP),
+            call(BPF_FUNC_RINGBUF_SUBMIT),
+        ]);
+        a.jump(JA, 0, 0, 0, pass);
+        a.bind(drop);
+        a.emit(&[mov64_imm(R0, XDP_DROP), exit()]);
     }
     a.bind(matched);
     a.emit(&[ldx(LDX_W, R2, R6, MD_RX_QUEUE_INDEX)]);
@@ -343,15 +517,27 @@ fn context(e: io::Error, what: impl std::fmt::Display) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
+/// A map of `map_type` (`name`: at most 15 bytes).
+pub(super) fn create_map(
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    name: &[u8],
+) -> io::Result<OwnedFd> {
+    let mut attr = Attr::new();
+    attr.u32(0, map_type)
+        .u32(4, key_size)
+        .u32(8, value_size)
+        .u32(12, max_entries)
+        .bytes(28, &name[..name.len().min(15)]); // map_name[16]
+    bpf_fd(BPF_MAP_CREATE, &mut attr)
+        .map_err(|e| context(e, format_args!("BPF_MAP_CREATE (type {map_type})")))
+}
+
 /// An XSKMAP with `entries` slots (key: queue, value: AF_XDP socket fd).
 pub(super) fn create_xskmap(entries: u32) -> io::Result<OwnedFd> {
-    let mut attr = Attr::new();
-    attr.u32(0, BPF_MAP_TYPE_XSKMAP)
-        .u32(4, 4) // key_size
-        .u32(8, 4) // value_size
-        .u32(12, entries)
-        .bytes(28, b"hirt_xsks"); // map_name[16]
-    bpf_fd(BPF_MAP_CREATE, &mut attr).map_err(|e| context(e, "BPF_MAP_CREATE (XSKMAP)"))
+    create_map(BPF_MAP_TYPE_XSKMAP, 4, 4, entries, b"hirt_xsks")
 }
 
 /// Loads `insns` as an XDP program. On failure the error message carries the verifier log.
@@ -452,6 +638,9 @@ pub struct SidFilter {
     mode: AttachMode,
 }
 
+/// Native first, generic if the driver refuses.
+const BOTH_MODES: [AttachMode; 2] = [AttachMode::Native, AttachMode::Generic];
+
 impl SidFilter {
     /// Builds the program for `sids` (1..=4 addresses), creates its XSKMAP with `queues` entries,
     /// loads it and attaches it to `ifindex`: native (driver) mode first, generic (skb) mode if
@@ -460,12 +649,23 @@ impl SidFilter {
     /// already has an XDP program. `ifindex` is looked up in the calling thread's network
     /// namespace.
     pub fn attach(ifindex: u32, sids: &[Ipv6Addr], queues: u32) -> io::Result<SidFilter> {
-        SidFilter::attach_as(
-            ifindex,
-            sids,
-            queues,
-            &[AttachMode::Native, AttachMode::Generic],
-        )
+        SidFilter::attach_as(ifindex, sids, queues, &BOTH_MODES, None)
+    }
+
+    /// [`SidFilter::attach`] with the [`SourceTap`] `tap` (its SID must be one of `sids`).
+    pub fn attach_with_tap(
+        ifindex: u32,
+        sids: &[Ipv6Addr],
+        queues: u32,
+        tap: &SourceTap,
+    ) -> io::Result<SidFilter> {
+        if !sids.contains(&tap.sid) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "XDP source tap: its SID is not one of the filter's",
+            ));
+        }
+        SidFilter::attach_as(ifindex, sids, queues, &BOTH_MODES, Some(tap))
     }
 
     /// [`SidFilter::attach`] trying the `modes` in order.
@@ -474,6 +674,7 @@ impl SidFilter {
         sids: &[Ipv6Addr],
         queues: u32,
         modes: &[AttachMode],
+        tap: Option<&SourceTap>,
     ) -> io::Result<SidFilter> {
         if sids.is_empty() || sids.len() > MAX_SIDS {
             return Err(io::Error::new(
@@ -488,7 +689,7 @@ impl SidFilter {
             ));
         }
         let map = create_xskmap(queues)?;
-        let prog = load_xdp(&program(sids, map.as_raw_fd()))?;
+        let prog = load_xdp(&program_with_tap(sids, map.as_raw_fd(), tap))?;
         let mut refused = Vec::new();
         for &mode in modes {
             match link_create(&prog, ifindex, mode.flags()) {

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::bpf::{self, *};
-use super::{AttachMode, SidFilter, Xsk};
+use super::{AttachMode, RingBuf, SidFilter, SourceTap, Xsk};
 use crate::checksum::{finish, fold, sum_words};
 use crate::netns::{self, NetNs};
 
@@ -373,7 +373,7 @@ fn mac(ns: &NetNs, dev: &str) -> [u8; 6] {
 fn filter_in_b(w: &Wire, modes: &'static [AttachMode]) -> (SidFilter, Xsk) {
     let ifindex = ifindex(&w.b, &w.b_if);
     w.b.spawn(move || {
-        let filter = SidFilter::attach_as(ifindex, &[SID], 1, modes)?;
+        let filter = SidFilter::attach_as(ifindex, &[SID], 1, modes, None)?;
         let xsk = Xsk::open(ifindex, 0)?;
         filter.register(0, &xsk)?;
         Ok((filter, xsk))
@@ -584,7 +584,7 @@ fn kernel_detaches_on_drop_and_refuses_a_second_program() {
             let first = SidFilter::attach(ifindex, &[SID], 1)?;
             let second = SidFilter::attach(ifindex, &[SID], 1).map(|_| ());
             let generic =
-                SidFilter::attach_as(ifindex, &[SID], 1, &[AttachMode::Generic]).map(|_| ());
+                SidFilter::attach_as(ifindex, &[SID], 1, &[AttachMode::Generic], None).map(|_| ());
             Ok((first, second, generic))
         })
         .join()
@@ -616,4 +616,171 @@ fn kernel_detaches_on_drop_and_refuses_a_second_program() {
             .unwrap();
     assert!(link_show(&w.b, &w.b_if).contains("xdp"));
     drop(again);
+}
+
+// ---- source tap ----------------------------------------------------------------------------
+
+/// Type of the source TLV in the tap tests.
+const TAP_TLV: u8 = 0x7a;
+
+/// An SRv6 packet from A to [`SID`]: IPv6 header, an SRH with `segs` (the last one is the SID,
+/// Segments Left `sl`) and the 8-byte TLV `tlv_type` if any, then an inner IPv6 header with an
+/// 8-byte payload carrying `i`.
+fn srv6_packet(segs: usize, sl: u8, tlv_type: Option<u8>, i: u32) -> Vec<u8> {
+    let src: Ipv6Addr = A_IP.parse().unwrap();
+    let tlv_len = if tlv_type.is_some() { 8 } else { 0 };
+    let srh_len = 8 + 16 * segs + tlv_len;
+    let inner_len = 40 + 8;
+    let mut p = Vec::new();
+    p.extend_from_slice(&[0x60, 0, 0, 0]);
+    p.extend_from_slice(&((srh_len + inner_len) as u16).to_be_bytes());
+    p.extend_from_slice(&[43, 64]);
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&SID.octets());
+    // SRH: next header IPv6, Hdr Ext Len, type 4, SL, last entry, flags, tag.
+    p.extend_from_slice(&[
+        41,
+        (srh_len / 8 - 1) as u8,
+        4,
+        sl,
+        (segs - 1) as u8,
+        0,
+        0,
+        0,
+    ]);
+    for k in 0..segs {
+        // Segment 0 is the last one the packet visits.
+        let seg = if k == 0 {
+            SID
+        } else {
+            Ipv6Addr::new(0xfc00, 0x78, 0, 0, 0, 0, 0, k as u16)
+        };
+        p.extend_from_slice(&seg.octets());
+    }
+    if let Some(t) = tlv_type {
+        p.extend_from_slice(&[t, 6, 0, 0]);
+        p.extend_from_slice(&i.to_be_bytes());
+    }
+    p.extend_from_slice(&[0x60, 0, 0, 0, 0, 8, 59, 64]);
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0x79, 0, 0, 0, 0, 1).octets());
+    p.extend_from_slice(&u64::from(i).to_be_bytes());
+    p
+}
+
+/// Sends whole IPv6 packets (header included) from the calling thread's namespace.
+fn send_raw(pkts: &[Vec<u8>]) -> io::Result<()> {
+    // SAFETY: plain socket calls on a descriptor we own and close.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET6, libc::SOCK_RAW, libc::IPPROTO_RAW);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for p in pkts {
+            let mut sa: libc::sockaddr_in6 = std::mem::zeroed();
+            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sa.sin6_addr.s6_addr = SID.octets();
+            let n = libc::sendto(
+                fd,
+                p.as_ptr().cast(),
+                p.len(),
+                0,
+                (&sa as *const libc::sockaddr_in6).cast(),
+                std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            );
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                libc::close(fd);
+                return Err(e);
+            }
+        }
+        libc::close(fd);
+    }
+    Ok(())
+}
+
+#[test]
+fn kernel_loads_the_tap_program() {
+    if skip() {
+        return;
+    }
+    let map = bpf::create_xskmap(4).unwrap();
+    let ring = RingBuf::create(1 << 20).unwrap();
+    let sids: Vec<Ipv6Addr> = (1..=4)
+        .map(|i| Ipv6Addr::new(0xfc00, 0x77, 0, 0, 0, 0, 0xffff, i))
+        .collect();
+    for at in [0, 3] {
+        let tap = SourceTap {
+            sid: sids[at],
+            source_tlv: TAP_TLV,
+            ring_fd: ring.fd(),
+        };
+        let prog = bpf::program_with_tap(&sids, map.as_raw_fd(), Some(&tap));
+        bpf::load_xdp(&prog).unwrap();
+    }
+    assert!(RingBuf::create(3 << 12).is_err(), "not a power of two");
+}
+
+#[test]
+fn kernel_taps_sources_and_redirects_the_rest() {
+    if skip() {
+        return;
+    }
+    let w = wire().unwrap();
+    let ifindex = ifindex(&w.b, &w.b_if);
+    let (filter, mut xsk, mut ring) =
+        w.b.spawn(move || {
+            let ring = RingBuf::create(1 << 20)?;
+            let tap = SourceTap {
+                sid: SID,
+                source_tlv: TAP_TLV,
+                ring_fd: ring.fd(),
+            };
+            let filter = SidFilter::attach_with_tap(ifindex, &[SID], 1, &tap)?;
+            let xsk = Xsk::open(ifindex, 0)?;
+            filter.register(0, &xsk)?;
+            Ok((filter, xsk, ring))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    eprintln!("tap program attached in {:?} mode", filter.mode());
+    // Neighbour discovery first, so that no packet below waits for it.
+    w.a.exec(&["ping", "-6", "-c", "1", "-W", "3", B_IP])
+        .unwrap();
+    let tapped: Vec<Vec<u8>> = (0..5)
+        .map(|i| srv6_packet(1, 0, Some(TAP_TLV), i))
+        .collect();
+    let others = vec![
+        // Another TLV type (a repair, say), no TLV, and a segment still to go.
+        srv6_packet(1, 0, Some(TAP_TLV + 1), 10),
+        srv6_packet(1, 0, None, 11),
+        srv6_packet(2, 1, Some(TAP_TLV), 12),
+    ];
+    let mut all = tapped.clone();
+    all.extend(others.iter().cloned());
+    w.a.spawn(move || send_raw(&all)).join().unwrap().unwrap();
+
+    let frames = receive(&mut xsk, others.len(), Duration::from_secs(5));
+    let got: Vec<Vec<u8>> = frames.iter().map(|f| f[14..].to_vec()).collect();
+    assert_eq!(got, others, "what the tap does not take reaches the socket");
+    let mut records = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while records.len() < tapped.len() && Instant::now() < deadline {
+        ring.consume(usize::MAX, |r| records.push(r.to_vec()));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(records.len(), tapped.len(), "one record per tapped source");
+    for (r, p) in records.iter().zip(&tapped) {
+        let len = u32::from_ne_bytes(r[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, p.len());
+        assert_eq!(r.len(), TAP_RECORD as usize);
+        assert_eq!(
+            &r[8..8 + len],
+            &p[..],
+            "the record holds the packet, bit-exact"
+        );
+    }
+    assert!(!ring.pending());
+    assert_eq!(ring.consume(usize::MAX, |_| panic!("unexpected record")), 0);
 }

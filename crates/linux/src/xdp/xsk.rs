@@ -32,26 +32,42 @@ const _: () = assert!(RING_SIZE >= TX_FRAMES && FRAME_SIZE.is_power_of_two());
 
 /// A memory mapping, unmapped on drop.
 #[derive(Debug)]
-struct Mmap {
-    ptr: *mut u8,
+pub(super) struct Mmap {
+    pub(super) ptr: *mut u8,
     len: usize,
 }
 
 impl Mmap {
     /// `mmap(NULL, len, RW, flags, fd, off)`.
-    fn new(len: usize, flags: libc::c_int, fd: RawFd, off: libc::off_t) -> io::Result<Mmap> {
+    pub(super) fn new(
+        len: usize,
+        flags: libc::c_int,
+        fd: RawFd,
+        off: libc::off_t,
+    ) -> io::Result<Mmap> {
+        Mmap::with_prot(len, libc::PROT_READ | libc::PROT_WRITE, flags, fd, off)
+    }
+
+    /// `mmap(NULL, len, READ, flags, fd, off)`.
+    pub(super) fn new_read_only(
+        len: usize,
+        flags: libc::c_int,
+        fd: RawFd,
+        off: libc::off_t,
+    ) -> io::Result<Mmap> {
+        Mmap::with_prot(len, libc::PROT_READ, flags, fd, off)
+    }
+
+    fn with_prot(
+        len: usize,
+        prot: libc::c_int,
+        flags: libc::c_int,
+        fd: RawFd,
+        off: libc::off_t,
+    ) -> io::Result<Mmap> {
         // SAFETY: a fresh mapping at an address of the kernel's choosing; nothing else is
         // affected.
-        let ptr = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                fd,
-                off,
-            )
-        };
+        let ptr = unsafe { libc::mmap(ptr::null_mut(), len, prot, flags, fd, off) };
         if ptr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
