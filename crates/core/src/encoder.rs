@@ -148,6 +148,14 @@ impl Encoder {
         &self.cfg
     }
 
+    /// The ESI [`Encoder::handle_source`] gives the next source of `stream` (a stream not seen
+    /// yet starts at 0).
+    pub fn next_esi(&self, stream: StreamId) -> Esi {
+        self.index
+            .get(stream)
+            .map_or(0, |i| self.streams[i].next_esi)
+    }
+
     fn stream_index(&mut self, id: StreamId) -> usize {
         if let Some(i) = self.index.get(id) {
             return i;

@@ -112,10 +112,11 @@ pub struct DataplaneBenchArgs {
     /// metadata). `tun`: SIDs routed to TUN devices, encoder and decoder linked directly.
     #[arg(long, value_enum, default_value_t = Dataplane::Xdp)]
     pub dataplane: Dataplane,
-    /// With `--dataplane xdp`: the decoder runs `hirt srv6 --kernel-dt6` (the kernel's End.DT6
-    /// delivers the sources, hirt reads copies).
+    /// With `--dataplane xdp`: both nodes run `hirt srv6 --kernel-sources` (the encoder's XDP
+    /// program tags the sources and the kernel forwards them; the decoder's kernel End.DT6
+    /// delivers them; hirt reads copies).
     #[arg(long)]
-    pub kernel_dt6: bool,
+    pub kernel_sources: bool,
 }
 
 /// The hirt nodes' packet I/O in `hirt bench dataplane`.
@@ -257,8 +258,8 @@ pub struct Report {
     /// How the hirt nodes took and sent packets: `xdp` (AF_XDP sockets, with a plain router
     /// between encoder and decoder) or `tun` (SIDs routed to TUN devices).
     pub dataplane: Dataplane,
-    /// Whether the decoder ran with `--kernel-dt6`.
-    pub kernel_dt6: bool,
+    /// Whether the nodes ran with `--kernel-sources`.
+    pub kernel_sources: bool,
     /// Throughput runs.
     pub runs: Vec<Run>,
     /// Latency runs.
@@ -708,7 +709,7 @@ fn one_run(
             "encoder" => t.e_devs.to_vec(),
             _ => t.d_devs.to_vec(),
         }),
-        kernel_dt6: args.kernel_dt6 && args.dataplane == Dataplane::Xdp && role == "decoder",
+        kernel_sources: args.kernel_sources && args.dataplane == Dataplane::Xdp,
         hmac_key: (args.auth_sources && fec_on).then(|| "0x5eed5eed5eed5eed".into()),
         auth_sources: args.auth_sources && fec_on,
         overload_threshold: args.overload_threshold,
@@ -1180,7 +1181,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         window: args.window,
         fec: args.fec.clone(),
         dataplane: args.dataplane,
-        kernel_dt6: args.kernel_dt6 && args.dataplane == Dataplane::Xdp,
+        kernel_sources: args.kernel_sources && args.dataplane == Dataplane::Xdp,
         runs,
         latency,
         goal_3pct: goal,

@@ -124,7 +124,7 @@ pub struct Srv6Args {
     /// arrive on the --xdp devices; needs --threads 1; not with --auth-sources or
     /// --in-order-ms.
     #[arg(long)]
-    pub kernel_dt6: bool,
+    pub kernel_sources: bool,
 }
 
 impl Srv6Args {
@@ -140,7 +140,7 @@ impl Srv6Args {
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
                  key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
                  repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms, xdp;
-            flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources, kernel_dt6);
+            flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources, kernel_sources);
         Ok(self)
     }
 }

@@ -53,7 +53,7 @@ counters!(
         /// Packets the decoder delivered (received + recovered).
         dec_packets_out,
         /// Of the sources received, those the kernel delivered itself while the decoder only
-        /// took a copy (SRv6 `--kernel-dt6`).
+        /// took a copy (SRv6 `--kernel-sources`).
         delivered_by_kernel,
         /// Repair packets received by the decoder.
         repairs_received,

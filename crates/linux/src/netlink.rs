@@ -33,6 +33,7 @@ const NLA_F_NESTED: u16 = 0x8000;
 const LWTUNNEL_ENCAP_SEG6_LOCAL: u16 = 7;
 const SEG6_LOCAL_ACTION: u16 = 1;
 const SEG6_LOCAL_TABLE: u16 = 3;
+const SEG6_LOCAL_ACTION_END: u32 = 1;
 const SEG6_LOCAL_ACTION_END_DT6: u32 = 7;
 const NDA_DST: u16 = 1;
 const NDA_LLADDR: u16 = 2;
@@ -61,9 +62,17 @@ pub struct Route {
     pub oif: u32,
     /// Routing table (254 = main).
     pub table: u32,
-    /// The kernel's own SRv6 End.DT6 for this SID (`encap seg6local action End.DT6 table N`):
-    /// decapsulate and look the inner destination up in table N.
-    pub end_dt6: Option<u32>,
+    /// The kernel's own SRv6 behaviour for this SID (`encap seg6local action ...`).
+    pub seg6local: Option<Seg6Local>,
+}
+
+/// A kernel SRv6 behaviour for a SID route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seg6Local {
+    /// End: the next segment.
+    End,
+    /// End.DT6: decapsulate and look the inner destination up in this table.
+    EndDt6(u32),
 }
 
 /// Where the kernel sends packets to a destination.
@@ -316,10 +325,16 @@ impl Netlink {
             self.attr(RTA_GATEWAY, &ip_bytes(&gw));
         }
         self.attr(RTA_TABLE, &r.table.to_ne_bytes());
-        if let Some(t) = r.end_dt6 {
+        if let Some(b) = r.seg6local {
             self.attr(RTA_ENCAP_TYPE, &LWTUNNEL_ENCAP_SEG6_LOCAL.to_ne_bytes());
-            let mut nested = nla(SEG6_LOCAL_ACTION, &SEG6_LOCAL_ACTION_END_DT6.to_ne_bytes());
-            nested.extend(nla(SEG6_LOCAL_TABLE, &t.to_ne_bytes()));
+            let nested = match b {
+                Seg6Local::End => nla(SEG6_LOCAL_ACTION, &SEG6_LOCAL_ACTION_END.to_ne_bytes()),
+                Seg6Local::EndDt6(t) => {
+                    let mut n = nla(SEG6_LOCAL_ACTION, &SEG6_LOCAL_ACTION_END_DT6.to_ne_bytes());
+                    n.extend(nla(SEG6_LOCAL_TABLE, &t.to_ne_bytes()));
+                    n
+                }
+            };
             self.attr(RTA_ENCAP | NLA_F_NESTED, &nested);
         }
         self.finish()

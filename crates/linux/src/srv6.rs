@@ -36,7 +36,7 @@ use std::time::Instant;
 use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
-use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes};
+use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
 
 use crate::coder::CoderSettings;
 use crate::metrics::{add, Metrics};
@@ -411,6 +411,70 @@ impl Srv6Node {
         } else {
             self.count_drop(Drop::NotOurs)
         }
+    }
+
+    /// Whether this node has the encoder SID.
+    pub fn is_encoder(&self) -> bool {
+        self.cfg.enc_sid.is_some()
+    }
+
+    /// Takes a copy of a source that the XDP program tagged with `esi` and passed on to the
+    /// kernel's forwarding (see [`crate::xdp::SourceTag`]): `buf[..len]` is the packet as it
+    /// arrived at the encoder SID. The encoder codes it exactly as [`Srv6Node::handle_packet`]
+    /// would have (same End, same symbol); nothing is emitted for it but repairs. Returns
+    /// `Err(Drop::Malformed)`, and codes nothing, if `esi` is not the encoder's next ESI (the
+    /// program and the encoder count the same sources, so that would be a bug).
+    pub fn handle_tagged_source(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        esi: u32,
+        now: Instant,
+        emit: &mut dyn FnMut(Egress, &[u8]),
+    ) -> Result<(), Drop> {
+        let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
+            return self.count_drop(Drop::Malformed);
+        };
+        if l.segments_left == 0 || wsrv6::advance_segment(buf, len).is_err() {
+            return self.count_drop(Drop::Malformed);
+        }
+        let sl = l.segments_left - 1;
+        let shared = self.shared.clone();
+        let stream = self.cfg.stream;
+        let Some(mut enc) = shared.enc(stream) else {
+            return self.count_drop(Drop::NotOurs);
+        };
+        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
+        let srh = l.srh(&buf[..len]);
+        let Some(dec_idx) = (0..=sl)
+            .rev()
+            .find(|&i| srh.segment(i as usize) == Some(dec_sid))
+        else {
+            return self.count_drop(Drop::Malformed);
+        };
+        if enc.next_esi(stream) != esi {
+            tracing::error!(
+                "tagged source ESI {esi}, encoder expects {}",
+                enc.next_esi(stream)
+            );
+            return self.count_drop(Drop::Malformed);
+        }
+        let c = self.metrics.stream(stream);
+        add(&c.enc_packets_in, 1);
+        let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
+        enc.handle_source(stream, &buf[..len], now);
+        restore(buf, l.srh_offset, &saved);
+        add(&c.enc_packets_out, 1);
+        add(&c.source_bytes_sent, (len + SOURCE_TLV_SIZE) as u64);
+        drain_repairs(
+            &self.cfg,
+            &self.metrics,
+            &shared,
+            &mut self.out,
+            &mut enc,
+            emit,
+        );
+        Ok(())
     }
 
     /// Takes a copy of a protected source that the kernel delivers itself (its End.DT6 on the

@@ -20,13 +20,13 @@ use crate::cli::Srv6Args;
 use crate::coder::CoderSettings;
 use crate::control::{self, Control};
 use crate::metrics::{add, Metrics};
-use crate::netlink::{if_index, Installed, Netlink, Route, Rule};
+use crate::netlink::{if_index, Installed, Netlink, Route, Rule, Seg6Local};
 use crate::runtime::{self, StopFlag};
 use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
 use crate::srv6::xdp_io::XdpIo;
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
-use crate::xdp::{RingBuf, SidFilter, SourceTap};
+use crate::xdp::{RingBuf, SidFilter, SourceTag, SourceTap};
 
 /// Default table hirt fills for End.DX6.
 pub const DX6_TABLE: u32 = 4869;
@@ -144,25 +144,25 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         args.repair_retry_gap_ms,
         args.in_order_ms,
     )?;
-    let kernel_dt6 = args.kernel_dt6;
-    if kernel_dt6 {
+    let kernel_sources = args.kernel_sources;
+    if kernel_sources {
         anyhow::ensure!(
-            dec && !enc,
-            "--kernel-dt6 is for a decoder (--role decoder)"
+            enc != dec,
+            "--kernel-sources is for an encoder or a decoder (--role encoder|decoder)"
         );
         anyhow::ensure!(
             args.xdp.as_ref().is_some_and(|d| !d.is_empty()),
-            "--kernel-dt6 needs --xdp"
+            "--kernel-sources needs --xdp"
         );
-        anyhow::ensure!(threads == 1, "--kernel-dt6 needs --threads 1");
+        anyhow::ensure!(threads == 1, "--kernel-sources needs --threads 1");
         anyhow::ensure!(
-            behavior == Behavior::Dt6,
-            "--kernel-dt6 is the End.DT6 behaviour (--behavior dt6)"
+            enc || behavior == Behavior::Dt6,
+            "--kernel-sources on a decoder is the End.DT6 behaviour (--behavior dt6)"
         );
         anyhow::ensure!(
             !args.auth_sources && args.in_order_ms.is_none(),
-            "--kernel-dt6 delivers sources before hirt sees them: not with --auth-sources or \
-             --in-order-ms"
+            "--kernel-sources forwards sources before hirt sees them: not with --auth-sources \
+             or --in-order-ms"
         );
     }
     let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
@@ -202,8 +202,13 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             .map(|(_, s)| *s)
             .collect();
         for sid in own {
-            // With --kernel-dt6 the kernel decapsulates what the XDP program passes on.
-            let end_dt6 = (kernel_dt6 && sid == dec_sid).then(|| table.unwrap_or(MAIN_TABLE));
+            // With --kernel-sources the kernel does the End (encoder: what the XDP program does
+            // not tag) or the End.DT6 (decoder) of what the XDP program passes on.
+            let seg6local = match (kernel_sources, enc) {
+                (false, _) => None,
+                (true, true) => Some(Seg6Local::End),
+                (true, false) => Some(Seg6Local::EndDt6(table.unwrap_or(MAIN_TABLE))),
+            };
             installed.route(
                 &mut nl,
                 Route {
@@ -212,7 +217,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
                     gateway: None,
                     oif: idx,
                     table: MAIN_TABLE,
-                    end_dt6,
+                    seg6local,
                 },
             )?;
         }
@@ -233,7 +238,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
                     gateway: Some(IpAddr::V6(nh)),
                     oif: 0,
                     table: t,
-                    end_dt6: None,
+                    seg6local: None,
                 },
             )?;
         }
@@ -258,16 +263,32 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     // AF_XDP fast path: a program per device, a socket per worker and device.
     let mut filters = Vec::new();
     let mut xdp_ios: Vec<Option<XdpIo>> = (0..threads).map(|_| None).collect();
-    let mut tap_ring = if kernel_dt6 {
-        Some(RingBuf::create(TAP_RING_BYTES).context("BPF ring buffer for --kernel-dt6")?)
+    let mut tap_ring = if kernel_sources {
+        Some(RingBuf::create(TAP_RING_BYTES).context("BPF ring buffer for --kernel-sources")?)
     } else {
         None
     };
-    let tap = tap_ring.as_ref().map(|r| SourceTap {
+    let tap = tap_ring.as_ref().filter(|_| dec).map(|r| SourceTap {
         sid: dec_sid,
         source_tlv: tlv.source,
         ring_fd: r.fd(),
     });
+    let esi_counter = if kernel_sources && enc {
+        Some(crate::xdp::esi_counter().context("ESI counter for --kernel-sources")?)
+    } else {
+        None
+    };
+    let tag = match (&tap_ring, &esi_counter) {
+        (Some(r), Some(c)) => Some(SourceTag {
+            sid: enc_sid,
+            dec_sid,
+            source_tlv: tlv.source,
+            stream: 0,
+            ring_fd: r.fd(),
+            esi_map_fd: c.as_raw_fd(),
+        }),
+        _ => None,
+    };
     if let Some(devs) = args.xdp.as_ref().filter(|d| !d.is_empty()) {
         let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
             .iter()
@@ -279,11 +300,8 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             .map(|d| if_index(d).with_context(|| format!("--xdp device {d}")))
             .collect::<anyhow::Result<Vec<u32>>>()?;
         for (d, &i) in devs.iter().zip(&idxs) {
-            let f = match &tap {
-                Some(t) => SidFilter::attach_with_tap(i, &own, threads as u32, t),
-                None => SidFilter::attach(i, &own, threads as u32),
-            }
-            .with_context(|| format!("attaching the XDP program to {d}"))?;
+            let f = SidFilter::attach_with(i, &own, threads as u32, tap.as_ref(), tag.as_ref())
+                .with_context(|| format!("attaching the XDP program to {d}"))?;
             tracing::info!("XDP program on {d} ({:?} mode)", f.mode());
             filters.push(f);
         }
@@ -326,7 +344,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         let decap = decap_iter.next();
         let stop = stop.clone();
         let ctl = ctl.clone();
-        // One worker with --kernel-dt6.
+        // One worker with --kernel-sources.
         let tap = tap_ring.take();
         workers.push(
             std::thread::Builder::new()
@@ -348,9 +366,9 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
 const BATCH: usize = 64;
 /// With AF_XDP, the TUN device is read at least every this many rounds that skip `poll`.
 const TUN_EVERY: u32 = 8;
-/// Ring buffer of `--kernel-dt6`: 4080 records of a 2048-byte packet, 40 ms at 100 kpps.
+/// Ring buffer of `--kernel-sources`: 4080 records of a 2048-byte packet, 40 ms at 100 kpps.
 const TAP_RING_BYTES: u32 = 8 << 20;
-/// The longest a `--kernel-dt6` worker sleeps: the XDP program does not wake it for the copies
+/// The longest a `--kernel-sources` worker sleeps: the XDP program does not wake it for the copies
 /// (the kernel delivers the packets; repairs wake it), so it reads them at least this often.
 const TAP_MAX_SLEEP: Duration = Duration::from_millis(2);
 
@@ -384,24 +402,39 @@ impl Out<'_> {
     }
 }
 
-/// Records the sources the kernel delivered (`--kernel-dt6`) that wait in `ring`. Called before
-/// anything that may use them: a repair read from a socket was queued after the sources that
-/// reached the same receive queue before it, so once it is in hand those are in the ring.
-fn drain_tap(ring: &mut RingBuf, node: &mut Srv6Node, rbuf: &mut [u8], out: &mut Out) {
+/// Takes the copies of the sources the kernel forwarded or delivered (`--kernel-sources`) that
+/// wait in `ring`: the encoder codes them (`tagged`: the XDP program gave them their ESI), the
+/// decoder records them. Called before anything that may use them: a repair read from a socket
+/// was queued after the sources that reached the same receive queue before it, so once it is in
+/// hand those are in the ring.
+fn drain_ring(
+    ring: &mut RingBuf,
+    tagged: bool,
+    node: &mut Srv6Node,
+    rbuf: &mut [u8],
+    out: &mut Out,
+) {
     if !ring.pending() {
         return;
     }
     let now = out.now;
     ring.consume(usize::MAX, |rec| {
-        let len = rec
-            .get(..4)
-            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let word = |at: usize| {
+            rec.get(at..at + 4)
+                .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let len = word(0) as usize;
         // 0: the program could not copy it and dropped the packet (the decoder recovers it).
         if len == 0 || len + 8 > rec.len() || len > rbuf.len() {
             return;
         }
         rbuf[..len].copy_from_slice(&rec[8..8 + len]);
-        let _ = node.handle_delivered_source(rbuf, len, now, &mut |e, p| out.emit(e, p));
+        let emit = &mut |e, p: &[u8]| out.emit(e, p);
+        let _ = if tagged {
+            node.handle_tagged_source(rbuf, len, word(4), now, emit)
+        } else {
+            node.handle_delivered_source(rbuf, len, now, emit)
+        };
     });
 }
 
@@ -419,6 +452,7 @@ fn worker(
         return;
     }
     let mut buf = vec![0u8; BUF_LEN];
+    let tagged = node.is_encoder();
     let mut tap_buf = if tap.is_some() {
         vec![0u8; BUF_LEN]
     } else {
@@ -470,7 +504,7 @@ fn worker(
         let now = Instant::now();
         out.now = now;
         if let Some(ring) = tap.as_mut() {
-            drain_tap(ring, &mut node, &mut tap_buf, &mut out);
+            drain_ring(ring, tagged, &mut node, &mut tap_buf, &mut out);
         }
         let mut got = 0;
         while tun_due && got < BATCH {
@@ -497,7 +531,7 @@ fn worker(
                 };
                 got += 1;
                 if let Some(ring) = tap.as_mut() {
-                    drain_tap(ring, &mut node, &mut tap_buf, &mut out);
+                    drain_ring(ring, tagged, &mut node, &mut tap_buf, &mut out);
                 }
                 let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
             }

@@ -19,8 +19,13 @@ mod bpf;
 mod ring;
 mod xsk;
 
-pub use bpf::{AttachMode, SidFilter, SourceTap, MAX_SIDS, TAP_MAX_PACKET, TAP_RECORD};
+pub use bpf::{AttachMode, SidFilter, SourceTag, SourceTap, MAX_SIDS, TAP_MAX_PACKET, TAP_RECORD};
 pub use ring::RingBuf;
+
+/// A zeroed ESI counter for a [`SourceTag`] (an array map of one u32).
+pub fn esi_counter() -> std::io::Result<std::os::fd::OwnedFd> {
+    bpf::create_counter()
+}
 pub use xsk::{Xsk, XskStats, FRAMES, FRAME_SIZE};
 
 #[cfg(test)]

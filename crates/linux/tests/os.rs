@@ -27,7 +27,7 @@ fn tun_routes_and_rules_in_a_namespace() {
             gateway: None,
             oif: idx,
             table: 254,
-            end_dt6: None,
+            seg6local: None,
         };
         nl.add_route(&route, false)?;
         let sock = UdpSocket::bind("[fd00::2]:0")?;

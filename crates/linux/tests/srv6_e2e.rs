@@ -156,15 +156,15 @@ fn srv6_tunnel_with_af_xdp() {
     tunnel(true, false);
 }
 
-/// AF_XDP on both nodes, and the decoder's sources delivered by the kernel's own End.DT6
-/// (`--kernel-dt6`): hirt reads copies of them from a BPF ring buffer and recovers from those
-/// and the repairs.
+/// AF_XDP on both nodes with `--kernel-sources`: the encoder's XDP program tags the sources and
+/// the kernel forwards them; the decoder's sources are delivered by the kernel's own End.DT6.
+/// Both hirt nodes read copies from a BPF ring buffer (to code repairs, to recover).
 #[test]
-fn srv6_tunnel_with_kernel_dt6() {
+fn srv6_tunnel_with_kernel_sources() {
     tunnel(true, true);
 }
 
-fn tunnel(xdp: bool, kernel_dt6: bool) {
+fn tunnel(xdp: bool, kernel_sources: bool) {
     if !netns::available() {
         eprintln!("skipped: needs root and iproute2");
         return;
@@ -217,8 +217,13 @@ fn tunnel(xdp: bool, kernel_dt6: bool) {
     let enc = {
         let mut a = args("encoder", &format!("{tag}-enc.sock"));
         a.xdp = xdp.then(|| vec![t.v[1].clone(), t.v[2].clone()]);
-        // The kernel cannot check a source's HMAC: repairs and feedback keep theirs.
-        a.auth_sources = !kernel_dt6;
+        if kernel_sources {
+            // The XDP program tags the sources and the kernel forwards them; it cannot sign
+            // them (repairs and feedback keep their HMAC).
+            a.kernel_sources = true;
+            a.auth_sources = false;
+            a.in_order_ms = None;
+        }
         t.e.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
             .join()
             .unwrap()
@@ -232,9 +237,9 @@ fn tunnel(xdp: bool, kernel_dt6: bool) {
             a.xdp = Some(vec![t.v[5].clone(), t.v[6].clone()]);
             a.behavior = Some("dt6".into());
         }
-        if kernel_dt6 {
+        if kernel_sources {
             // The kernel delivers the sources: nothing to hold back for in-order release.
-            a.kernel_dt6 = true;
+            a.kernel_sources = true;
             a.in_order_ms = None;
             a.auth_sources = false;
         }
@@ -369,7 +374,7 @@ fn tunnel(xdp: bool, kernel_dt6: bool) {
         .iter()
         .map(|s| s.held.load(Ordering::Relaxed))
         .sum();
-    if kernel_dt6 {
+    if kernel_sources {
         let delivered: u64 = dec
             .metrics
             .streams
@@ -389,12 +394,29 @@ fn tunnel(xdp: bool, kernel_dt6: bool) {
     assert!(feedback > 0, "feedback reached the encoder");
     if xdp {
         let g = |m: &hirt_linux::metrics::Metrics, f: &str| m.global.snapshot()[f];
-        assert!(
-            g(&enc.metrics, "xdp_received") > N as u64 / 2,
-            "sources by AF_XDP"
-        );
-        assert!(g(&enc.metrics, "xdp_sent") > N as u64 / 2, "sent by AF_XDP");
-        if !kernel_dt6 {
+        if kernel_sources {
+            let coded: u64 = enc
+                .metrics
+                .streams
+                .iter()
+                .map(|s| s.enc_packets_in.load(Ordering::Relaxed))
+                .sum();
+            assert!(
+                coded >= N as u64,
+                "sources tagged by the XDP program, coded from their copies: {coded}"
+            );
+            assert!(
+                g(&enc.metrics, "xdp_received") < N as u64 / 2,
+                "only feedback by AF_XDP"
+            );
+        } else {
+            assert!(
+                g(&enc.metrics, "xdp_received") > N as u64 / 2,
+                "sources by AF_XDP"
+            );
+            assert!(g(&enc.metrics, "xdp_sent") > N as u64 / 2, "sent by AF_XDP");
+        }
+        if !kernel_sources {
             assert!(
                 g(&dec.metrics, "xdp_received") > N as u64 / 2,
                 "AF_XDP at the decoder"

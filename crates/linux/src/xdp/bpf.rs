@@ -16,6 +16,7 @@ const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
 const BPF_PROG_LOAD: libc::c_int = 5;
 const BPF_LINK_CREATE: libc::c_int = 28;
 
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 pub(super) const BPF_MAP_TYPE_RINGBUF: u32 = 27;
 const BPF_PROG_TYPE_XDP: u32 = 6;
@@ -31,6 +32,12 @@ pub(super) const BPF_FUNC_REDIRECT_MAP: i32 = 51;
 pub(super) const BPF_FUNC_RINGBUF_RESERVE: i32 = 131;
 /// `bpf_ringbuf_submit(record, flags)`.
 pub(super) const BPF_FUNC_RINGBUF_SUBMIT: i32 = 132;
+/// `bpf_ringbuf_discard(record, flags)`.
+pub(super) const BPF_FUNC_RINGBUF_DISCARD: i32 = 133;
+/// `bpf_map_lookup_elem(map, key)`: a pointer to the value, or NULL.
+pub(super) const BPF_FUNC_MAP_LOOKUP_ELEM: i32 = 1;
+/// `bpf_xdp_adjust_head(ctx, delta)`: moves the start of the packet (0 or a negative errno).
+pub(super) const BPF_FUNC_XDP_ADJUST_HEAD: i32 = 44;
 /// `bpf_xdp_load_bytes(ctx, offset, buf, len)`: copies packet bytes (0 or a negative errno).
 pub(super) const BPF_FUNC_XDP_LOAD_BYTES: i32 = 189;
 /// `enum xdp_action`.
@@ -68,12 +75,34 @@ pub(super) const JEQ_K: u8 = 0x15;
 pub(super) const JGT_K: u8 = 0x25;
 /// `BPF_JMP | BPF_JLT | BPF_K`: `if dst < imm goto +off` (unsigned, 64 bits).
 pub(super) const JLT_K: u8 = 0xa5;
+/// `BPF_LDX | BPF_MEM | BPF_DW`: `dst = *(u64 *)(src + off)`.
+pub(super) const LDX_DW: u8 = 0x79;
+/// `BPF_STX | BPF_MEM | BPF_DW`: `*(u64 *)(dst + off) = src`.
+pub(super) const STX_DW: u8 = 0x7b;
+/// `BPF_STX | BPF_MEM | BPF_H`: `*(u16 *)(dst + off) = src`.
+pub(super) const STX_H: u8 = 0x6b;
+/// `BPF_STX | BPF_MEM | BPF_B`: `*(u8 *)(dst + off) = src`.
+pub(super) const STX_B: u8 = 0x73;
+/// `BPF_STX | BPF_ATOMIC | BPF_W` with `imm` = `BPF_ADD | BPF_FETCH`:
+/// `src = atomic_fetch_add((u32 *)(dst + off), src)`.
+pub(super) const ATOMIC_W: u8 = 0xc3;
+const BPF_ADD_FETCH: i32 = 0x01;
+/// `BPF_ALU | BPF_END | BPF_TO_BE`: `dst = htobe<imm>(dst)`.
+pub(super) const END_TO_BE: u8 = 0xdc;
+/// `BPF_ALU64 | BPF_RSH | BPF_K`: `dst >>= imm`.
+pub(super) const RSH64_K: u8 = 0x77;
 /// `BPF_ALU64 | BPF_LSH | BPF_K`: `dst <<= imm`.
 pub(super) const LSH64_K: u8 = 0x67;
 /// `BPF_JMP | BPF_JNE | BPF_K`: `if dst != imm goto +off` (64 bits).
 pub(super) const JNE_K: u8 = 0x55;
 /// `BPF_JMP | BPF_JLE | BPF_X`: `if dst <= src goto +off` (unsigned, 64 bits).
 pub(super) const JLE_X: u8 = 0xbd;
+/// `BPF_JMP | BPF_JNE | BPF_X`: `if dst != src goto +off`.
+pub(super) const JNE_X: u8 = 0x5d;
+/// `BPF_JMP | BPF_JLE | BPF_K`: `if dst <= imm goto +off` (unsigned).
+pub(super) const JLE_K: u8 = 0xb5;
+/// `BPF_ALU64 | BPF_OR | BPF_X`: `dst |= src`.
+pub(super) const OR64_X: u8 = 0x4f;
 /// `BPF_JMP | BPF_JA`: `goto +off`.
 pub(super) const JA: u8 = 0x05;
 /// `BPF_JMP | BPF_JGT | BPF_X`: `if dst > src goto +off` (unsigned, 64 bits).
@@ -95,6 +124,8 @@ pub(super) const R5: u8 = 5;
 pub(super) const R6: u8 = 6;
 pub(super) const R7: u8 = 7;
 pub(super) const R8: u8 = 8;
+pub(super) const R9: u8 = 9;
+pub(super) const R10: u8 = 10;
 
 /// At most this many SIDs per program.
 pub const MAX_SIDS: usize = 4;
@@ -266,8 +297,257 @@ impl Asm {
 /// ```
 #[cfg(test)]
 pub(super) fn program(sids: &[Ipv6Addr], map_fd: RawFd) -> Vec<Insn> {
-    program_with_tap(sids, map_fd, None)
+    program_with(sids, map_fd, None, None)
 }
+
+/// Sources for the encoder SID that the program tags itself and the kernel forwards, while
+/// hirt reads a copy to code repairs from.
+///
+/// For a frame to `sid` with an SRH of at most 8 segments, no TLV yet, Segments Left >= 1 and
+/// `dec_sid` among the segments still to visit, of at most [`TAP_MAX_PACKET`] bytes, the
+/// program copies the IPv6 packet as it arrived into the ring buffer behind `ring_fd` (record:
+/// its length and its ESI as u32, then the packet), takes the ESI from the counter in
+/// `esi_map_fd` (an array map of one u32), does the End behaviour (Segments Left - 1, the next
+/// segment as destination), inserts the 8-byte source TLV (`source_tlv`, `stream`, the ESI)
+/// after the segments, exactly as hirt's own path does, and passes the frame to the kernel,
+/// which forwards it. Feedback (Segments Left 0) goes to the AF_XDP socket; other frames to
+/// the SID go to the kernel (its End route forwards them unprotected). A frame whose copy
+/// cannot be made is passed unprotected; one that cannot be grown after its ESI was taken is
+/// dropped (its copy is in the ring: the decoder recovers it).
+#[derive(Clone, Copy, Debug)]
+pub struct SourceTag {
+    /// The encoder SID.
+    pub sid: Ipv6Addr,
+    /// The decoder SID.
+    pub dec_sid: Ipv6Addr,
+    /// Type of the source TLV.
+    pub source_tlv: u8,
+    /// Stream id written into the TLV.
+    pub stream: u16,
+    /// The ring buffer map.
+    pub ring_fd: RawFd,
+    /// The ESI counter (`BPF_MAP_TYPE_ARRAY`, one u32).
+    pub esi_map_fd: RawFd,
+}
+
+/// An array map of one u32 (the ESI counter of a [`SourceTag`]), zeroed.
+pub(super) fn create_counter() -> io::Result<OwnedFd> {
+    create_map(BPF_MAP_TYPE_ARRAY, 4, 4, 1, b"hirt_esi")
+}
+
+/// The tagging path of [`SourceTag`] at label `at` (registers as [`program_with`] leaves them
+/// when the destination matched: r2 = data, r3 = data_end, r6 = ctx).
+fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, drop: Label) {
+    const SRH: i16 = IPV6_OFF + 40;
+    const SEGS: i32 = SRH as i32 + 8;
+    a.bind(at);
+    a.emit(&[ldx(LDX_B, R4, R2, IPV6_OFF + 6)]);
+    a.jump(JNE_K, R4, 0, 43, matched);
+    a.emit(&[mov64_reg(R4, R2), add64_imm(R4, SEGS)]);
+    a.jump(JGT_X, R4, R3, 0, matched);
+    a.emit(&[ldx(LDX_B, R4, R2, SRH + 2)]);
+    a.jump(JNE_K, R4, 0, 4, matched);
+    // r9 = Segments Left; 0 is feedback (or not ours): the socket.
+    a.emit(&[ldx(LDX_B, R9, R2, SRH + 3)]);
+    a.jump(JEQ_K, R9, 0, 0, matched);
+    a.emit(&[ldx(LDX_B, R5, R2, SRH + 4)]);
+    a.jump(JGT_K, R5, 0, 7, pass);
+    // Hdr Ext Len must be exactly the segments: no TLV yet.
+    a.emit(&[
+        ldx(LDX_B, R4, R2, SRH + 1),
+        mov64_reg(R8, R5),
+        add64_imm(R8, 1),
+        Insn::new(LSH64_K, R8, 0, 0, 1),
+    ]);
+    a.jump(JNE_X, R4, R8, 0, pass);
+    a.jump(JGT_K, R9, 0, 8, pass);
+    a.emit(&[add64_imm(R9, -1)]);
+    // The decoder SID among segments 0..=r9 (those still to visit).
+    let found = a.label();
+    let octets = t.dec_sid.octets();
+    for k in 0..8i32 {
+        if k > 0 {
+            a.jump(JLT_K, R9, 0, k, pass);
+        }
+        let off = SEGS + 16 * k;
+        a.emit(&[mov64_reg(R4, R2), add64_imm(R4, off + 16)]);
+        a.jump(JGT_X, R4, R3, 0, pass);
+        let regs = [R4, R5, R7, R8];
+        for (i, &r) in regs.iter().enumerate() {
+            a.emit(&[ldx(LDX_W, r, R2, (off + 4 * i as i32) as i16)]);
+        }
+        let next = a.label();
+        for (i, &r) in regs.iter().enumerate() {
+            let w = &octets[4 * i..4 * i + 4];
+            let imm = u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) as i32;
+            a.jump(JNE32_K, r, 0, imm, next);
+        }
+        a.jump(JA, 0, 0, 0, found);
+        a.bind(next);
+    }
+    a.jump(JA, 0, 0, 0, pass);
+    a.bind(found);
+    // r7 = length of the IPv6 packet.
+    a.emit(&[
+        mov64_reg(R7, R3),
+        Insn::new(SUB64_X, R7, R2, 0, 0),
+        add64_imm(R7, -i32::from(IPV6_OFF)),
+    ]);
+    a.jump(JGT_K, R7, 0, TAP_MAX_PACKET, pass);
+    a.jump(JLT_K, R7, 0, SEGS + 16 - i32::from(IPV6_OFF), pass);
+    a.emit(&ld_map_fd(R1, t.ring_fd));
+    a.emit(&[
+        mov64_imm(R2, TAP_RECORD),
+        mov64_imm(R3, 0),
+        call(BPF_FUNC_RINGBUF_RESERVE),
+    ]);
+    a.jump(JEQ_K, R0, 0, 0, pass);
+    a.emit(&[
+        mov64_reg(R8, R0),
+        stx(STX_W, R8, R7, 0),
+        mov64_reg(R1, R6),
+        mov64_imm(R2, i32::from(IPV6_OFF)),
+        mov64_reg(R3, R8),
+        add64_imm(R3, 8),
+        mov64_reg(R4, R7),
+        call(BPF_FUNC_XDP_LOAD_BYTES),
+    ]);
+    let copied = a.label();
+    a.jump(JEQ_K, R0, 0, 0, copied);
+    a.emit(&[
+        mov64_reg(R1, R8),
+        mov64_imm(R2, 0),
+        call(BPF_FUNC_RINGBUF_DISCARD),
+    ]);
+    a.jump(JA, 0, 0, 0, pass);
+    a.bind(copied);
+    a.emit(&[mov64_imm(R1, 0), stx(STX_W, R10, R1, -4)]);
+    a.emit(&ld_map_fd(R1, t.esi_map_fd));
+    a.emit(&[
+        mov64_reg(R2, R10),
+        add64_imm(R2, -4),
+        call(BPF_FUNC_MAP_LOOKUP_ELEM),
+    ]);
+    let have = a.label();
+    a.jump(JNE_K, R0, 0, 0, have);
+    a.emit(&[
+        mov64_reg(R1, R8),
+        mov64_imm(R2, 0),
+        call(BPF_FUNC_RINGBUF_DISCARD),
+    ]);
+    a.jump(JA, 0, 0, 0, pass);
+    a.bind(have);
+    a.emit(&[
+        mov64_imm(R1, 1),
+        Insn::new(ATOMIC_W, R0, R1, 0, BPF_ADD_FETCH),
+        stx(STX_W, R8, R1, 4),
+        // The ESI is taken: from here on the record is submitted whatever happens.
+        ldx(LDX_W, R2, R6, MD_DATA),
+        ldx(LDX_W, R3, R6, MD_DATA_END),
+        mov64_reg(R4, R2),
+        add64_imm(R4, SEGS),
+    ]);
+    let fail = a.label();
+    a.jump(JGT_X, R4, R3, 0, fail);
+    // End: Segments Left - 1, destination = segment[Segments Left].
+    a.emit(&[
+        stx(STX_B, R2, R9, SRH + 3),
+        mov64_reg(R4, R9),
+        Insn::new(LSH64_K, R4, 0, 0, 4),
+        Insn::new(ADD64_X, R4, R2, 0, 0),
+        mov64_reg(R5, R4),
+        add64_imm(R5, SEGS + 16),
+    ]);
+    a.jump(JGT_X, R5, R3, 0, fail);
+    a.emit(&[
+        ldx(LDX_DW, R5, R4, SEGS as i16),
+        stx(STX_DW, R2, R5, DA_OFF),
+        ldx(LDX_DW, R5, R4, SEGS as i16 + 8),
+        stx(STX_DW, R2, R5, DA_OFF + 8),
+        // r7 = header length: Ethernet, IPv6, the SRH (Hdr Ext Len <= 16, checked above).
+        ldx(LDX_B, R7, R2, SRH + 1),
+    ]);
+    a.jump(JGT_K, R7, 0, 16, fail);
+    a.emit(&[
+        Insn::new(LSH64_K, R7, 0, 0, 3),
+        add64_imm(R7, SEGS),
+        // Room for the TLV in front; the headers move into it.
+        mov64_reg(R1, R6),
+        mov64_imm(R2, -(SOURCE_TLV as i32)),
+        call(BPF_FUNC_XDP_ADJUST_HEAD),
+    ]);
+    a.jump(JNE_K, R0, 0, 0, fail);
+    a.emit(&[ldx(LDX_W, R2, R6, MD_DATA), ldx(LDX_W, R3, R6, MD_DATA_END)]);
+    // Headers: 8-byte words while at least 6 bytes remain after them (the length is 6 mod 8).
+    let tail = a.label();
+    for w in 0..23i32 {
+        if w >= 9 {
+            a.jump(JLE_K, R7, 0, 8 * w + 6, tail);
+        }
+        a.emit(&[mov64_reg(R4, R2), add64_imm(R4, 8 * w + 16)]);
+        a.jump(JGT_X, R4, R3, 0, fail);
+        a.emit(&[
+            ldx(LDX_DW, R4, R2, (8 * w + 8) as i16),
+            stx(STX_DW, R2, R4, (8 * w) as i16),
+        ]);
+    }
+    a.bind(tail);
+    // r4 = where the last 6 header bytes go (header length - 6; the verifier wants
+    // non-negative offsets from a pointer with a variable part).
+    a.emit(&[
+        add64_imm(R7, -6),
+        mov64_reg(R4, R2),
+        Insn::new(ADD64_X, R4, R7, 0, 0),
+        mov64_reg(R5, R4),
+        add64_imm(R5, 6 + SOURCE_TLV as i32),
+    ]);
+    a.jump(JGT_X, R5, R3, 0, fail);
+    let st = t.stream.to_be_bytes();
+    let head = u32::from_ne_bytes([t.source_tlv, (SOURCE_TLV - 2) as u8, st[0], st[1]]) as i32;
+    a.emit(&[
+        ldx(LDX_W, R5, R4, 8),
+        stx(STX_W, R4, R5, 0),
+        ldx(LDX_H, R5, R4, 12),
+        stx(STX_H, R4, R5, 4),
+        // The TLV right after the headers.
+        mov64_imm(R5, head),
+        stx(STX_W, R4, R5, 6),
+        ldx(LDX_W, R5, R8, 4),
+        Insn::new(END_TO_BE, R5, 0, 0, 32),
+        stx(STX_W, R4, R5, 10),
+        mov64_reg(R4, R2),
+        add64_imm(R4, SEGS + 8),
+    ]);
+    a.jump(JGT_X, R4, R3, 0, fail);
+    a.emit(&[
+        // Hdr Ext Len + 1, Payload Length + 8 (big-endian).
+        ldx(LDX_B, R5, R2, SRH + 1),
+        add64_imm(R5, 1),
+        stx(STX_B, R2, R5, SRH + 1),
+        ldx(LDX_B, R4, R2, IPV6_OFF + 4),
+        Insn::new(LSH64_K, R4, 0, 0, 8),
+        ldx(LDX_B, R5, R2, IPV6_OFF + 5),
+        Insn::new(OR64_X, R4, R5, 0, 0),
+        add64_imm(R4, SOURCE_TLV as i32),
+        stx(STX_B, R2, R4, IPV6_OFF + 5),
+        Insn::new(RSH64_K, R4, 0, 0, 8),
+        stx(STX_B, R2, R4, IPV6_OFF + 4),
+        mov64_reg(R1, R8),
+        mov64_imm(R2, BPF_RB_NO_WAKEUP),
+        call(BPF_FUNC_RINGBUF_SUBMIT),
+    ]);
+    a.jump(JA, 0, 0, 0, pass);
+    a.bind(fail);
+    a.emit(&[
+        mov64_reg(R1, R8),
+        mov64_imm(R2, BPF_RB_NO_WAKEUP),
+        call(BPF_FUNC_RINGBUF_SUBMIT),
+    ]);
+    a.jump(JA, 0, 0, 0, drop);
+}
+
+/// Bytes of the source TLV.
+const SOURCE_TLV: usize = 8;
 
 /// The largest IPv6 packet a [`SourceTap`] copies; longer ones go to the socket.
 pub const TAP_MAX_PACKET: i32 = 2040;
@@ -306,16 +586,18 @@ pub struct SourceTap {
 /// rec.len = len; bpf_xdp_load_bytes(ctx, 14, rec + 8, len)   (failure: rec.len = 0, DROP)
 /// bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP); PASS
 /// ```
-pub(super) fn program_with_tap(
+pub(super) fn program_with(
     sids: &[Ipv6Addr],
     map_fd: RawFd,
     tap: Option<&SourceTap>,
+    tag: Option<&SourceTag>,
 ) -> Vec<Insn> {
     assert!((1..=MAX_SIDS).contains(&sids.len()), "1..=4 SIDs");
     let mut a = Asm::default();
     let pass = a.label();
     let matched = a.label();
     let tapped = a.label();
+    let tagging = a.label();
     a.emit(&[
         mov64_reg(R6, R1),
         ldx(LDX_W, R2, R1, MD_DATA),
@@ -346,11 +628,13 @@ pub(super) fn program_with_tap(
         }
         let to = if tap.is_some_and(|t| t.sid == *sid) {
             tapped
+        } else if tag.is_some_and(|t| t.sid == *sid) {
+            tagging
         } else {
             matched
         };
-        // With a tap its code sits between the last SID and `matched`: always jump.
-        if !last || tap.is_some() {
+        // With a tap or tag their code sits between the last SID and `matched`: always jump.
+        if !last || tap.is_some() || tag.is_some() {
             a.jump(JA, 0, 0, 0, to);
         }
         if !last {
@@ -358,6 +642,9 @@ pub(super) fn program_with_tap(
         }
     }
     let drop = a.label();
+    if let Some(t) = tag {
+        emit_tag(&mut a, t, tagging, matched, pass, drop);
+    }
     if let Some(t) = tap {
         a.bind(tapped);
         const SRH: i16 = IPV6_OFF + 40;
@@ -440,6 +727,8 @@ pub(super) fn program_with_tap(
             call(BPF_FUNC_RINGBUF_SUBMIT),
         ]);
         a.jump(JA, 0, 0, 0, pass);
+    }
+    if tap.is_some() || tag.is_some() {
         a.bind(drop);
         a.emit(&[mov64_imm(R0, XDP_DROP), exit()]);
     }
@@ -649,23 +938,26 @@ impl SidFilter {
     /// already has an XDP program. `ifindex` is looked up in the calling thread's network
     /// namespace.
     pub fn attach(ifindex: u32, sids: &[Ipv6Addr], queues: u32) -> io::Result<SidFilter> {
-        SidFilter::attach_as(ifindex, sids, queues, &BOTH_MODES, None)
+        SidFilter::attach_as(ifindex, sids, queues, &BOTH_MODES, None, None)
     }
 
-    /// [`SidFilter::attach`] with the [`SourceTap`] `tap` (its SID must be one of `sids`).
-    pub fn attach_with_tap(
+    /// [`SidFilter::attach`] with a [`SourceTap`] and/or a [`SourceTag`] (their SIDs must be
+    /// among `sids`).
+    pub fn attach_with(
         ifindex: u32,
         sids: &[Ipv6Addr],
         queues: u32,
-        tap: &SourceTap,
+        tap: Option<&SourceTap>,
+        tag: Option<&SourceTag>,
     ) -> io::Result<SidFilter> {
-        if !sids.contains(&tap.sid) {
+        let known = |s: &Ipv6Addr| sids.contains(s);
+        if !tap.is_none_or(|t| known(&t.sid)) || !tag.is_none_or(|t| known(&t.sid)) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "XDP source tap: its SID is not one of the filter's",
+                "XDP source tap or tag: its SID is not one of the filter's",
             ));
         }
-        SidFilter::attach_as(ifindex, sids, queues, &BOTH_MODES, Some(tap))
+        SidFilter::attach_as(ifindex, sids, queues, &BOTH_MODES, tap, tag)
     }
 
     /// [`SidFilter::attach`] trying the `modes` in order.
@@ -675,6 +967,7 @@ impl SidFilter {
         queues: u32,
         modes: &[AttachMode],
         tap: Option<&SourceTap>,
+        tag: Option<&SourceTag>,
     ) -> io::Result<SidFilter> {
         if sids.is_empty() || sids.len() > MAX_SIDS {
             return Err(io::Error::new(
@@ -689,7 +982,7 @@ impl SidFilter {
             ));
         }
         let map = create_xskmap(queues)?;
-        let prog = load_xdp(&program_with_tap(sids, map.as_raw_fd(), tap))?;
+        let prog = load_xdp(&program_with(sids, map.as_raw_fd(), tap, tag))?;
         let mut refused = Vec::new();
         for &mode in modes {
             match link_create(&prog, ifindex, mode.flags()) {

@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::bpf::{self, *};
-use super::{AttachMode, RingBuf, SidFilter, SourceTap, Xsk};
+use super::{AttachMode, RingBuf, SidFilter, SourceTag, SourceTap, Xsk};
 use crate::checksum::{finish, fold, sum_words};
 use crate::netns::{self, NetNs};
 
@@ -373,7 +373,7 @@ fn mac(ns: &NetNs, dev: &str) -> [u8; 6] {
 fn filter_in_b(w: &Wire, modes: &'static [AttachMode]) -> (SidFilter, Xsk) {
     let ifindex = ifindex(&w.b, &w.b_if);
     w.b.spawn(move || {
-        let filter = SidFilter::attach_as(ifindex, &[SID], 1, modes, None)?;
+        let filter = SidFilter::attach_as(ifindex, &[SID], 1, modes, None, None)?;
         let xsk = Xsk::open(ifindex, 0)?;
         filter.register(0, &xsk)?;
         Ok((filter, xsk))
@@ -584,7 +584,8 @@ fn kernel_detaches_on_drop_and_refuses_a_second_program() {
             let first = SidFilter::attach(ifindex, &[SID], 1)?;
             let second = SidFilter::attach(ifindex, &[SID], 1).map(|_| ());
             let generic =
-                SidFilter::attach_as(ifindex, &[SID], 1, &[AttachMode::Generic], None).map(|_| ());
+                SidFilter::attach_as(ifindex, &[SID], 1, &[AttachMode::Generic], None, None)
+                    .map(|_| ());
             Ok((first, second, generic))
         })
         .join()
@@ -715,7 +716,7 @@ fn kernel_loads_the_tap_program() {
             source_tlv: TAP_TLV,
             ring_fd: ring.fd(),
         };
-        let prog = bpf::program_with_tap(&sids, map.as_raw_fd(), Some(&tap));
+        let prog = bpf::program_with(&sids, map.as_raw_fd(), Some(&tap), None);
         bpf::load_xdp(&prog).unwrap();
     }
     assert!(RingBuf::create(3 << 12).is_err(), "not a power of two");
@@ -736,7 +737,7 @@ fn kernel_taps_sources_and_redirects_the_rest() {
                 source_tlv: TAP_TLV,
                 ring_fd: ring.fd(),
             };
-            let filter = SidFilter::attach_with_tap(ifindex, &[SID], 1, &tap)?;
+            let filter = SidFilter::attach_with(ifindex, &[SID], 1, Some(&tap), None)?;
             let xsk = Xsk::open(ifindex, 0)?;
             filter.register(0, &xsk)?;
             Ok((filter, xsk, ring))
@@ -783,4 +784,228 @@ fn kernel_taps_sources_and_redirects_the_rest() {
     }
     assert!(!ring.pending());
     assert_eq!(ring.consume(usize::MAX, |_| panic!("unexpected record")), 0);
+}
+
+// ---- source tag ----------------------------------------------------------------------------
+
+const DEC_SID: Ipv6Addr = Ipv6Addr::new(0xfc00, 0x79, 0, 0, 0, 0, 0, 1);
+
+/// An SRv6 packet from A: `segs` (index 0 is the last segment), destination `segs[sl]`,
+/// Segments Left `sl`, an 8-byte TLV of `tlv_type` if any, an inner IPv6 header and `extra`
+/// bytes of payload carrying `i`.
+fn srv6_via(segs: &[Ipv6Addr], sl: u8, tlv_type: Option<u8>, extra: usize, i: u32) -> Vec<u8> {
+    let src: Ipv6Addr = A_IP.parse().unwrap();
+    let tlv_len = if tlv_type.is_some() { 8 } else { 0 };
+    let srh_len = 8 + 16 * segs.len() + tlv_len;
+    let inner_len = 40 + extra;
+    let mut p = Vec::new();
+    p.extend_from_slice(&[0x61, 0x23, 0x45, 0x67]);
+    p.extend_from_slice(&((srh_len + inner_len) as u16).to_be_bytes());
+    p.extend_from_slice(&[43, 64]);
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&segs[sl as usize].octets());
+    let last = (segs.len() - 1) as u8;
+    p.extend_from_slice(&[41, (srh_len / 8 - 1) as u8, 4, sl, last, 0, 0, 0]);
+    for s in segs {
+        p.extend_from_slice(&s.octets());
+    }
+    if let Some(t) = tlv_type {
+        p.extend_from_slice(&[t, 6, 0, 0, 0, 0, 0, 0]);
+    }
+    p.extend_from_slice(&[0x60, 0, 0, 0]);
+    p.extend_from_slice(&(extra as u16).to_be_bytes());
+    p.extend_from_slice(&[59, 64]);
+    p.extend_from_slice(&src.octets());
+    p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0x79, 0, 0, 0, 0, 1).octets());
+    p.extend((0..extra).map(|k| (i as usize * 7 + k) as u8));
+    p
+}
+
+/// What hirt's own encoder path makes of `pkt` (End, then the source TLV), after one more
+/// router (hop limit - 1).
+fn tagged_by_hirt(pkt: &[u8], esi: u32) -> Vec<u8> {
+    use hirt_wire::srv6 as wsrv6;
+    use hirt_wire::tlv::SourceRepr;
+    let mut buf = pkt.to_vec();
+    buf.resize(pkt.len() + 64, 0);
+    wsrv6::advance_segment(&mut buf, pkt.len()).unwrap();
+    let n = wsrv6::insert_source_tlv(&mut buf, pkt.len(), TAP_TLV, &SourceRepr { stream: 3, esi })
+        .unwrap();
+    buf.truncate(n);
+    buf[7] -= 1;
+    buf
+}
+
+#[test]
+fn kernel_loads_the_tag_program() {
+    if skip() {
+        return;
+    }
+    let map = bpf::create_xskmap(4).unwrap();
+    let ring = RingBuf::create(1 << 20).unwrap();
+    let esi = bpf::create_counter().unwrap();
+    let tag = SourceTag {
+        sid: SID,
+        dec_sid: DEC_SID,
+        source_tlv: TAP_TLV,
+        stream: 3,
+        ring_fd: ring.fd(),
+        esi_map_fd: esi.as_raw_fd(),
+    };
+    let prog = bpf::program_with(&[SID], map.as_raw_fd(), None, Some(&tag));
+    eprintln!("tag program: {} instructions", prog.len());
+    bpf::load_xdp(&prog).unwrap();
+}
+
+#[test]
+fn kernel_tags_sources_as_hirt_does() {
+    if skip() {
+        return;
+    }
+    let w = wire().unwrap();
+    let ifindex = ifindex(&w.b, &w.b_if);
+    // B forwards what the program passes on back to A, where a packet socket sees it.
+    w.b.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
+    for (ns, dev) in [(&w.a, &w.a_if), (&w.b, &w.b_if)] {
+        ns.ip(&["link", "set", dev, "mtu", "3000"]).unwrap();
+    }
+    w.b.ip(&["-6", "route", "add", "fc00:78::/32", "via", A_IP])
+        .unwrap();
+    w.b.ip(&["-6", "route", "add", &format!("{DEC_SID}/128"), "via", A_IP])
+        .unwrap();
+    let (filter, mut xsk, mut ring, _esi) =
+        w.b.spawn(move || {
+            let ring = RingBuf::create(1 << 20)?;
+            let esi = bpf::create_counter()?;
+            let tag = SourceTag {
+                sid: SID,
+                dec_sid: DEC_SID,
+                source_tlv: TAP_TLV,
+                stream: 3,
+                ring_fd: ring.fd(),
+                esi_map_fd: esi.as_raw_fd(),
+            };
+            let filter = SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag))?;
+            let xsk = Xsk::open(ifindex, 0)?;
+            filter.register(0, &xsk)?;
+            Ok((filter, xsk, ring, esi))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    eprintln!("tag program attached in {:?} mode", filter.mode());
+    w.a.exec(&["ping", "-6", "-c", "1", "-W", "3", B_IP])
+        .unwrap();
+    let mid = Ipv6Addr::new(0xfc00, 0x78, 0, 0, 0, 0, 0, 9);
+    // Two segments to go (SID then the decoder), three (a middle SID between), and sizes up to
+    // the largest the program copies.
+    let tagged: Vec<Vec<u8>> = vec![
+        srv6_via(&[DEC_SID, SID], 1, None, 8, 0),
+        srv6_via(&[DEC_SID, mid, SID], 2, None, 100, 1),
+        srv6_via(&[DEC_SID, SID], 1, None, 1200, 2),
+        // The largest: 2040 bytes (outer header, 3-segment SRH, inner header, payload).
+        srv6_via(&[DEC_SID, mid, SID], 2, None, 2040 - 40 - 56 - 40, 3),
+        srv6_via(&[DEC_SID, SID], 1, None, 0, 4),
+    ];
+    let feedback = srv6_via(&[SID], 0, Some(TAP_TLV + 2), 8, 5);
+    let kernel_only = vec![
+        // A TLV already, no decoder SID to visit, too long to copy.
+        srv6_via(&[DEC_SID, SID], 1, Some(TAP_TLV + 3), 8, 6),
+        srv6_via(&[mid, SID], 1, None, 8, 7),
+        srv6_via(&[DEC_SID, SID], 1, None, 2100, 8),
+    ];
+    let mut all = tagged.clone();
+    all.push(feedback.clone());
+    all.extend(kernel_only.iter().cloned());
+    // A packet socket on A's link sees what B sends back.
+    let a_if = w.a_if.clone();
+    let capture = w.a.spawn(move || {
+        // SAFETY: a packet socket we own; recv into a stack buffer.
+        unsafe {
+            let proto = (libc::ETH_P_IPV6 as u16).to_be();
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_DGRAM, i32::from(proto));
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = proto;
+            sll.sll_ifindex = crate::netlink::if_index(&a_if)? as i32;
+            libc::bind(
+                fd,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            );
+            let tv = libc::timeval {
+                tv_sec: 1,
+                tv_usec: 0,
+            };
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                let n = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+                if n <= 0 {
+                    break;
+                }
+                let p = &buf[..n as usize];
+                // Tagged packets go to the decoder SID or the middle one (fc00:78::/32).
+                if p.len() >= 40
+                    && (p[24..40] == DEC_SID.octets() || p[24..28] == [0xfc, 0, 0, 0x78])
+                {
+                    got.push(p.to_vec());
+                }
+            }
+            libc::close(fd);
+            Ok(got)
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    w.a.spawn(move || send_raw(&all)).join().unwrap().unwrap();
+
+    let frames = receive(&mut xsk, 1, Duration::from_secs(5));
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        &frames[0][14..],
+        &feedback[..],
+        "Segments Left 0 goes to the socket"
+    );
+    let mut records = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while records.len() < tagged.len() && Instant::now() < deadline {
+        ring.consume(usize::MAX, |r| records.push(r.to_vec()));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(records.len(), tagged.len(), "one record per tagged source");
+    for (i, (r, p)) in records.iter().zip(&tagged).enumerate() {
+        let len = u32::from_ne_bytes(r[..4].try_into().unwrap()) as usize;
+        let esi = u32::from_ne_bytes(r[4..8].try_into().unwrap());
+        assert_eq!(esi, i as u32, "ESIs in order from 0");
+        assert_eq!(
+            &r[8..8 + len],
+            &p[..],
+            "the record holds the packet as it arrived"
+        );
+    }
+    let mut seen = capture.join().unwrap().unwrap();
+    let want: Vec<Vec<u8>> = tagged
+        .iter()
+        .enumerate()
+        .map(|(i, p)| tagged_by_hirt(p, i as u32))
+        .collect();
+    seen.sort();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    assert_eq!(
+        seen.len(),
+        want.len(),
+        "tagged sources forwarded by B's kernel"
+    );
+    assert_eq!(seen, want_sorted, "bit-exact with hirt's own tagging");
 }
