@@ -908,7 +908,7 @@ fn kernel_tags_sources_as_hirt_does() {
         srv6_via(&[DEC_SID, SID], 1, None, 0, 4),
     ];
     let feedback = srv6_via(&[SID], 0, Some(TAP_TLV + 2), 8, 5);
-    let kernel_only = vec![
+    let kernel_only = [
         // A TLV already, no decoder SID to visit, too long to copy.
         srv6_via(&[DEC_SID, SID], 1, Some(TAP_TLV + 3), 8, 6),
         srv6_via(&[mid, SID], 1, None, 8, 7),
