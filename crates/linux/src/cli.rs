@@ -125,6 +125,12 @@ pub struct Srv6Args {
     /// --in-order-ms.
     #[arg(long)]
     pub kernel_sources: bool,
+    /// How the XDP program is attached: `auto` (native, generic if the driver refuses),
+    /// `native` or `generic`. On veth, native XDP turns each socket buffer into an XDP frame
+    /// and back with a copy; for what the program passes on (--kernel-sources) generic is
+    /// cheaper there.
+    #[arg(long)]
+    pub xdp_mode: Option<String>,
 }
 
 impl Srv6Args {
@@ -139,7 +145,7 @@ impl Srv6Args {
         merge_fields!(s, file;
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
                  key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
-                 repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms, xdp;
+                 repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms, xdp, xdp_mode;
             flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources, kernel_sources);
         Ok(self)
     }

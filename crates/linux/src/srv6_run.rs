@@ -289,6 +289,9 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         }),
         _ => None,
     };
+    let xdp_mode = args.xdp_mode.as_deref().unwrap_or("auto");
+    let modes = crate::xdp::AttachMode::parse_list(xdp_mode)
+        .with_context(|| format!("--xdp-mode must be auto, native or generic, not `{xdp_mode}`"))?;
     if let Some(devs) = args.xdp.as_ref().filter(|d| !d.is_empty()) {
         let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
             .iter()
@@ -300,8 +303,9 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             .map(|d| if_index(d).with_context(|| format!("--xdp device {d}")))
             .collect::<anyhow::Result<Vec<u32>>>()?;
         for (d, &i) in devs.iter().zip(&idxs) {
-            let f = SidFilter::attach_with(i, &own, threads as u32, tap.as_ref(), tag.as_ref())
-                .with_context(|| format!("attaching the XDP program to {d}"))?;
+            let f =
+                SidFilter::attach_with(i, &own, threads as u32, tap.as_ref(), tag.as_ref(), modes)
+                    .with_context(|| format!("attaching the XDP program to {d}"))?;
             tracing::info!("XDP program on {d} ({:?} mode)", f.mode());
             filters.push(f);
         }

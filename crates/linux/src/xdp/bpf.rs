@@ -907,6 +907,16 @@ pub enum AttachMode {
 }
 
 impl AttachMode {
+    /// The modes to try for `auto` (native, then generic), `native` or `generic`.
+    pub fn parse_list(s: &str) -> Option<&'static [AttachMode]> {
+        match s {
+            "auto" => Some(&BOTH_MODES),
+            "native" => Some(&[AttachMode::Native]),
+            "generic" => Some(&[AttachMode::Generic]),
+            _ => None,
+        }
+    }
+
     fn flags(self) -> u32 {
         match self {
             AttachMode::Native => XDP_FLAGS_DRV_MODE,
@@ -928,7 +938,7 @@ pub struct SidFilter {
 }
 
 /// Native first, generic if the driver refuses.
-const BOTH_MODES: [AttachMode; 2] = [AttachMode::Native, AttachMode::Generic];
+pub const BOTH_MODES: [AttachMode; 2] = [AttachMode::Native, AttachMode::Generic];
 
 impl SidFilter {
     /// Builds the program for `sids` (1..=4 addresses), creates its XSKMAP with `queues` entries,
@@ -942,13 +952,14 @@ impl SidFilter {
     }
 
     /// [`SidFilter::attach`] with a [`SourceTap`] and/or a [`SourceTag`] (their SIDs must be
-    /// among `sids`).
+    /// among `sids`), trying the attach `modes` in order.
     pub fn attach_with(
         ifindex: u32,
         sids: &[Ipv6Addr],
         queues: u32,
         tap: Option<&SourceTap>,
         tag: Option<&SourceTag>,
+        modes: &[AttachMode],
     ) -> io::Result<SidFilter> {
         let known = |s: &Ipv6Addr| sids.contains(s);
         if !tap.is_none_or(|t| known(&t.sid)) || !tag.is_none_or(|t| known(&t.sid)) {
@@ -957,7 +968,7 @@ impl SidFilter {
                 "XDP source tap or tag: its SID is not one of the filter's",
             ));
         }
-        SidFilter::attach_as(ifindex, sids, queues, &BOTH_MODES, tap, tag)
+        SidFilter::attach_as(ifindex, sids, queues, modes, tap, tag)
     }
 
     /// [`SidFilter::attach`] trying the `modes` in order.

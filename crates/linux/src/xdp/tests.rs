@@ -737,7 +737,8 @@ fn kernel_taps_sources_and_redirects_the_rest() {
                 source_tlv: TAP_TLV,
                 ring_fd: ring.fd(),
             };
-            let filter = SidFilter::attach_with(ifindex, &[SID], 1, Some(&tap), None)?;
+            let filter =
+                SidFilter::attach_with(ifindex, &[SID], 1, Some(&tap), None, &bpf::BOTH_MODES)?;
             let xsk = Xsk::open(ifindex, 0)?;
             filter.register(0, &xsk)?;
             Ok((filter, xsk, ring))
@@ -885,7 +886,8 @@ fn kernel_tags_sources_as_hirt_does() {
                 ring_fd: ring.fd(),
                 esi_map_fd: esi.as_raw_fd(),
             };
-            let filter = SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag))?;
+            let filter =
+                SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag), &bpf::BOTH_MODES)?;
             let xsk = Xsk::open(ifindex, 0)?;
             filter.register(0, &xsk)?;
             Ok((filter, xsk, ring, esi))
