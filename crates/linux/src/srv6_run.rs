@@ -469,6 +469,8 @@ fn worker(
     };
     let mut fds = vec![tun.as_raw_fd()];
     fds.extend(xdp.iter().flat_map(|x| x.fds()));
+    // Readable while records wait; the programs wake us only now and then (see `SourceTag`).
+    fds.extend(tap.as_ref().map(RingBuf::fd));
     let mut gen = ctl.generation();
     let mut last_publish = Instant::now();
     let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);

@@ -89,6 +89,8 @@ pub(super) const ATOMIC_W: u8 = 0xc3;
 const BPF_ADD_FETCH: i32 = 0x01;
 /// `BPF_ALU | BPF_END | BPF_TO_BE`: `dst = htobe<imm>(dst)`.
 pub(super) const END_TO_BE: u8 = 0xdc;
+/// `BPF_ALU64 | BPF_AND | BPF_K`: `dst &= imm`.
+pub(super) const AND64_K: u8 = 0x57;
 /// `BPF_ALU64 | BPF_RSH | BPF_K`: `dst >>= imm`.
 pub(super) const RSH64_K: u8 = 0x77;
 /// `BPF_ALU64 | BPF_LSH | BPF_K`: `dst <<= imm`.
@@ -532,10 +534,21 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
         stx(STX_B, R2, R4, IPV6_OFF + 5),
         Insn::new(RSH64_K, R4, 0, 0, 8),
         stx(STX_B, R2, R4, IPV6_OFF + 4),
+        // Every WAKE_EVERY-th source may wake hirt (if it is waiting), so repairs are coded
+        // within that many sources; the others do not.
+        ldx(LDX_W, R2, R8, 4),
+        Insn::new(AND64_K, R2, 0, 0, WAKE_EVERY - 1),
         mov64_reg(R1, R8),
-        mov64_imm(R2, BPF_RB_NO_WAKEUP),
-        call(BPF_FUNC_RINGBUF_SUBMIT),
     ]);
+    let quiet = a.label();
+    let submit = a.label();
+    a.jump(JNE_K, R2, 0, 0, quiet);
+    a.emit(&[mov64_imm(R2, 0)]);
+    a.jump(JA, 0, 0, 0, submit);
+    a.bind(quiet);
+    a.emit(&[mov64_imm(R2, BPF_RB_NO_WAKEUP)]);
+    a.bind(submit);
+    a.emit(&[call(BPF_FUNC_RINGBUF_SUBMIT)]);
     a.jump(JA, 0, 0, 0, pass);
     a.bind(fail);
     a.emit(&[
@@ -548,6 +561,8 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
 
 /// Bytes of the source TLV.
 const SOURCE_TLV: usize = 8;
+/// The tag program lets every this many sources wake hirt (a power of two).
+const WAKE_EVERY: i32 = 16;
 
 /// The largest IPv6 packet a [`SourceTap`] copies; longer ones go to the socket.
 pub const TAP_MAX_PACKET: i32 = 2040;
