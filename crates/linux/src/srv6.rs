@@ -413,6 +413,37 @@ impl Srv6Node {
         }
     }
 
+    /// Where the decoder SID is in the segment list of `pkt` (at or after the next segment,
+    /// Segments Left `sl` after the End), if it is there.
+    fn decoder_index(&self, pkt: &[u8], l: &Srv6Layout, sl: u8) -> Option<u8> {
+        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
+        let srh = l.srh(pkt);
+        (0..=sl)
+            .rev()
+            .find(|&i| srh.segment(i as usize) == Some(dec_sid))
+    }
+
+    /// Hands the symbol of the source `buf[..len]` (after its End: Segments Left `sl`, the
+    /// decoder SID at `dec_idx`) to the encoder: normalised (what routers may change inside
+    /// the tunnel set as the decoder will rebuild it), coded, restored.
+    #[allow(clippy::too_many_arguments)]
+    fn code_source(
+        &self,
+        enc: &mut Encoder,
+        buf: &mut [u8],
+        len: usize,
+        l: &Srv6Layout,
+        sl: u8,
+        dec_idx: u8,
+        now: Instant,
+    ) -> hirt_core::SourceTag {
+        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
+        let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
+        let tag = enc.handle_source(self.cfg.stream, &buf[..len], now);
+        restore(buf, l.srh_offset, &saved);
+        tag
+    }
+
     /// Whether this node has the encoder SID.
     pub fn is_encoder(&self) -> bool {
         self.cfg.enc_sid.is_some()
@@ -444,12 +475,7 @@ impl Srv6Node {
         let Some(mut enc) = shared.enc(stream) else {
             return self.count_drop(Drop::NotOurs);
         };
-        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
-        let srh = l.srh(&buf[..len]);
-        let Some(dec_idx) = (0..=sl)
-            .rev()
-            .find(|&i| srh.segment(i as usize) == Some(dec_sid))
-        else {
+        let Some(dec_idx) = self.decoder_index(&buf[..len], &l, sl) else {
             return self.count_drop(Drop::Malformed);
         };
         if enc.next_esi(stream) != esi {
@@ -461,9 +487,7 @@ impl Srv6Node {
         }
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
-        let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
-        enc.handle_source(stream, &buf[..len], now);
-        restore(buf, l.srh_offset, &saved);
+        self.code_source(&mut enc, buf, len, &l, sl, dec_idx, now);
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, (len + SOURCE_TLV_SIZE) as u64);
         drain_repairs(
@@ -587,13 +611,7 @@ impl Srv6Node {
         let Some(mut enc) = shared.enc(enc_stream) else {
             return self.count_drop(Drop::NotOurs);
         };
-        // Where is the decoder in the segment list (at or after the next segment)?
-        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
-        let srh = l.srh(&buf[..len]);
-        let dec_idx = (0..=sl)
-            .rev()
-            .find(|&i| srh.segment(i as usize) == Some(dec_sid));
-        let Some(dec_idx) = dec_idx else {
+        let Some(dec_idx) = self.decoder_index(&buf[..len], &l, sl) else {
             // Not a tunnel we protect: forward as a plain End.
             add(&self.metrics.global.unprotected, 1);
             emit(Egress::Kernel, &buf[..len]);
@@ -601,10 +619,7 @@ impl Srv6Node {
         };
         let c = self.metrics.stream(enc_stream);
         add(&c.enc_packets_in, 1);
-        // Normalise into the symbol, hand it to the core, restore.
-        let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
-        let tag = enc.handle_source(enc_stream, &buf[..len], now);
-        restore(buf, l.srh_offset, &saved);
+        let tag = self.code_source(&mut enc, buf, len, &l, sl, dec_idx, now);
         let src = SourceRepr {
             stream: tag.stream,
             esi: tag.esi,
