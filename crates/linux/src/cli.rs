@@ -117,12 +117,14 @@ pub struct Srv6Args {
     /// the TUN device. Everything else, and what hirt cannot resolve, still uses --dev.
     #[arg(long, value_delimiter = ',')]
     pub xdp: Option<Vec<String>>,
-    /// With --xdp on a decoder (End.DT6): the kernel's own End.DT6 decapsulates and delivers
-    /// protected sources, so they never wait for hirt; the XDP program hands hirt a copy of
-    /// each (a BPF ring buffer, read at least every 2 ms) for recovery, and repairs as before.
-    /// The decoder SID becomes a `seg6local End.DT6` route. All of the tunnel's packets must
-    /// arrive on the --xdp devices; needs --threads 1; not with --auth-sources or
-    /// --in-order-ms.
+    /// With --xdp: sources never cross user space. On an encoder the XDP program does the End,
+    /// numbers the source and inserts its TLV, and the kernel forwards it (the encoder SID
+    /// becomes a `seg6local End` route for what the program leaves alone); on a decoder
+    /// (End.DT6) the kernel's own End.DT6 delivers it (a `seg6local End.DT6` route). hirt
+    /// codes repairs and recovers from copies the programs put in a BPF ring buffer; repairs
+    /// and feedback still go through AF_XDP. All of the tunnel's packets must arrive on the
+    /// --xdp devices, on receive queue 0; needs --role encoder or decoder and --threads 1;
+    /// not with --auth-sources or --in-order-ms.
     #[arg(long)]
     pub kernel_sources: bool,
     /// How the XDP program is attached: `auto` (native, generic if the driver refuses),
