@@ -104,6 +104,10 @@ pub struct DataplaneBenchArgs {
     /// Only the latency runs, at `--latency-pps` (no throughput sweeps, no goal check).
     #[arg(long)]
     pub latency_only: bool,
+    /// Only the throughput goal check, `--rounds` tries at this offered load (packets/s) with
+    /// FEC at `--loss` (no sweeps, no latency runs).
+    #[arg(long)]
+    pub goal_only_pps: Option<u64>,
     /// How the hirt nodes take and send packets. `xdp` (default): the AF_XDP fast path
     /// (`hirt srv6 --xdp` on their links); the path then gets a plain router between encoder
     /// and decoder that carries the loss rule (hirt's own transmissions skip its node's
@@ -1091,6 +1095,14 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         ("hirt_fec_0pct", Mode::Hirt { fec: true }, 0.0),
         ("hirt_fec_3pct", Mode::Hirt { fec: true }, args.loss),
     ];
+    if let Some(pps) = args.goal_only_pps {
+        let mut tries = Vec::new();
+        for _ in 0..args.rounds.max(1) {
+            tries.push(goal_check(&t, &args, pps)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&tries)?);
+        return Ok(());
+    }
     if args.latency_only {
         let ldur = Duration::from_secs_f64(args.latency_duration);
         let mut latency = latency_pair(&t, &args, args.latency_pps, ldur)?;

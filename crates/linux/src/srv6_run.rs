@@ -373,7 +373,7 @@ const TUN_EVERY: u32 = 8;
 /// Ring buffer of `--kernel-sources`: 4080 records of a 2048-byte packet, 40 ms at 100 kpps.
 const TAP_RING_BYTES: u32 = 8 << 20;
 /// The longest a `--kernel-sources` worker sleeps: the XDP programs wake it for few of the
-/// copies (the encoder's for every 16th source, the decoder's for none: repairs wake it), so
+/// copies (the encoder's for every 4th source, the decoder's for none: repairs wake it), so
 /// it reads them at least this often.
 const TAP_MAX_SLEEP: Duration = Duration::from_millis(2);
 

@@ -562,7 +562,7 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
 /// Bytes of the source TLV.
 const SOURCE_TLV: usize = 8;
 /// The tag program lets every this many sources wake hirt (a power of two).
-const WAKE_EVERY: i32 = 16;
+const WAKE_EVERY: i32 = 4;
 
 /// The largest IPv6 packet a [`SourceTap`] copies; longer ones go to the socket.
 pub const TAP_MAX_PACKET: i32 = 2040;
