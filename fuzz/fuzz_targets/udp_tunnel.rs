@@ -3,7 +3,8 @@
 //! - selector 1: frames sealed with the right key (so the fuzzer reaches the frame parser, the
 //!   address learning and the decoder), each prefixed by a u16 length;
 //! - selector 2: a packet at an SRv6 node owning both SIDs (SRH/TLV parsing, TLV removal,
-//!   repair/feedback handling, decapsulation).
+//!   repair/feedback handling, decapsulation), or as a `--kernel-sources` ring record: a source
+//!   the XDP program tagged, or one the kernel delivered.
 #![no_main]
 
 use std::net::SocketAddr;
@@ -115,7 +116,11 @@ fuzz_target!(|data: &[u8]| {
                 let sid = if which & 4 == 0 { enc } else { dec };
                 buf[24..40].copy_from_slice(&sid.octets());
             }
-            let _ = node.handle_packet(&mut buf, n, now, &mut |_, _| {});
+            let _ = match (which >> 3) & 3 {
+                1 => node.handle_tagged_source(&mut buf, n, 0, now, &mut |_, _| {}),
+                2 => node.handle_delivered_source(&mut buf, n, now, &mut |_, _| {}),
+                _ => node.handle_packet(&mut buf, n, now, &mut |_, _| {}),
+            };
             node.handle_timeout(now + Duration::from_millis(100), &mut |_, _| {});
         }
     }
