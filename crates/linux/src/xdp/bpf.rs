@@ -337,18 +337,63 @@ pub(super) fn create_counter() -> io::Result<OwnedFd> {
     create_map(BPF_MAP_TYPE_ARRAY, 4, 4, 1, b"hirt_esi")
 }
 
+/// Checks shared by the tap and the tag (r2 = data, r3 = data_end, r6 = ctx): the frame came
+/// in on receive queue 0 (else to `other_queue`) and carries an SRH of type 4 whose fixed part
+/// is in bounds (else to `not_srh`). Clobbers r4.
+fn emit_srh_checks(a: &mut Asm, other_queue: Label, not_srh: Label) {
+    const SRH: i16 = IPV6_OFF + 40;
+    a.emit(&[ldx(LDX_W, R4, R6, MD_RX_QUEUE_INDEX)]);
+    a.jump(JNE_K, R4, 0, 0, other_queue);
+    a.emit(&[ldx(LDX_B, R4, R2, IPV6_OFF + 6)]);
+    a.jump(JNE_K, R4, 0, 43, not_srh);
+    a.emit(&[mov64_reg(R4, R2), add64_imm(R4, i32::from(SRH) + 8)]);
+    a.jump(JGT_X, R4, R3, 0, not_srh);
+    a.emit(&[ldx(LDX_B, R4, R2, SRH + 2)]);
+    a.jump(JNE_K, R4, 0, 4, not_srh);
+}
+
+/// Copies the IPv6 packet (r2 = data, r3 = data_end, r6 = ctx) into a new record of the ring
+/// `ring_fd`: r7 = its length (more than [`TAP_MAX_PACKET`]: to `too_long`), r8 = the record
+/// (no room: to `no_room`), its first u32 the length, the packet from byte 8; r0 is the
+/// result of `bpf_xdp_load_bytes` (0: copied), and the caller submits or discards r8.
+/// Clobbers r1-r5.
+fn emit_ring_copy(a: &mut Asm, ring_fd: RawFd, too_long: Label, no_room: Label) {
+    a.emit(&[
+        mov64_reg(R7, R3),
+        Insn::new(SUB64_X, R7, R2, 0, 0),
+        add64_imm(R7, -i32::from(IPV6_OFF)),
+    ]);
+    a.jump(JGT_K, R7, 0, TAP_MAX_PACKET, too_long);
+    // A lower bound for the verifier: the callers' checks already imply an SRH with a segment.
+    a.jump(JLT_K, R7, 0, 40 + 8 + 16, too_long);
+    a.emit(&ld_map_fd(R1, ring_fd));
+    a.emit(&[
+        mov64_imm(R2, TAP_RECORD),
+        mov64_imm(R3, 0),
+        call(BPF_FUNC_RINGBUF_RESERVE),
+    ]);
+    a.jump(JEQ_K, R0, 0, 0, no_room);
+    a.emit(&[
+        mov64_reg(R8, R0),
+        stx(STX_W, R8, R7, 0),
+        mov64_reg(R1, R6),
+        mov64_imm(R2, i32::from(IPV6_OFF)),
+        mov64_reg(R3, R8),
+        add64_imm(R3, 8),
+        mov64_reg(R4, R7),
+        call(BPF_FUNC_XDP_LOAD_BYTES),
+    ]);
+}
+
 /// The tagging path of [`SourceTag`] at label `at` (registers as [`program_with`] leaves them
 /// when the destination matched: r2 = data, r3 = data_end, r6 = ctx).
 fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, drop: Label) {
     const SRH: i16 = IPV6_OFF + 40;
     const SEGS: i32 = SRH as i32 + 8;
     a.bind(at);
-    a.emit(&[ldx(LDX_B, R4, R2, IPV6_OFF + 6)]);
-    a.jump(JNE_K, R4, 0, 43, matched);
-    a.emit(&[mov64_reg(R4, R2), add64_imm(R4, SEGS)]);
-    a.jump(JGT_X, R4, R3, 0, matched);
-    a.emit(&[ldx(LDX_B, R4, R2, SRH + 2)]);
-    a.jump(JNE_K, R4, 0, 4, matched);
+    // Only frames of receive queue 0 are tagged: one NAPI context at a time, so the ESIs reach
+    // the ring in order. The kernel's End forwards the others unprotected.
+    emit_srh_checks(a, pass, matched);
     // r9 = Segments Left; 0 is feedback (or not ours): the socket.
     a.emit(&[ldx(LDX_B, R9, R2, SRH + 3)]);
     a.jump(JEQ_K, R9, 0, 0, matched);
@@ -389,31 +434,7 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
     }
     a.jump(JA, 0, 0, 0, pass);
     a.bind(found);
-    // r7 = length of the IPv6 packet.
-    a.emit(&[
-        mov64_reg(R7, R3),
-        Insn::new(SUB64_X, R7, R2, 0, 0),
-        add64_imm(R7, -i32::from(IPV6_OFF)),
-    ]);
-    a.jump(JGT_K, R7, 0, TAP_MAX_PACKET, pass);
-    a.jump(JLT_K, R7, 0, SEGS + 16 - i32::from(IPV6_OFF), pass);
-    a.emit(&ld_map_fd(R1, t.ring_fd));
-    a.emit(&[
-        mov64_imm(R2, TAP_RECORD),
-        mov64_imm(R3, 0),
-        call(BPF_FUNC_RINGBUF_RESERVE),
-    ]);
-    a.jump(JEQ_K, R0, 0, 0, pass);
-    a.emit(&[
-        mov64_reg(R8, R0),
-        stx(STX_W, R8, R7, 0),
-        mov64_reg(R1, R6),
-        mov64_imm(R2, i32::from(IPV6_OFF)),
-        mov64_reg(R3, R8),
-        add64_imm(R3, 8),
-        mov64_reg(R4, R7),
-        call(BPF_FUNC_XDP_LOAD_BYTES),
-    ]);
+    emit_ring_copy(a, t.ring_fd, pass, pass);
     let copied = a.label();
     a.jump(JEQ_K, R0, 0, 0, copied);
     a.emit(&[
@@ -663,12 +684,10 @@ pub(super) fn program_with(
     if let Some(t) = tap {
         a.bind(tapped);
         const SRH: i16 = IPV6_OFF + 40;
-        a.emit(&[ldx(LDX_B, R4, R2, IPV6_OFF + 6)]);
-        a.jump(JNE_K, R4, 0, 43, matched);
-        a.emit(&[mov64_reg(R4, R2), add64_imm(R4, i32::from(SRH) + 8)]);
-        a.jump(JGT_X, R4, R3, 0, matched);
-        a.emit(&[ldx(LDX_B, R4, R2, SRH + 2)]);
-        a.jump(JNE_K, R4, 0, 4, matched);
+        // Only receive queue 0 has the socket whose frames are ordered with the ring's records.
+        // Elsewhere the kernel would deliver a source hirt never sees and then hirt would
+        // recover it too: drop it instead (FEC recovers it once).
+        emit_srh_checks(&mut a, drop, matched);
         a.emit(&[ldx(LDX_B, R4, R2, SRH + 3)]);
         a.jump(JNE_K, R4, 0, 0, matched);
         // r5 = offset of the first TLV: the SRH's fixed part and its segments.
@@ -694,37 +713,7 @@ pub(super) fn program_with(
         a.jump(JGT_X, R8, R3, 0, matched);
         a.emit(&[ldx(LDX_B, R4, R7, 0)]);
         a.jump(JNE_K, R4, 0, i32::from(t.source_tlv), matched);
-        a.emit(&[
-            mov64_reg(R7, R3),
-            Insn::new(SUB64_X, R7, R2, 0, 0),
-            add64_imm(R7, -i32::from(IPV6_OFF)),
-        ]);
-        a.jump(JGT_K, R7, 0, TAP_MAX_PACKET, matched);
-        // Bounds the length from below for the verifier (the checks above imply it).
-        a.jump(
-            JLT_K,
-            R7,
-            0,
-            i32::from(SRH) + 8 - i32::from(IPV6_OFF),
-            matched,
-        );
-        a.emit(&ld_map_fd(R1, t.ring_fd));
-        a.emit(&[
-            mov64_imm(R2, TAP_RECORD),
-            mov64_imm(R3, 0),
-            call(BPF_FUNC_RINGBUF_RESERVE),
-        ]);
-        a.jump(JEQ_K, R0, 0, 0, drop);
-        a.emit(&[
-            mov64_reg(R8, R0),
-            stx(STX_W, R8, R7, 0),
-            mov64_reg(R1, R6),
-            mov64_imm(R2, i32::from(IPV6_OFF)),
-            mov64_reg(R3, R8),
-            add64_imm(R3, 8),
-            mov64_reg(R4, R7),
-            call(BPF_FUNC_XDP_LOAD_BYTES),
-        ]);
+        emit_ring_copy(&mut a, t.ring_fd, matched, drop);
         let copied = a.label();
         a.jump(JEQ_K, R0, 0, 0, copied);
         a.emit(&[
