@@ -624,49 +624,17 @@ fn kernel_detaches_on_drop_and_refuses_a_second_program() {
 /// Type of the source TLV in the tap tests.
 const TAP_TLV: u8 = 0x7a;
 
-/// An SRv6 packet from A to [`SID`]: IPv6 header, an SRH with `segs` (the last one is the SID,
-/// Segments Left `sl`) and the 8-byte TLV `tlv_type` if any, then an inner IPv6 header with an
-/// 8-byte payload carrying `i`.
+/// An SRv6 packet from A to [`SID`]: an SRH with `segs` segments (segment 0, the last one
+/// the packet visits, is the SID; the others fc00:78::k), Segments Left `sl`, the 8-byte TLV
+/// `tlv_type` if any, then an inner IPv6 header with an 8-byte payload carrying `i`.
 fn srv6_packet(segs: usize, sl: u8, tlv_type: Option<u8>, i: u32) -> Vec<u8> {
-    let src: Ipv6Addr = A_IP.parse().unwrap();
-    let tlv_len = if tlv_type.is_some() { 8 } else { 0 };
-    let srh_len = 8 + 16 * segs + tlv_len;
-    let inner_len = 40 + 8;
-    let mut p = Vec::new();
-    p.extend_from_slice(&[0x60, 0, 0, 0]);
-    p.extend_from_slice(&((srh_len + inner_len) as u16).to_be_bytes());
-    p.extend_from_slice(&[43, 64]);
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&SID.octets());
-    // SRH: next header IPv6, Hdr Ext Len, type 4, SL, last entry, flags, tag.
-    p.extend_from_slice(&[
-        41,
-        (srh_len / 8 - 1) as u8,
-        4,
-        sl,
-        (segs - 1) as u8,
-        0,
-        0,
-        0,
-    ]);
-    for k in 0..segs {
-        // Segment 0 is the last one the packet visits.
-        let seg = if k == 0 {
-            SID
-        } else {
-            Ipv6Addr::new(0xfc00, 0x78, 0, 0, 0, 0, 0, k as u16)
-        };
-        p.extend_from_slice(&seg.octets());
-    }
-    if let Some(t) = tlv_type {
-        p.extend_from_slice(&[t, 6, 0, 0]);
-        p.extend_from_slice(&i.to_be_bytes());
-    }
-    p.extend_from_slice(&[0x60, 0, 0, 0, 0, 8, 59, 64]);
-    p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0x79, 0, 0, 0, 0, 1).octets());
-    p.extend_from_slice(&u64::from(i).to_be_bytes());
-    p
+    let list: Vec<Ipv6Addr> = (0..segs)
+        .map(|k| match k {
+            0 => SID,
+            _ => Ipv6Addr::new(0xfc00, 0x78, 0, 0, 0, 0, 0, k as u16),
+        })
+        .collect();
+    srv6_to(SID, &list, sl, tlv_type, 8, i)
 }
 
 /// Sends whole IPv6 packets (header included) from the calling thread's namespace.
@@ -795,6 +763,18 @@ const DEC_SID: Ipv6Addr = Ipv6Addr::new(0xfc00, 0x79, 0, 0, 0, 0, 0, 1);
 /// Segments Left `sl`, an 8-byte TLV of `tlv_type` if any, an inner IPv6 header and `extra`
 /// bytes of payload carrying `i`.
 fn srv6_via(segs: &[Ipv6Addr], sl: u8, tlv_type: Option<u8>, extra: usize, i: u32) -> Vec<u8> {
+    srv6_to(segs[sl as usize], segs, sl, tlv_type, extra, i)
+}
+
+/// [`srv6_via`] to destination `da`. The TLV carries `i`.
+fn srv6_to(
+    da: Ipv6Addr,
+    segs: &[Ipv6Addr],
+    sl: u8,
+    tlv_type: Option<u8>,
+    extra: usize,
+    i: u32,
+) -> Vec<u8> {
     let src: Ipv6Addr = A_IP.parse().unwrap();
     let tlv_len = if tlv_type.is_some() { 8 } else { 0 };
     let srh_len = 8 + 16 * segs.len() + tlv_len;
@@ -804,14 +784,16 @@ fn srv6_via(segs: &[Ipv6Addr], sl: u8, tlv_type: Option<u8>, extra: usize, i: u3
     p.extend_from_slice(&((srh_len + inner_len) as u16).to_be_bytes());
     p.extend_from_slice(&[43, 64]);
     p.extend_from_slice(&src.octets());
-    p.extend_from_slice(&segs[sl as usize].octets());
+    p.extend_from_slice(&da.octets());
+    // SRH: next header IPv6, Hdr Ext Len, type 4, SL, last entry, flags, tag.
     let last = (segs.len() - 1) as u8;
     p.extend_from_slice(&[41, (srh_len / 8 - 1) as u8, 4, sl, last, 0, 0, 0]);
     for s in segs {
         p.extend_from_slice(&s.octets());
     }
     if let Some(t) = tlv_type {
-        p.extend_from_slice(&[t, 6, 0, 0, 0, 0, 0, 0]);
+        p.extend_from_slice(&[t, 6, 0, 0]);
+        p.extend_from_slice(&i.to_be_bytes());
     }
     p.extend_from_slice(&[0x60, 0, 0, 0]);
     p.extend_from_slice(&(extra as u16).to_be_bytes());
