@@ -108,29 +108,45 @@ pub struct DataplaneBenchArgs {
     /// FEC at `--loss` (no sweeps, no latency runs).
     #[arg(long)]
     pub goal_only_pps: Option<u64>,
-    /// How the hirt nodes take and send packets. `xdp` (default): the AF_XDP fast path
-    /// (`hirt srv6 --xdp` on their links); the path then gets a plain router between encoder
-    /// and decoder that carries the loss rule (hirt's own transmissions skip its node's
-    /// netfilter hooks), in every configuration of the run, so kernel forwarding crosses the
-    /// same hops, and the sender's link has its offloads off (an XDP frame carries no checksum
-    /// metadata). `tun`: SIDs routed to TUN devices, encoder and decoder linked directly.
-    #[arg(long, value_enum, default_value_t = Dataplane::Xdp)]
+    /// How the hirt nodes take and send packets.
+    /// `kernel-sources` (default): both nodes run `hirt srv6 --xdp ... --kernel-sources` (the
+    /// encoder's XDP program tags the sources and the kernel forwards them; the decoder's
+    /// kernel End.DT6 delivers them; hirt reads copies, codes and recovers); their programs are
+    /// attached in generic mode, cheaper on veth.
+    /// `xdp`: the AF_XDP fast path (`hirt srv6 --xdp` on their links), every packet through
+    /// hirt.
+    /// With both, the path gets a plain router between encoder and decoder that carries the
+    /// loss rule (hirt's own transmissions skip its node's netfilter hooks), in every
+    /// configuration of the run, so kernel forwarding crosses the same hops, and the sender's
+    /// link has its offloads off (an XDP frame carries no checksum metadata).
+    /// `tun`: SIDs routed to TUN devices, encoder and decoder linked directly.
+    #[arg(long, value_enum, default_value_t = Dataplane::KernelSources)]
     pub dataplane: Dataplane,
-    /// With `--dataplane xdp`: both nodes run `hirt srv6 --kernel-sources` (the encoder's XDP
-    /// program tags the sources and the kernel forwards them; the decoder's kernel End.DT6
-    /// delivers them; hirt reads copies).
-    #[arg(long)]
+    /// The same as `--dataplane kernel-sources` (kept for the commands of earlier sessions).
+    #[arg(long, hide = true)]
     pub kernel_sources: bool,
 }
 
 /// The hirt nodes' packet I/O in `hirt bench dataplane`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
 pub enum Dataplane {
+    /// AF_XDP sockets for hirt's packets, the sources forwarded and delivered by the kernel
+    /// (`hirt srv6 --xdp ... --kernel-sources`).
+    #[serde(rename = "kernel-sources")]
+    KernelSources,
     /// AF_XDP sockets (`hirt srv6 --xdp`).
+    #[serde(rename = "xdp")]
     Xdp,
     /// TUN devices.
+    #[serde(rename = "tun")]
     Tun,
+}
+
+impl Dataplane {
+    /// Whether the nodes use AF_XDP (and the path has a middle router).
+    fn xdp(self) -> bool {
+        self != Dataplane::Tun
+    }
 }
 
 /// Tunnel counters of one offered load.
@@ -263,10 +279,11 @@ pub struct Report {
     pub window: u16,
     /// FEC mode.
     pub fec: String,
-    /// How the hirt nodes took and sent packets: `xdp` (AF_XDP sockets, with a plain router
-    /// between encoder and decoder) or `tun` (SIDs routed to TUN devices).
+    /// How the hirt nodes took and sent packets: `kernel-sources` (the sources through the
+    /// kernel, hirt's packets through AF_XDP), `xdp` (everything through AF_XDP), both with a
+    /// plain router between encoder and decoder, or `tun` (SIDs routed to TUN devices).
     pub dataplane: Dataplane,
-    /// Whether the nodes ran with `--kernel-sources`.
+    /// Whether the nodes ran with `--kernel-sources` (`dataplane` is `kernel-sources`).
     pub kernel_sources: bool,
     /// Throughput runs.
     pub runs: Vec<Run>,
@@ -722,14 +739,14 @@ fn one_run(
     };
     let fec_on = matches!(mode, Mode::Hirt { fec: true });
     let mk = |role: &str| Srv6Args {
-        xdp: (args.dataplane == Dataplane::Xdp).then(|| match role {
+        xdp: args.dataplane.xdp().then(|| match role {
             "encoder" => t.e_devs.to_vec(),
             _ => t.d_devs.to_vec(),
         }),
-        kernel_sources: args.kernel_sources && args.dataplane == Dataplane::Xdp,
+        kernel_sources: args.dataplane == Dataplane::KernelSources,
         // On veth, native XDP copies each frame into an XDP buffer and back into a socket
         // buffer for what it passes on: generic is cheaper for --kernel-sources.
-        xdp_mode: args.kernel_sources.then(|| "generic".into()),
+        xdp_mode: (args.dataplane == Dataplane::KernelSources).then(|| "generic".into()),
         hmac_key: (args.auth_sources && fec_on).then(|| "0x5eed5eed5eed5eed".into()),
         auth_sources: args.auth_sources && fec_on,
         overload_threshold: args.overload_threshold,
@@ -1089,14 +1106,17 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         "hirt bench dataplane needs root and iproute2"
     );
     let mut args = args;
-    if args.dataplane == Dataplane::Xdp {
+    if args.kernel_sources {
+        args.dataplane = Dataplane::KernelSources;
+    }
+    if args.dataplane.xdp() {
         if let Err(e) = probe_xdp() {
             // Without CAP_BPF, locked memory or XDP support the TUN path still runs.
             eprintln!("AF_XDP not usable here ({e:#}); measuring the TUN dataplane instead");
             args.dataplane = Dataplane::Tun;
         }
     }
-    let t = topo(args.dataplane == Dataplane::Xdp)?;
+    let t = topo(args.dataplane.xdp())?;
     let dur = Duration::from_secs_f64(args.duration);
     let configs = [
         ("kernel", Mode::Kernel, 0.0),
@@ -1218,7 +1238,7 @@ pub fn run(args: DataplaneBenchArgs) -> anyhow::Result<()> {
         window: args.window,
         fec: args.fec.clone(),
         dataplane: args.dataplane,
-        kernel_sources: args.kernel_sources && args.dataplane == Dataplane::Xdp,
+        kernel_sources: args.dataplane == Dataplane::KernelSources,
         runs,
         latency,
         goal_3pct: goal,
