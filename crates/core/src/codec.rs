@@ -146,13 +146,21 @@ pub(crate) enum DecCodec {
 }
 
 impl DecCodec {
-    pub(crate) fn new(scheme: &SchemeConfig) -> Self {
+    /// The decoder of `scheme`; a sliding-window one keeps `repair_lag` more sources (see
+    /// [`crate::DecoderConfig::repair_lag`]).
+    pub(crate) fn new(scheme: &SchemeConfig, repair_lag: u32) -> Self {
         match scheme {
-            SchemeConfig::Rlc { window, dt } => DecCodec::Rlc(RlcDecoder::new(RlcConfig {
-                dt: (*dt).min(15),
-                ..RlcConfig::rlc(*window)
-            })),
-            SchemeConfig::Xor { window } => DecCodec::Rlc(RlcDecoder::new(RlcConfig::xor(*window))),
+            SchemeConfig::Rlc { window, dt } => DecCodec::Rlc(RlcDecoder::with_repair_lag(
+                RlcConfig {
+                    dt: (*dt).min(15),
+                    ..RlcConfig::rlc(*window)
+                },
+                repair_lag,
+            )),
+            SchemeConfig::Xor { window } => DecCodec::Rlc(RlcDecoder::with_repair_lag(
+                RlcConfig::xor(*window),
+                repair_lag,
+            )),
             SchemeConfig::BlockXor { .. } => DecCodec::BlockXor(BlockXorDecoder::new(
                 scheme.max_window().clamp(1, MAX_BLOCK),
             )),

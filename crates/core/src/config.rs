@@ -147,11 +147,17 @@ impl SchemeConfig {
     /// memory, from `hirt_fec`'s documented bounds). A loss older than this (plus the reorder
     /// tolerance) is final: it counts as residual loss.
     pub fn recovery_horizon(&self) -> u32 {
+        self.recovery_horizon_with_repair_lag(0)
+    }
+
+    /// [`Self::recovery_horizon`] of a decoder whose repairs may trail its newest source by
+    /// `lag` more ESIs ([`DecoderConfig::repair_lag`]; sliding-window codes only).
+    pub fn recovery_horizon_with_repair_lag(&self, lag: u32) -> u32 {
         match self {
             // RlcDecoder tracks S = the power of two >= 2W (at least 64) and may still deliver a
             // source late through an equation kept for another S: 2S (hirt_fec's bound).
             SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => {
-                hirt_fec::RlcDecoder::recovery_horizon(*window)
+                hirt_fec::RlcDecoder::recovery_horizon_with_repair_lag(*window, lag)
             }
             // A block-XOR loss is final once its block's repair was processed: two blocks. The
             // block size changes under rQUIC, so the decoder follows the NSS of the repairs it
@@ -552,6 +558,12 @@ pub struct DecoderConfig {
     /// forgot them; residual-loss accounting). Rounded up to a power of two; at least
     /// `horizon + reorder_tolerance + 2`.
     pub history: u32,
+    /// ESIs by which a repair may trail the newest source the decoder has seen, beyond what
+    /// the code's window allows anyway: the sliding-window decoder keeps that many more
+    /// sources (and the horizon grows with it). For dataplanes where sources and repairs
+    /// reach the decoder at different times (sources delivered by the kernel and read from a
+    /// ring, repairs on another path). Set with [`DecoderConfig::with_repair_lag`]; default 0.
+    pub repair_lag: u32,
     /// Path id written into feedback.
     pub path: PathId,
     /// Overload control, as in [`EncoderConfig::work_budget`] (decoder work = row operations).
@@ -592,6 +604,7 @@ impl DecoderConfig {
             reorder_tolerance: 3,
             horizon,
             history: 8192,
+            repair_lag: 0,
             path: 0,
             work_budget: None,
             budget_period: Duration::from_millis(1),
@@ -600,6 +613,13 @@ impl DecoderConfig {
             in_order: None,
             in_order_max: 1024,
         }
+    }
+
+    /// This configuration with [`Self::repair_lag`] = `lag` and the horizon that goes with it.
+    pub fn with_repair_lag(mut self, lag: u32) -> Self {
+        self.repair_lag = lag;
+        self.horizon = self.scheme.recovery_horizon_with_repair_lag(lag);
+        self
     }
 }
 

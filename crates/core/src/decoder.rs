@@ -209,7 +209,7 @@ impl Decoder {
         budget.set_load_skip(self.load_skip);
         self.streams.push(Stream {
             id,
-            codec: DecCodec::new(&self.cfg.scheme),
+            codec: DecCodec::new(&self.cfg.scheme, self.cfg.repair_lag),
             tracker: Self::new_tracker(&self.cfg),
             budget,
             stats: DecoderStats::default(),
@@ -250,7 +250,7 @@ impl Decoder {
             }
             s.stats.order_skipped = o.skipped;
         }
-        s.codec = DecCodec::new(&cfg.scheme);
+        s.codec = DecCodec::new(&cfg.scheme, cfg.repair_lag);
         s.tracker = Self::new_tracker(cfg);
         s.order = Self::new_order(cfg);
         s.refused_run = 0;

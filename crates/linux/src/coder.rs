@@ -19,6 +19,9 @@ pub struct CoderSettings {
     pub repair_retry_gap: Option<Duration>,
     /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
     pub in_order: Option<Duration>,
+    /// ESIs a repair may trail the decoder's newest source by, beyond the window (see
+    /// `hirt_core::DecoderConfig::repair_lag`).
+    pub repair_lag: u32,
 }
 
 impl Default for CoderSettings {
@@ -30,6 +33,7 @@ impl Default for CoderSettings {
             repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
             repair_retry_gap: None,
             in_order: None,
+            repair_lag: 0,
         }
     }
 }
@@ -81,6 +85,7 @@ impl CoderSettings {
             repair_retries: repair_retries.unwrap_or(d.repair_retries),
             repair_retry_gap,
             in_order,
+            repair_lag: d.repair_lag,
         })
     }
 
@@ -96,7 +101,7 @@ impl CoderSettings {
 
     /// A decoder configuration for `scheme` with these settings.
     pub fn decoder(&self, scheme: SchemeConfig) -> DecoderConfig {
-        let mut c = DecoderConfig::new(scheme);
+        let mut c = DecoderConfig::new(scheme).with_repair_lag(self.repair_lag);
         c.overload_threshold = self.overload_threshold;
         c.in_order = self.in_order;
         c
@@ -136,5 +141,16 @@ mod tests {
         assert_eq!(e.overload_threshold, 1.0);
         let d = s.decoder(e.mode.scheme.clone());
         assert_eq!(d.in_order, s.in_order);
+        assert_eq!(d.repair_lag, 0);
+        let lagged = CoderSettings {
+            repair_lag: 1000,
+            ..s.clone()
+        };
+        let d = lagged.decoder(e.mode.scheme.clone());
+        assert_eq!(d.repair_lag, 1000);
+        assert!(
+            d.horizon > s.decoder(e.mode.scheme.clone()).horizon,
+            "a later repair moves the horizon"
+        );
     }
 }

@@ -137,7 +137,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             None
         }
     };
-    let coder = CoderSettings::from_flags(
+    let mut coder = CoderSettings::from_flags(
         args.overload_threshold,
         args.repair_delay_ms,
         args.repair_retries,
@@ -145,6 +145,9 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         args.in_order_ms,
     )?;
     let kernel_sources = args.kernel_sources;
+    if kernel_sources {
+        coder.repair_lag = KERNEL_SOURCES_REPAIR_LAG;
+    }
     if kernel_sources {
         anyhow::ensure!(
             enc != dec,
@@ -370,11 +373,17 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
 const BATCH: usize = 64;
 /// With AF_XDP, the TUN device is read at least every this many rounds that skip `poll`.
 const TUN_EVERY: u32 = 8;
+/// How many ESIs a repair may trail the decoder's newest source with `--kernel-sources`:
+/// the kernel delivers sources as they come and the decoder takes their copies from its ring
+/// whenever it runs, while a repair waits for the encoder to read its own ring, code it and
+/// send it. On a busy machine the two ends can be milliseconds apart: 2048 ESIs is ~20 ms at
+/// 100 kpps. With W = 200 the decoder then keeps 4096 sources instead of 512.
+const KERNEL_SOURCES_REPAIR_LAG: u32 = 2048;
 /// Ring buffer of `--kernel-sources`: 4080 records of a 2048-byte packet, 40 ms at 100 kpps.
 const TAP_RING_BYTES: u32 = 8 << 20;
 /// The longest a `--kernel-sources` worker sleeps: the XDP programs wake it for few of the
-/// copies (the encoder's for every 4th source, the decoder's for none: repairs wake it), so
-/// it reads them at least this often.
+/// copies (the encoder's when it is `WAKE_BEHIND` records behind, the decoder's for none:
+/// repairs wake it), so it reads them at least this often.
 const TAP_MAX_SLEEP: Duration = Duration::from_millis(2);
 
 /// Where a worker writes what its node emits.

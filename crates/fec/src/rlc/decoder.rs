@@ -110,12 +110,24 @@ pub struct RlcDecoder {
     stats: DecoderStats,
 }
 
+/// The largest repair lag [`RlcDecoder::with_repair_lag`] takes into account (the span stays
+/// within 2^16 ESIs).
+pub const MAX_REPAIR_LAG: u32 = 1 << 15;
+
 impl RlcDecoder {
     /// A decoder for `cfg` (window clamped to 1..=4095). It tracks S = the power of two >= 2W
     /// (at least 64) ESIs behind the newest one, so repairs may arrive up to ~W symbols late.
     pub fn new(cfg: RlcConfig) -> Self {
+        Self::with_repair_lag(cfg, 0)
+    }
+
+    /// A decoder whose repairs may trail the newest source it has seen by up to `lag` more
+    /// ESIs than [`Self::new`] allows: it tracks S = the power of two >= 2W + `lag` (at most
+    /// [`MAX_REPAIR_LAG`] counts). For dataplanes where sources and repairs reach the decoder
+    /// by different paths or at different times.
+    pub fn with_repair_lag(cfg: RlcConfig, lag: u32) -> Self {
         let cfg = cfg.sanitized();
-        let span = Self::span_for(cfg.window);
+        let span = Self::span_with_repair_lag(cfg.window, lag);
         RlcDecoder {
             cfg,
             span,
@@ -153,7 +165,13 @@ impl RlcDecoder {
 
     /// The tracked span S for a configured window: the power of two >= 2W, at least 64.
     pub fn span_for(window: u16) -> u32 {
-        (2 * u32::from(window.clamp(1, super::MAX_WINDOW)))
+        Self::span_with_repair_lag(window, 0)
+    }
+
+    /// The tracked span S of [`Self::with_repair_lag`]: the power of two >= 2W + `lag`, at
+    /// least 64.
+    pub fn span_with_repair_lag(window: u16, lag: u32) -> u32 {
+        (2 * u32::from(window.clamp(1, super::MAX_WINDOW)) + lag.min(MAX_REPAIR_LAG))
             .next_power_of_two()
             .max(64)
     }
@@ -162,7 +180,12 @@ impl RlcDecoder {
     /// Sources older than S are forgotten, but an equation pivoted on one is kept (detached)
     /// for another S and may still deliver it late; beyond 2S a loss is final.
     pub fn recovery_horizon(window: u16) -> u32 {
-        2 * Self::span_for(window)
+        Self::recovery_horizon_with_repair_lag(window, 0)
+    }
+
+    /// [`Self::recovery_horizon`] of a decoder made by [`Self::with_repair_lag`].
+    pub fn recovery_horizon_with_repair_lag(window: u16, lag: u32) -> u32 {
+        2 * Self::span_with_repair_lag(window, lag)
     }
 
     /// Counters.
@@ -810,6 +833,40 @@ mod tests {
             dec.on_source(12, &sym(12), &mut |_, _| {}),
             Ok(SourceOutcome::Duplicate)
         );
+    }
+
+    #[test]
+    fn repair_lag_keeps_a_late_repair_useful() {
+        // Sources 10..42 with 20 lost, then the decoder sees sources up to `head` before the
+        // repair over 10..42 arrives. The default span forgets the window's sources first; a
+        // decoder made with enough repair lag still solves it.
+        let cfg = RlcConfig::rlc(32);
+        let reps = stream(cfg, 32, 1);
+        let run = |mut dec: RlcDecoder, head: u32| {
+            let mut got = Vec::new();
+            for e in (10..42).filter(|&e| e != 20).chain(42..head) {
+                dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+            }
+            let _ = dec.on_repair(&reps[0].0, &reps[0].1, &mut |e, d| {
+                got.push((e, d.to_vec()))
+            });
+            got
+        };
+        let span = RlcDecoder::span_for(32);
+        assert_eq!(span, 64);
+        let head = 42 + span;
+        assert!(
+            run(RlcDecoder::new(cfg), head).is_empty(),
+            "too late for S = 64"
+        );
+        let lagged = RlcDecoder::with_repair_lag(cfg, 100);
+        assert_eq!(lagged.span(), 256, "2W + lag = 164, rounded up");
+        assert_eq!(
+            RlcDecoder::recovery_horizon_with_repair_lag(32, 100),
+            2 * lagged.span()
+        );
+        assert_eq!(run(lagged, head), vec![(20, sym(20))]);
+        assert_eq!(RlcDecoder::with_repair_lag(cfg, 0).span(), span);
     }
 
     #[test]
