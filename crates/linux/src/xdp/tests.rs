@@ -993,3 +993,71 @@ fn kernel_tags_sources_as_hirt_does() {
     );
     assert_eq!(seen, want_sorted, "bit-exact with hirt's own tagging");
 }
+
+/// The tag program wakes a reader waiting on the ring once it is `WAKE_BEHIND` records behind,
+/// and not before: sources are forwarded by the kernel without hirt being woken for each.
+#[test]
+fn kernel_tag_wakes_hirt_when_it_falls_behind() {
+    if skip() {
+        return;
+    }
+    let w = wire().unwrap();
+    let ifindex = ifindex(&w.b, &w.b_if);
+    w.b.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
+    w.b.ip(&["-6", "route", "add", &format!("{DEC_SID}/128"), "via", A_IP])
+        .unwrap();
+    let (_filter, ring, _esi) =
+        w.b.spawn(move || {
+            let ring = RingBuf::create(1 << 20)?;
+            let esi = bpf::create_counter()?;
+            let tag = SourceTag {
+                sid: SID,
+                dec_sid: DEC_SID,
+                source_tlv: TAP_TLV,
+                stream: 0,
+                ring_fd: ring.fd(),
+                esi_map_fd: esi.as_raw_fd(),
+            };
+            let filter =
+                SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag), &bpf::BOTH_MODES)?;
+            Ok((filter, ring, esi))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    w.a.exec(&["ping", "-6", "-c", "1", "-W", "3", B_IP])
+        .unwrap();
+    let behind = WAKE_BEHIND as u32;
+    let sources = |from: u32, to: u32| -> Vec<Vec<u8>> {
+        (from..to)
+            .map(|i| srv6_via(&[DEC_SID, SID], 1, None, 100, i))
+            .collect()
+    };
+    let fd = ring.fd();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let ready = crate::tun::poll_readable(&[fd], Duration::from_secs(10));
+        let _ = tx.send(());
+        ready
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let first = sources(0, behind - 1);
+    w.a.spawn(move || send_raw(&first)).join().unwrap().unwrap();
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "{} records behind: the reader sleeps on",
+        behind - 1
+    );
+    assert!(ring.pending(), "the records are in the ring");
+    let last = sources(behind - 1, behind);
+    w.a.spawn(move || send_raw(&last)).join().unwrap().unwrap();
+    assert!(
+        rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "{behind} records behind: the reader is woken"
+    );
+    assert_eq!(
+        waiter.join().unwrap().unwrap() & 1,
+        1,
+        "the ring is readable"
+    );
+}
