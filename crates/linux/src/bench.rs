@@ -158,6 +158,8 @@ pub struct LoadCounters {
     pub recovered: u64,
     /// Repairs the encoder sent.
     pub repairs: u64,
+    /// Repairs the decoder received (the rest were lost on the link or dropped on the way).
+    pub repairs_received: u64,
     /// Repair bytes over source bytes.
     pub overhead: f64,
     /// Repairs or recoveries skipped by overload control (encoder + decoder).
@@ -266,6 +268,13 @@ pub struct GoalCheck {
     pub overhead: f64,
     /// Repairs skipped by overload control (encoder) and repairs left unsolved (decoder).
     pub overload_skips: u64,
+    /// Repairs the encoder sent.
+    pub repairs_sent: u64,
+    /// Repairs the decoder received.
+    pub repairs_received: u64,
+    /// Packets dropped in the nodes' queues (socket rings, ring buffers, TUN), as reported in
+    /// the decoder's feedback.
+    pub local_drops: u64,
     /// Goal met: >= 99.9% of the tunnel losses recovered and >= 99.9% delivered.
     pub met: bool,
 }
@@ -828,10 +837,10 @@ fn one_run(
     // overload skips, link drops), read before and after each load so a run reports the
     // numbers of its capacity load.
     let snap =
-        || -> [u64; 11] {
+        || -> [u64; 12] {
             let link = if loss > 0.0 { link_drops(t) } else { 0 };
             let Some((enc, dec)) = handles.as_ref() else {
-                return [0, 0, 0, 0, 0, 0, 0, link, 0, 0, 0];
+                return [0, 0, 0, 0, 0, 0, 0, link, 0, 0, 0, 0];
             };
             let sum = |m: &crate::metrics::Metrics,
                    f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
@@ -850,6 +859,7 @@ fn one_run(
                 sum(dm, |s| &s.local_drops),
                 sum(em, |s| &s.repairs_timer),
                 hirt_cpu_ns(),
+                sum(dm, |s| &s.repairs_received),
             ]
         };
     let mut lat_all: Vec<u64>;
@@ -892,6 +902,7 @@ fn one_run(
             losses: d[0],
             recovered: d[1],
             repairs: d[3],
+            repairs_received: d[11],
             overhead,
             overload_skips: d[6],
             link_drops: d[7],
@@ -994,6 +1005,9 @@ fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<G
         overhead,
         overload_skips: skips,
         link_drops: link,
+        repairs,
+        repairs_received,
+        local_drops,
         ..
     } = r.offered_fec[0];
     let recovered_ratio = if losses > 0 {
@@ -1013,6 +1027,9 @@ fn goal_check(t: &Topo, args: &DataplaneBenchArgs, pps: u64) -> anyhow::Result<G
         delivered_ratio,
         overhead,
         overload_skips: skips,
+        repairs_sent: repairs,
+        repairs_received,
+        local_drops,
         met: recovered_ratio >= 0.999 && delivered_ratio >= 0.999,
     })
 }
