@@ -840,23 +840,18 @@ fn kernel_loads_the_tag_program() {
     bpf::load_xdp(&prog).unwrap();
 }
 
-#[test]
-fn kernel_tags_sources_as_hirt_does() {
-    if skip() {
-        return;
-    }
-    let w = wire().unwrap();
+/// The tag program on B's link for `SID` (and an AF_XDP socket on queue 0 if `socket`), B
+/// forwarding what it passes on (to the decoder SID) back to A; neighbours resolved.
+fn tag_on_b(
+    w: &Wire,
+    stream: u16,
+    socket: bool,
+) -> (SidFilter, Option<Xsk>, RingBuf, std::os::fd::OwnedFd) {
     let ifindex = ifindex(&w.b, &w.b_if);
-    // B forwards what the program passes on back to A, where a packet socket sees it.
     w.b.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
-    for (ns, dev) in [(&w.a, &w.a_if), (&w.b, &w.b_if)] {
-        ns.ip(&["link", "set", dev, "mtu", "3000"]).unwrap();
-    }
-    w.b.ip(&["-6", "route", "add", "fc00:78::/32", "via", A_IP])
-        .unwrap();
     w.b.ip(&["-6", "route", "add", &format!("{DEC_SID}/128"), "via", A_IP])
         .unwrap();
-    let (filter, mut xsk, mut ring, _esi) =
+    let attached =
         w.b.spawn(move || {
             let ring = RingBuf::create(1 << 20)?;
             let esi = bpf::create_counter()?;
@@ -864,22 +859,43 @@ fn kernel_tags_sources_as_hirt_does() {
                 sid: SID,
                 dec_sid: DEC_SID,
                 source_tlv: TAP_TLV,
-                stream: 3,
+                stream,
                 ring_fd: ring.fd(),
                 esi_map_fd: esi.as_raw_fd(),
             };
             let filter =
                 SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag), &bpf::BOTH_MODES)?;
-            let xsk = Xsk::open(ifindex, 0)?;
-            filter.register(0, &xsk)?;
+            let xsk = if socket {
+                let xsk = Xsk::open(ifindex, 0)?;
+                filter.register(0, &xsk)?;
+                Some(xsk)
+            } else {
+                None
+            };
             Ok((filter, xsk, ring, esi))
         })
         .join()
         .unwrap()
         .unwrap();
-    eprintln!("tag program attached in {:?} mode", filter.mode());
+    eprintln!("tag program attached in {:?} mode", attached.0.mode());
     w.a.exec(&["ping", "-6", "-c", "1", "-W", "3", B_IP])
         .unwrap();
+    attached
+}
+
+#[test]
+fn kernel_tags_sources_as_hirt_does() {
+    if skip() {
+        return;
+    }
+    let w = wire().unwrap();
+    for (ns, dev) in [(&w.a, &w.a_if), (&w.b, &w.b_if)] {
+        ns.ip(&["link", "set", dev, "mtu", "3000"]).unwrap();
+    }
+    w.b.ip(&["-6", "route", "add", "fc00:78::/32", "via", A_IP])
+        .unwrap();
+    let (_filter, xsk, mut ring, _esi) = tag_on_b(&w, 3, true);
+    let mut xsk = xsk.expect("socket");
     let mid = Ipv6Addr::new(0xfc00, 0x78, 0, 0, 0, 0, 0, 9);
     // Two segments to go (SID then the decoder), three (a middle SID between), and sizes up to
     // the largest the program copies.
@@ -1002,31 +1018,7 @@ fn kernel_tag_wakes_hirt_when_it_falls_behind() {
         return;
     }
     let w = wire().unwrap();
-    let ifindex = ifindex(&w.b, &w.b_if);
-    w.b.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
-    w.b.ip(&["-6", "route", "add", &format!("{DEC_SID}/128"), "via", A_IP])
-        .unwrap();
-    let (_filter, ring, _esi) =
-        w.b.spawn(move || {
-            let ring = RingBuf::create(1 << 20)?;
-            let esi = bpf::create_counter()?;
-            let tag = SourceTag {
-                sid: SID,
-                dec_sid: DEC_SID,
-                source_tlv: TAP_TLV,
-                stream: 0,
-                ring_fd: ring.fd(),
-                esi_map_fd: esi.as_raw_fd(),
-            };
-            let filter =
-                SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag), &bpf::BOTH_MODES)?;
-            Ok((filter, ring, esi))
-        })
-        .join()
-        .unwrap()
-        .unwrap();
-    w.a.exec(&["ping", "-6", "-c", "1", "-W", "3", B_IP])
-        .unwrap();
+    let (_filter, _, ring, _esi) = tag_on_b(&w, 0, false);
     let behind = WAKE_BEHIND as u32;
     let sources = |from: u32, to: u32| -> Vec<Vec<u8>> {
         (from..to)
