@@ -110,9 +110,10 @@ pub struct RlcDecoder {
     stats: DecoderStats,
 }
 
-/// The largest repair lag [`RlcDecoder::with_repair_lag`] takes into account (the span stays
-/// within 2^16 ESIs).
-pub const MAX_REPAIR_LAG: u32 = 1 << 15;
+/// The largest repair lag [`RlcDecoder::with_repair_lag`] takes into account: the span stays
+/// within 2^14 ESIs, so the worst case of pending rows (2S, each with an S-byte coefficient
+/// vector) stays within 512 MiB even at W = 4095.
+pub const MAX_REPAIR_LAG: u32 = 1 << 13;
 
 impl RlcDecoder {
     /// A decoder for `cfg` (window clamped to 1..=4095). It tracks S = the power of two >= 2W
