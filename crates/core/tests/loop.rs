@@ -1303,3 +1303,39 @@ fn repairs_skipped_under_overload_do_not_raise_the_repair_rate() {
         "rate {before:.4} before the overload, {after:.4} after ({skips} skips, {unrecovered} unrecovered)"
     );
 }
+
+#[test]
+fn repair_lag_lets_a_late_repair_recover() {
+    // W = 32: source 5 is lost; the repair over sources 0..32 reaches the decoder only after
+    // it has seen 64 more sources. The default decoder (S = 64) has forgotten the window by
+    // then; one configured with a repair lag of 100 sources still recovers it, bit-exact.
+    let mode: FecMode = "fixed:w=32,step=32".parse().unwrap();
+    let run = |dec_cfg: DecoderConfig| -> Vec<(u32, Vec<u8>)> {
+        let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
+        let mut dec = Decoder::new(dec_cfg, 1);
+        let now = t0();
+        let mut late = None;
+        for k in 0..32 + 64 {
+            let data = payload(0, k);
+            let tag = enc.handle_source(0, &data, now);
+            if k != 5 {
+                dec.handle_source(0, tag.esi, &data, now);
+            }
+            while let Some(r) = enc.poll_repair() {
+                if late.is_none() && r.info.first_esi == 0 {
+                    late = Some((r.info, r.timestamp, r.payload.to_vec()));
+                }
+            }
+        }
+        let (info, ts, pl) = late.expect("a repair over the first window");
+        let _ = dec.handle_repair(0, &info, ts, &pl, now);
+        let mut got = Vec::new();
+        while let Some(rec) = dec.poll_recovered() {
+            got.push((rec.esi, rec.data.to_vec()));
+        }
+        got
+    };
+    assert!(run(DecoderConfig::new(mode.scheme.clone())).is_empty());
+    let lagged = DecoderConfig::new(mode.scheme.clone()).with_repair_lag(100);
+    assert_eq!(run(lagged), vec![(5, payload(0, 5))]);
+}
