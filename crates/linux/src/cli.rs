@@ -87,6 +87,12 @@ pub struct Srv6Args {
     /// (0): every packet is delivered at once, recovered ones out of order.
     #[arg(long)]
     pub in_order_ms: Option<f64>,
+    /// How many sources a repair may arrive behind the newest source the decoder has seen,
+    /// beyond what the window allows anyway: the decoder keeps that many more sources. Raise it
+    /// where repairs take a slower path than the sources. Default 0; 2048 with
+    /// --kernel-sources, whose repairs trail the sources the kernel delivers.
+    #[arg(long)]
+    pub repair_lag: Option<u32>,
     /// Do not install routes for the SIDs (the operator routes them to --dev).
     #[arg(long)]
     pub no_routes: bool,
@@ -147,7 +153,8 @@ impl Srv6Args {
         merge_fields!(s, file;
             opt: role, enc_sid, dec_sid, behavior, table, dev, fec, rs, window, threads, hmac_key,
                  key_id, repair_dscp, tlv_types, metrics, control, mtu, seed, overload_threshold,
-                 repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms, xdp, xdp_mode;
+                 repair_delay_ms, repair_retries, repair_retry_gap_ms, in_order_ms, repair_lag,
+                 xdp, xdp_mode;
             flag: rfc8754_hmac, no_routes, ecn_ce, auth_sources, kernel_sources);
         Ok(self)
     }
@@ -394,7 +401,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hirt-cfg-{}.toml", std::process::id()));
         std::fs::write(
             &dir,
-            "role = \"encoder\"\nenc-sid = \"fc00::1\"\nfec = \"hirt\"\necn-ce = true\nthreads = 2\n",
+            "role = \"encoder\"\nenc-sid = \"fc00::1\"\nfec = \"hirt\"\necn-ce = true\nthreads = 2\n\
+             repair-lag = 512\n",
         )
         .unwrap();
         let a = Srv6Args {
@@ -408,6 +416,7 @@ mod tests {
         assert_eq!(r.fec.as_deref(), Some("none"), "flag wins");
         assert!(r.ecn_ce);
         assert_eq!(r.threads, Some(2));
+        assert_eq!(r.repair_lag, Some(512));
         std::fs::write(&dir, "bogus = 1\n").unwrap();
         let a = Srv6Args {
             config: Some(dir.clone()),

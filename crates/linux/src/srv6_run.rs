@@ -145,9 +145,18 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         args.in_order_ms,
     )?;
     let kernel_sources = args.kernel_sources;
-    if kernel_sources {
-        coder.repair_lag = KERNEL_SOURCES_REPAIR_LAG;
-    }
+    coder.repair_lag = match args.repair_lag {
+        Some(lag) => {
+            anyhow::ensure!(
+                lag <= hirt_fec::rlc::MAX_REPAIR_LAG,
+                "--repair-lag {lag}: at most {}",
+                hirt_fec::rlc::MAX_REPAIR_LAG
+            );
+            lag
+        }
+        None if kernel_sources => KERNEL_SOURCES_REPAIR_LAG,
+        None => 0,
+    };
     if kernel_sources {
         anyhow::ensure!(
             enc != dec,
