@@ -592,7 +592,8 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
 const SOURCE_TLV: usize = 8;
 /// The tag program wakes hirt when it is this many records behind: repairs are coded within
 /// ~64 sources (0.6 ms at 100 kpps; below ~32 kpps the worker's 2 ms timer comes first), at
-/// most one wake-up per 64 sources. 16 cost the forwarding path measurably more wake-ups.
+/// most one wake-up per 64 sources. Each wake-up is paid by the context that forwards the
+/// packet; 16 carried 100 kpps less reliably in a short A/B (docs/dataplane.md, Session 8).
 pub const WAKE_BEHIND: i32 = 64;
 
 /// The largest IPv6 packet a [`SourceTap`] copies; longer ones go to the socket.
