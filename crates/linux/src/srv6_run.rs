@@ -315,6 +315,9 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             .map(|d| if_index(d).with_context(|| format!("--xdp device {d}")))
             .collect::<anyhow::Result<Vec<u32>>>()?;
         for (d, &i) in devs.iter().zip(&idxs) {
+            if kernel_sources {
+                warn_other_rx_queues(d);
+            }
             let f =
                 SidFilter::attach_with(i, &own, threads as u32, tap.as_ref(), tag.as_ref(), modes)
                     .with_context(|| format!("attaching the XDP program to {d}"))?;
@@ -382,6 +385,24 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
 const BATCH: usize = 64;
 /// With AF_XDP, the TUN device is read at least every this many rounds that skip `poll`.
 const TUN_EVERY: u32 = 8;
+/// With `--kernel-sources` only receive queue 0 is tagged (encoder) or tapped (decoder): says so
+/// when `dev` has more, for what arrives elsewhere is forwarded unprotected by the encoder and
+/// dropped (then recovered) by the decoder. Not for a veth: there the peer's transmit queue
+/// picks the receive queue, and a veth transmits on one queue unless made with more.
+fn warn_other_rx_queues(dev: &str) {
+    if crate::ethtool::driver(dev).is_ok_and(|d| d == "veth") {
+        return;
+    }
+    match crate::ethtool::rx_queues(dev) {
+        Ok(n) if n > 1 => tracing::warn!(
+            "{dev} has {n} receive queues; --kernel-sources protects what arrives on queue 0: \
+             steer the tunnel there (e.g. `ethtool -N {dev} flow-type ip6 dst-ip <SID> action \
+             0`, or `ethtool -L {dev} combined 1`)"
+        ),
+        _ => {}
+    }
+}
+
 /// How many ESIs a repair may trail the decoder's newest source with `--kernel-sources`:
 /// the kernel delivers sources as they come and the decoder takes their copies from its ring
 /// whenever it runs, while a repair waits for the encoder to read its own ring, code it and
