@@ -121,6 +121,10 @@ counters!(
         xdp_received,
         /// Packets hirt transmitted itself on an AF_XDP socket (SRv6 `--xdp`).
         xdp_sent,
+        /// Sources for the encoder SID that the `--kernel-sources` XDP program passed to the
+        /// kernel's End untagged, so unprotected: they came in on a receive queue other than 0,
+        /// were longer than it copies (2040 bytes), or found its ring buffer full.
+        kernel_untagged,
         /// Packets of an `--xdp` instance that went through the kernel's forwarding instead:
         /// next hop not (yet) resolved or not on an `--xdp` device, too big for its MTU, hop
         /// limit expiring, or the socket's transmit ring full.

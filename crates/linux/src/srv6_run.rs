@@ -8,7 +8,8 @@
 //! [`Srv6Handle::stop`]) removes the routes and rules.
 
 use std::net::{IpAddr, Ipv6Addr};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -290,14 +291,20 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     } else {
         None
     };
-    let tag = match (&tap_ring, &esi_counter) {
-        (Some(r), Some(c)) => Some(SourceTag {
+    let mut untagged = if kernel_sources && enc {
+        Some(crate::xdp::untagged_counters().context("counters for --kernel-sources")?)
+    } else {
+        None
+    };
+    let tag = match (&tap_ring, &esi_counter, &untagged) {
+        (Some(r), Some(c), Some(u)) => Some(SourceTag {
             sid: enc_sid,
             dec_sid,
             source_tlv: tlv.source,
             stream: 0,
             ring_fd: r.fd(),
             esi_map_fd: c.as_raw_fd(),
+            untagged_map_fd: u.as_raw_fd(),
         }),
         _ => None,
     };
@@ -365,10 +372,11 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         let ctl = ctl.clone();
         // One worker with --kernel-sources.
         let tap = tap_ring.take();
+        let untagged = untagged.take();
         workers.push(
             std::thread::Builder::new()
                 .name(format!("hirt-srv6-{i}"))
-                .spawn(move || worker(node, q, decap, xdp, tap, stop, ctl))?,
+                .spawn(move || worker(node, q, decap, xdp, Kernel { tap, untagged }, stop, ctl))?,
         );
     }
     Ok(Srv6Handle {
@@ -401,6 +409,16 @@ fn warn_other_rx_queues(dev: &str) {
         ),
         _ => {}
     }
+}
+
+/// Copies the tag program's counts of sources it passed on untagged into the metrics.
+fn publish_untagged(counters: &OwnedFd, m: &Metrics) {
+    use crate::xdp::Untagged;
+    let total: u64 = [Untagged::OtherQueue, Untagged::TooLong, Untagged::RingFull]
+        .into_iter()
+        .filter_map(|why| crate::xdp::untagged(counters.as_raw_fd(), why).ok())
+        .sum();
+    m.global.kernel_untagged.store(total, Ordering::Relaxed);
 }
 
 /// How many ESIs a repair may trail the decoder's newest source with `--kernel-sources`:
@@ -482,15 +500,23 @@ fn drain_ring(
     });
 }
 
+/// What a `--kernel-sources` worker reads from the XDP programs: the ring of copies and (on an
+/// encoder) the counters of sources passed on untagged.
+struct Kernel {
+    tap: Option<RingBuf>,
+    untagged: Option<OwnedFd>,
+}
+
 fn worker(
     mut node: Srv6Node,
     tun: Tun,
     decap: Option<Tun>,
     xdp: Option<XdpIo>,
-    mut tap: Option<RingBuf>,
+    kernel: Kernel,
     stop: Arc<StopFlag>,
     ctl: Arc<Control>,
 ) {
+    let Kernel { mut tap, untagged } = kernel;
     if let Err(e) = tun.set_nonblocking(true) {
         tracing::error!("nonblocking TUN: {e}");
         return;
@@ -609,6 +635,9 @@ fn worker(
         }
         if now.duration_since(last_publish) > Duration::from_millis(200) {
             node.publish_stats();
+            if let Some(u) = &untagged {
+                publish_untagged(u, &m);
+            }
             last_publish = now;
         }
     }

@@ -19,12 +19,24 @@ mod bpf;
 mod ring;
 mod xsk;
 
-pub use bpf::{AttachMode, SidFilter, SourceTag, SourceTap, MAX_SIDS, TAP_MAX_PACKET, TAP_RECORD};
+pub use bpf::{
+    AttachMode, SidFilter, SourceTag, SourceTap, Untagged, MAX_SIDS, TAP_MAX_PACKET, TAP_RECORD,
+};
 pub use ring::RingBuf;
 
 /// A zeroed ESI counter for a [`SourceTag`] (an array map of one u32).
 pub fn esi_counter() -> std::io::Result<std::os::fd::OwnedFd> {
     bpf::create_counter()
+}
+
+/// Zeroed counters of the sources a [`SourceTag`] passes on untagged, by [`Untagged`] reason.
+pub fn untagged_counters() -> std::io::Result<std::os::fd::OwnedFd> {
+    bpf::create_untagged()
+}
+
+/// The count of `why` in counters made by [`untagged_counters`].
+pub fn untagged(counters: std::os::fd::RawFd, why: Untagged) -> std::io::Result<u64> {
+    bpf::map_lookup_u64(counters, why as u32)
 }
 pub use xsk::{Xsk, XskStats, FRAMES, FRAME_SIZE};
 

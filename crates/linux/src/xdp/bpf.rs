@@ -13,6 +13,7 @@ use super::Xsk;
 // bpf(2) commands (enum bpf_cmd).
 const BPF_MAP_CREATE: libc::c_int = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_int = 2;
+const BPF_MAP_LOOKUP_ELEM: libc::c_int = 1;
 const BPF_PROG_LOAD: libc::c_int = 5;
 const BPF_LINK_CREATE: libc::c_int = 28;
 
@@ -92,7 +93,11 @@ pub(super) const STX_B: u8 = 0x73;
 /// `BPF_STX | BPF_ATOMIC | BPF_W` with `imm` = `BPF_ADD | BPF_FETCH`:
 /// `src = atomic_fetch_add((u32 *)(dst + off), src)`.
 pub(super) const ATOMIC_W: u8 = 0xc3;
+/// `BPF_STX | BPF_ATOMIC | BPF_DW`: an atomic operation on `*(u64 *)(dst + off)` (imm says which).
+pub(super) const ATOMIC_DW: u8 = 0xdb;
 const BPF_ADD_FETCH: i32 = 0x01;
+/// Atomic operation `BPF_ADD` (no fetch).
+const BPF_ADD: i32 = 0x00;
 /// `BPF_ALU | BPF_END | BPF_TO_BE`: `dst = htobe<imm>(dst)`.
 pub(super) const END_TO_BE: u8 = 0xdc;
 /// `BPF_ALU64 | BPF_RSH | BPF_K`: `dst >>= imm`.
@@ -334,6 +339,38 @@ pub struct SourceTag {
     pub ring_fd: RawFd,
     /// The ESI counter (`BPF_MAP_TYPE_ARRAY`, one u32).
     pub esi_map_fd: RawFd,
+    /// Where the program counts the sources it passes on untagged ([`create_untagged`]).
+    pub untagged_map_fd: RawFd,
+}
+
+/// Why the tag program passed a frame for its SID on untagged, the key of its counter in the
+/// map of [`create_untagged`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Untagged {
+    /// It came in on a receive queue other than 0.
+    OtherQueue = 0,
+    /// It is longer than [`TAP_MAX_PACKET`].
+    TooLong = 1,
+    /// The ring buffer had no room.
+    RingFull = 2,
+}
+
+/// The counters of [`Untagged`]: an array map of three u64, zeroed.
+pub(super) fn create_untagged() -> io::Result<OwnedFd> {
+    create_map(BPF_MAP_TYPE_ARRAY, 4, 8, 3, b"hirt_untagged")
+}
+
+/// `map[key]` of an array map of u64.
+pub(super) fn map_lookup_u64(map: RawFd, key: u32) -> io::Result<u64> {
+    let mut value = 0u64;
+    let mut attr = Attr::new();
+    attr.u32(0, map as u32)
+        .u64(8, &key as *const u32 as u64)
+        .u64(16, &mut value as *mut u64 as u64);
+    // SAFETY: key and value live on this stack frame and have the sizes the map was made with
+    // (the callers pass maps of u32 keys and u64 values).
+    unsafe { sys_bpf(BPF_MAP_LOOKUP_ELEM, &mut attr) }?;
+    Ok(value)
 }
 
 /// An array map of one u32 (the ESI counter of a [`SourceTag`]), zeroed.
@@ -395,9 +432,12 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
     const SRH: i16 = IPV6_OFF + 40;
     const SEGS: i32 = SRH as i32 + 8;
     a.bind(at);
+    let other_queue = a.label();
+    let too_long = a.label();
+    let no_room = a.label();
     // Only frames of receive queue 0 are tagged: one NAPI context at a time, so the ESIs reach
     // the ring in order. The kernel's End forwards the others unprotected.
-    emit_srh_checks(a, pass, matched);
+    emit_srh_checks(a, other_queue, matched);
     // r9 = Segments Left; 0 is feedback (or not ours): the socket.
     a.emit(&[ldx(LDX_B, R9, R2, SRH + 3)]);
     a.jump(JEQ_K, R9, 0, 0, matched);
@@ -438,7 +478,7 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
     }
     a.jump(JA, 0, 0, 0, pass);
     a.bind(found);
-    emit_ring_copy(a, t.ring_fd, pass, pass);
+    emit_ring_copy(a, t.ring_fd, too_long, no_room);
     let copied = a.label();
     a.jump(JEQ_K, R0, 0, 0, copied);
     a.emit(&[
@@ -586,6 +626,30 @@ fn emit_tag(a: &mut Asm, t: &SourceTag, at: Label, matched: Label, pass: Label, 
         call(BPF_FUNC_RINGBUF_SUBMIT),
     ]);
     a.jump(JA, 0, 0, 0, drop);
+    // Passed on untagged: counted, then to the kernel.
+    for (label, why) in [
+        (other_queue, Untagged::OtherQueue),
+        (too_long, Untagged::TooLong),
+        (no_room, Untagged::RingFull),
+    ] {
+        a.bind(label);
+        emit_count(a, t.untagged_map_fd, why as i32, pass);
+    }
+}
+
+/// `map[key] += 1` (an array map of u64, atomically), then to `then`. Clobbers r0-r5 and the
+/// stack word at r10 - 8.
+fn emit_count(a: &mut Asm, map_fd: RawFd, key: i32, then: Label) {
+    a.emit(&[mov64_imm(R1, key), stx(STX_W, R10, R1, -8)]);
+    a.emit(&ld_map_fd(R1, map_fd));
+    a.emit(&[
+        mov64_reg(R2, R10),
+        add64_imm(R2, -8),
+        call(BPF_FUNC_MAP_LOOKUP_ELEM),
+    ]);
+    a.jump(JEQ_K, R0, 0, 0, then);
+    a.emit(&[mov64_imm(R1, 1), Insn::new(ATOMIC_DW, R0, R1, 0, BPF_ADD)]);
+    a.jump(JA, 0, 0, 0, then);
 }
 
 /// Bytes of the source TLV.

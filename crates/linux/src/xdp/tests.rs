@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
 use super::bpf::{self, *};
-use super::{AttachMode, RingBuf, SidFilter, SourceTag, SourceTap, Xsk};
+use super::{AttachMode, RingBuf, SidFilter, SourceTag, SourceTap, Untagged, Xsk};
 use crate::checksum::{finish, fold, sum_words};
 use crate::netns::{self, NetNs};
 
@@ -827,6 +827,7 @@ fn kernel_loads_the_tag_program() {
     let map = bpf::create_xskmap(4).unwrap();
     let ring = RingBuf::create(1 << 20).unwrap();
     let esi = bpf::create_counter().unwrap();
+    let untagged = bpf::create_untagged().unwrap();
     let tag = SourceTag {
         sid: SID,
         dec_sid: DEC_SID,
@@ -834,6 +835,7 @@ fn kernel_loads_the_tag_program() {
         stream: 3,
         ring_fd: ring.fd(),
         esi_map_fd: esi.as_raw_fd(),
+        untagged_map_fd: untagged.as_raw_fd(),
     };
     let prog = bpf::program_with(&[SID], map.as_raw_fd(), None, Some(&tag));
     eprintln!("tag program: {} instructions", prog.len());
@@ -841,7 +843,8 @@ fn kernel_loads_the_tag_program() {
 }
 
 /// The tag program on B's link for `SID` (and an AF_XDP socket on queue 0 if `socket`), B
-/// forwarding what it passes on (to the decoder SID) back to A; neighbours resolved.
+/// forwarding what it passes on (to the decoder SID) back to A; neighbours resolved. Returns
+/// its ring and its counters of untagged sources.
 fn tag_on_b(
     w: &Wire,
     stream: u16,
@@ -855,6 +858,7 @@ fn tag_on_b(
         w.b.spawn(move || {
             let ring = RingBuf::create(1 << 20)?;
             let esi = bpf::create_counter()?;
+            let untagged = bpf::create_untagged()?;
             let tag = SourceTag {
                 sid: SID,
                 dec_sid: DEC_SID,
@@ -862,6 +866,7 @@ fn tag_on_b(
                 stream,
                 ring_fd: ring.fd(),
                 esi_map_fd: esi.as_raw_fd(),
+                untagged_map_fd: untagged.as_raw_fd(),
             };
             let filter =
                 SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag), &bpf::BOTH_MODES)?;
@@ -872,7 +877,9 @@ fn tag_on_b(
             } else {
                 None
             };
-            Ok((filter, xsk, ring, esi))
+            // The program holds its maps: the ESI counter's descriptor can go.
+            drop(esi);
+            Ok((filter, xsk, ring, untagged))
         })
         .join()
         .unwrap()
@@ -894,7 +901,7 @@ fn kernel_tags_sources_as_hirt_does() {
     }
     w.b.ip(&["-6", "route", "add", "fc00:78::/32", "via", A_IP])
         .unwrap();
-    let (_filter, xsk, mut ring, _esi) = tag_on_b(&w, 3, true);
+    let (_filter, xsk, mut ring, untagged) = tag_on_b(&w, 3, true);
     let mut xsk = xsk.expect("socket");
     let mid = Ipv6Addr::new(0xfc00, 0x78, 0, 0, 0, 0, 0, 9);
     // Two segments to go (SID then the decoder), three (a middle SID between), and sizes up to
@@ -1008,6 +1015,10 @@ fn kernel_tags_sources_as_hirt_does() {
         "tagged sources forwarded by B's kernel"
     );
     assert_eq!(seen, want_sorted, "bit-exact with hirt's own tagging");
+    let count = |why| super::untagged(untagged.as_raw_fd(), why).unwrap();
+    assert_eq!(count(Untagged::TooLong), 1, "the 2100-byte source");
+    assert_eq!(count(Untagged::OtherQueue), 0);
+    assert_eq!(count(Untagged::RingFull), 0);
 }
 
 /// The tag program wakes a reader waiting on the ring once it is `WAKE_BEHIND` records behind,
@@ -1018,7 +1029,7 @@ fn kernel_tag_wakes_hirt_when_it_falls_behind() {
         return;
     }
     let w = wire().unwrap();
-    let (_filter, _, ring, _esi) = tag_on_b(&w, 0, false);
+    let (_filter, _, ring, _untagged) = tag_on_b(&w, 0, false);
     let behind = WAKE_BEHIND as u32;
     let sources = |from: u32, to: u32| -> Vec<Vec<u8>> {
         (from..to)
