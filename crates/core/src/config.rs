@@ -501,7 +501,7 @@ pub struct EncoderConfig {
     /// `(1 + repair_retries) x repair_delay` after the send, plus the one-way delay, unless every
     /// timer repair is lost).
     /// Sliding codes only: a block code closes its block with the first repair. `0` = one timer
-    /// repair per idle period (the behaviour before this field existed).
+    /// repair per idle period.
     pub repair_retries: u8,
     /// Time between the re-sends of a time-driven repair. `None` (default): `repair_delay`. A
     /// shorter gap recovers a burst of k losses after the timer in k x gap instead of

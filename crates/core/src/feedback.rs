@@ -55,8 +55,8 @@
 //! flags: bit 0 (0x01) = the timestamp echo and hold time are valid; bit 1 (0x02) = the local
 //! drops field follows. Other bits are reserved (sent 0, ignored). Reserved bytes are sent 0
 //! and ignored. [`Feedback::decode`] accepts a longer buffer (later versions may append fields)
-//! and never panics; a body without flag 0x02 is the 64 bytes earlier builds wrote and read,
-//! and those builds ignore the appended field.
+//! and never panics; a body without flag 0x02 is 64 bytes, and a decoder that does not know the
+//! flag reads a longer body as its first 64 bytes, so peers of different versions interoperate.
 //!
 //! **Local drops** are packets the decoder's own host dropped before the decoder could read
 //! them (the queue of its SID or TUN device, its UDP receive buffer): they look exactly like
@@ -373,8 +373,8 @@ mod tests {
         assert_eq!(Feedback::decode(&b).unwrap(), fb);
     }
 
-    /// With local drops: flag 0x02 and four more bytes; the first 64 are as before (but the
-    /// flag), so an earlier build reads everything else.
+    /// With local drops: flag 0x02 and four more bytes; the first 64 are those of the body
+    /// without drops (but the flag), so a decoder that ignores the flag reads everything else.
     #[test]
     fn local_drops_append_a_field() {
         let fb = Feedback {
@@ -389,7 +389,7 @@ mod tests {
         assert_eq!(Feedback::decode(&b), Ok(fb));
         // Flagged but cut short: refused, not misread.
         assert_eq!(Feedback::decode(&b[..66]), Err(FeedbackError::Truncated));
-        // Without drops: the 64 bytes of earlier builds.
+        // Without drops: the 64-byte body.
         assert_eq!(sample().to_bytes(), SAMPLE_BYTES);
     }
 

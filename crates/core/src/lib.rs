@@ -53,9 +53,8 @@ pub use stats::{DecoderStats, EncoderStats};
 /// has its own ESI space, code state, controller and feedback.
 pub type StreamId = u16;
 
-/// Identifies one path (e.g. one SRv6 segment list) between encoder and decoder. Only path 0 is
-/// used today; feedback already carries it so per-path RTT and loss can come without a format
-/// change.
+/// Identifies one path (e.g. one SRv6 segment list) between encoder and decoder. The dataplanes
+/// use path 0; feedback carries the id so that per-path RTT and loss need no format change.
 pub type PathId = u8;
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! W = 20, 200, 1000. Wall-clock: on a loaded machine prefer `examples/rlc_speed.rs`, which counts
 //! CPU time.
 //!
-//! `cargo bench -p hirt-fec --bench rlc` (results in docs/fec.md).
+//! `cargo bench -p hirt-fec --bench rlc` (CPU-time figures in docs/results/2026-codec-core.md).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use hirt_fec::rlc::{RlcConfig, RlcDecoder, RlcEncoder};

@@ -115,8 +115,8 @@ mod tests {
     ];
 
     /// RFC 8681 Appendix A, Figure 9: the first 50 values of `tinymt32_rand256()` for seed 1.
-    /// (Transcribed as the low byte of each Figure 2 value, which is how RFC 8681 §3.5 defines
-    /// `tinymt32_rand256`; the RFC text itself was not reachable from the build machine.)
+    /// (The low byte of each Figure 2 value, which is how RFC 8681 §3.5 defines
+    /// `tinymt32_rand256`.)
     const RFC8681_FIG9_RAND256: [u8; 50] = [
         37, 225, 177, 176, 21, 246, 54, 139, 168, 237, //
         211, 187, 62, 190, 104, 135, 210, 99, 176, 11, //

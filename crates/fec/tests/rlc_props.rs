@@ -396,7 +396,7 @@ fn rank_optimal_on_long_streams_despite_eviction() {
 
 #[test]
 fn rank_optimal_at_bench_operating_point() {
-    // The operating point of the throughput figures in docs/fec.md (W = 200, 1% loss, repairs
+    // The operating point of the `rlc_speed` figures (W = 200, 1% loss, repairs
     // at 1.2x the loss) with small symbols: the decoder recovers exactly what the oracle says is
     // determined, so a recovery ratio below 100% there is the code's, not the decoder's.
     let c = Case {

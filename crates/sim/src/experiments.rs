@@ -517,7 +517,7 @@ pub fn markdown(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
     s
 }
 
-/// Issue 3's sparse-traffic bound on the recovery latency (from the send time):
+/// The sparse-traffic bound on the recovery latency (from the send time):
 /// 2 x repair_delay + one-way delay, in ms; `None` without time-driven repair.
 pub fn sparse_bound_ms(sc: &Scenario) -> Option<f64> {
     sc.repair_delay

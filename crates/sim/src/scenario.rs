@@ -91,9 +91,10 @@ impl Default for Scenario {
     }
 }
 
-/// Window of `ours` unless one is given: 4x HIRT's. The RLC code's recovery grows with the
+/// Window of `ours` unless one is given: 12x HIRT's 200. The RLC code's recovery grows with the
 /// window (a convolutional code averages the loss process over it) while its cost per repair is
-/// linear in it; see `docs/simulator.md` for the measurements behind this choice.
+/// linear in it; see `docs/simulator.md` for the reasons and `docs/results/2026-simulator.md`
+/// for the measurements behind this choice.
 pub const OURS_WINDOW: u16 = 2400;
 
 /// The window a scheme string gets when the scenario names none.
