@@ -45,9 +45,9 @@ enum BenchCommand {
     /// GF(2^8) kernels and codecs, side by side with ISA-L.
     Codec(hirt_bench::codec::CodecBenchArgs),
     /// The SRv6 dataplane over veth namespaces (AF_XDP or TUN).
-    Dataplane(hirt_linux::bench::DataplaneBenchArgs),
+    Dataplane(hirt_bench::dataplane::DataplaneBenchArgs),
     /// TCP goodput through the UDP tunnel, and Gbit/s per hirt core.
-    Udp(hirt_linux::bench_udp::UdpBenchArgs),
+    Udp(hirt_bench::udp::UdpBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -68,8 +68,8 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Udp(args)) => hirt_linux::cli::run_udp(args),
         Some(Command::Status(args)) => hirt_linux::cli::run_status(args),
         Some(Command::Bench(BenchCommand::Codec(args))) => hirt_bench::codec::run(args),
-        Some(Command::Bench(BenchCommand::Dataplane(args))) => hirt_linux::bench::run(args),
-        Some(Command::Bench(BenchCommand::Udp(args))) => hirt_linux::bench_udp::run(args),
+        Some(Command::Bench(BenchCommand::Dataplane(args))) => hirt_bench::dataplane::run(args),
+        Some(Command::Bench(BenchCommand::Udp(args))) => hirt_bench::udp::run(args),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }
 }

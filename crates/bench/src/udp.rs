@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::cli::UdpArgs;
-use crate::netns::{self, NetNs};
-use crate::udp;
+use hirt_linux::cli::UdpArgs;
+use hirt_linux::netns::{self, NetNs};
+use hirt_linux::udp;
 
 /// Arguments of `hirt bench udp`.
 #[derive(Debug, Clone, clap::Args)]
@@ -241,8 +241,8 @@ fn one_run(
     // the whole time, not only the measured part.
     let wall = t0.elapsed().as_secs_f64();
     let cores = (threads_cpu("hirt-udp") - cpu0) / wall;
-    let sum = |m: &crate::metrics::Metrics,
-               f: fn(&crate::metrics::StreamCounters) -> &AtomicU64| {
+    let sum = |m: &hirt_linux::metrics::Metrics,
+               f: fn(&hirt_linux::metrics::StreamCounters) -> &AtomicU64| {
         m.streams
             .iter()
             .map(|x| f(x).load(Ordering::Relaxed))
@@ -337,7 +337,7 @@ mod tests {
             .name("bench-cpu-probe".into())
             .spawn(move || {
                 let mut x = 0u64;
-                while crate::srv6::load::thread_cpu_time() < Duration::from_millis(60) {
+                while hirt_linux::srv6::load::thread_cpu_time() < Duration::from_millis(60) {
                     x = std::hint::black_box(x.wrapping_add(1));
                 }
                 done_tx.send(()).unwrap();

@@ -32,10 +32,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::cli::Srv6Args;
-use crate::netns::{self, veth, NetNs};
-use crate::srv6_run;
-use crate::udp::io::TosBatch;
+use hirt_linux::cli::Srv6Args;
+use hirt_linux::netns::{self, veth, NetNs};
+use hirt_linux::srv6_run;
+use hirt_linux::udp::io::TosBatch;
 
 /// Arguments of `hirt bench dataplane`.
 #[derive(Debug, Clone, clap::Args)]
@@ -461,7 +461,7 @@ fn sender(
     let mut seq: u64 = 0;
     // Bursts of at most 32, at most ~10k bursts per second.
     let burst = if pps == 0 {
-        crate::batch::BATCH
+        hirt_linux::batch::BATCH
     } else {
         (pps / 10_000).clamp(1, 32) as usize
     };
@@ -536,7 +536,7 @@ fn receiver(
     // Latency ends when the packet enters the receiver's stack (the kernel's receive
     // timestamp), not when this thread gets to read it: on a small machine the bench's own
     // receiver can wait for a CPU, and that is not the dataplane's delay.
-    crate::udp::io::enable_rx_timestamps(sock.as_raw_fd());
+    hirt_linux::udp::io::enable_rx_timestamps(sock.as_raw_fd());
     sock.set_nonblocking(true)?;
     let _ = ready.send(());
     let mut batch = TosBatch::default();
@@ -842,8 +842,8 @@ fn one_run(
             let Some((enc, dec)) = handles.as_ref() else {
                 return [0, 0, 0, 0, 0, 0, 0, link, 0, 0, 0, 0];
             };
-            let sum = |m: &crate::metrics::Metrics,
-                   f: fn(&crate::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
+            let sum = |m: &hirt_linux::metrics::Metrics,
+                   f: fn(&hirt_linux::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
             m.streams.iter().map(|s| f(s).load(Ordering::Relaxed)).sum::<u64>()
         };
             let (em, dm) = (&enc.metrics, &dec.metrics);
@@ -1106,9 +1106,9 @@ fn probe_xdp() -> anyhow::Result<()> {
     let (ia, ib) = (netns::unique_name("hx"), netns::unique_name("hx"));
     veth(&a, &ia, &b, &ib)?;
     a.spawn(move || {
-        let idx = crate::netlink::if_index(&ia)?;
-        let filter = crate::xdp::SidFilter::attach(idx, &[ENC.parse().expect("sid")], 1)?;
-        let sock = crate::xdp::Xsk::open(idx, 0)?;
+        let idx = hirt_linux::netlink::if_index(&ia)?;
+        let filter = hirt_linux::xdp::SidFilter::attach(idx, &[ENC.parse().expect("sid")], 1)?;
+        let sock = hirt_linux::xdp::Xsk::open(idx, 0)?;
         filter.register(0, &sock)
     })
     .join()
