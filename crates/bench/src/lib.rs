@@ -7,14 +7,13 @@
 //!
 //! Each bench takes a plain configuration value; the clap flags that fill it live in the CLI
 //! crate. `unsafe` lives only in the private `isal` module (calling ISA-L through `dlopen`) and
-//! in the OS calls of the namespace benches.
+//! in the private `os` module (the namespace benches' clocks, pinning and socket options).
 #![deny(unsafe_code)]
 
 pub mod codec;
-#[allow(unsafe_code)]
 pub mod dataplane;
 mod isal;
+mod os;
 pub mod rlc_bench;
 pub mod timing;
-#[allow(unsafe_code)]
 pub mod udp;

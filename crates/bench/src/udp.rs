@@ -10,7 +10,8 @@
 //! best of `--rounds`. The CPU time of the hirt worker threads (both peers, from
 //! `/proc/self/task/*/stat`) gives "Gbit/s per hirt core"; the TCP senders and receivers and
 //! the kernel work done in their threads are not counted. With `--loss`, random loss per
-//! datagram on the underlay both ways (the veths get one segment per packet, like a wire).
+//! datagram on the underlay both ways (an nftables rule, [`crate::dataplane::loss`]; the veths
+//! get one segment per packet, like a wire).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -19,39 +20,82 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use hirt_linux::cli::UdpArgs;
 use hirt_linux::netns::{self, NetNs};
 use hirt_linux::udp;
 
-/// Arguments of `hirt bench udp`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct UdpBenchArgs {
-    /// Print the full result as JSON.
-    #[arg(long)]
+use crate::dataplane::loss::{nft_available, RandomLoss};
+
+/// Configuration of `hirt bench udp` (the CLI's flags map one to one onto its fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UdpBenchConfig {
+    /// Print the full result as JSON (else the summary).
     pub json: bool,
     /// Seconds per run.
-    #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
     /// Parallel TCP connections.
-    #[arg(long, default_value_t = 8)]
     pub flows: usize,
     /// Worker threads of each peer (`hirt udp --threads`).
-    #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// Random loss per datagram on the underlay, both ways (0 = none).
-    #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
-    /// Runs per configuration; the best counts (other processes only ever slow a run down).
-    #[arg(long, default_value_t = 2)]
+    /// Runs per configuration; the best counts.
     pub rounds: usize,
     /// FEC mode of the tunnel (`hirt udp --fec`).
-    #[arg(long, default_value = "ours")]
     pub fec: String,
-    /// Overload threshold of the peers (`hirt udp --overload-threshold`; 1 = off).
-    #[arg(long)]
+    /// Overload threshold of the peers (1 = off; `None`: hirt's default).
     pub overload_threshold: Option<f64>,
+}
+
+impl Default for UdpBenchConfig {
+    fn default() -> Self {
+        UdpBenchConfig {
+            json: false,
+            duration: 5.0,
+            flows: 8,
+            threads: 1,
+            loss: 0.0,
+            rounds: 2,
+            fec: "ours".into(),
+            overload_threshold: None,
+        }
+    }
+}
+
+/// A configuration `hirt bench udp` cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UdpBenchConfigError {
+    /// The duration is not a positive number of seconds.
+    #[error("duration must be a positive number of seconds, not {0}")]
+    Duration(f64),
+    /// The loss rate is outside [0, 1).
+    #[error("loss must be in [0, 1), not {0}")]
+    Loss(f64),
+    /// No TCP flow or no worker thread.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+}
+
+impl UdpBenchConfig {
+    /// Checks every field; the bench runs only a configuration that passes.
+    pub fn validate(&self) -> Result<(), UdpBenchConfigError> {
+        if !(self.duration.is_finite() && self.duration > 0.0) {
+            return Err(UdpBenchConfigError::Duration(self.duration));
+        }
+        if !(0.0..1.0).contains(&self.loss) {
+            return Err(UdpBenchConfigError::Loss(self.loss));
+        }
+        if self.flows == 0 {
+            return Err(UdpBenchConfigError::Zero("flows"));
+        }
+        if self.threads == 0 {
+            return Err(UdpBenchConfigError::Zero("threads"));
+        }
+        Ok(())
+    }
 }
 
 /// One configuration's best run.
@@ -78,11 +122,12 @@ pub struct UdpRun {
 }
 
 const SERVER: &str = "10.79.0.1";
+/// The tunnel server's UDP port.
+const TUNNEL_PORT: u16 = 4098;
 
 /// CPU seconds used so far by this process's threads whose name starts with `prefix`.
 fn threads_cpu(prefix: &str) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = crate::os::clock_ticks_per_second();
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return 0.0;
     };
@@ -102,7 +147,7 @@ fn threads_cpu(prefix: &str) -> f64 {
         .sum()
 }
 
-fn peer_args(server: bool, args: &UdpBenchArgs, offload: bool, tag: &str) -> UdpArgs {
+fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> UdpArgs {
     UdpArgs {
         server,
         client: !server,
@@ -201,7 +246,7 @@ fn transfer(c: &NetNs, s: &NetNs, addr: &str, flows: usize, dur: Duration) -> an
 fn one_run(
     c: &NetNs,
     s: &NetNs,
-    args: &UdpBenchArgs,
+    args: &UdpBenchConfig,
     name: &str,
     tunnel: Option<bool>,
 ) -> anyhow::Result<UdpRun> {
@@ -263,13 +308,21 @@ fn one_run(
     Ok(run)
 }
 
-/// Runs `hirt bench udp`.
-pub fn run(args: UdpBenchArgs) -> anyhow::Result<()> {
+/// Runs `hirt bench udp`: prints the report (JSON) on stdout, progress on stderr.
+pub fn run(args: UdpBenchConfig) -> anyhow::Result<()> {
+    args.validate()?;
     anyhow::ensure!(netns::available(), "hirt bench udp needs root and iproute2");
+    anyhow::ensure!(
+        args.loss == 0.0 || nft_available(),
+        "hirt bench udp --loss needs nft: apt-get install nftables"
+    );
     let u = netns::Underlay::new(&netns::unique_name("hbu"), "192.168.79")?;
     if args.loss > 0.0 {
         u.like_a_wire()?;
-        u.lose(4098, args.loss)?;
+        // The tunnel's datagrams entering either side: the server's destination port, the
+        // client's source port.
+        RandomLoss::udp_input("dport", TUNNEL_PORT, args.loss).install(&u.server)?;
+        RandomLoss::udp_input("sport", TUNNEL_PORT, args.loss).install(&u.client)?;
     }
     let (c, s) = (&u.client, &u.server);
     let configs: [(&str, Option<bool>); 3] = [

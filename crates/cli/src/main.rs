@@ -34,20 +34,10 @@ enum Command {
     Status(hirt_linux::cli::StatusArgs),
     /// Benchmarks.
     #[command(subcommand)]
-    Bench(BenchCommand),
+    Bench(cmd::bench::BenchCommand),
     /// FEC diagnostics.
     #[command(subcommand)]
     Fec(cmd::fec::FecCommand),
-}
-
-#[derive(Debug, Subcommand)]
-enum BenchCommand {
-    /// GF(2^8) kernels and codecs, side by side with ISA-L.
-    Codec(hirt_bench::codec::CodecBenchArgs),
-    /// The SRv6 dataplane over veth namespaces (AF_XDP or TUN).
-    Dataplane(hirt_bench::dataplane::DataplaneBenchArgs),
-    /// TCP goodput through the UDP tunnel, and Gbit/s per hirt core.
-    Udp(hirt_bench::udp::UdpBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -67,9 +57,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Srv6(args)) => hirt_linux::cli::run_srv6(args),
         Some(Command::Udp(args)) => hirt_linux::cli::run_udp(args),
         Some(Command::Status(args)) => hirt_linux::cli::run_status(args),
-        Some(Command::Bench(BenchCommand::Codec(args))) => hirt_bench::codec::run(args),
-        Some(Command::Bench(BenchCommand::Dataplane(args))) => hirt_bench::dataplane::run(args),
-        Some(Command::Bench(BenchCommand::Udp(args))) => hirt_bench::udp::run(args),
+        Some(Command::Bench(cmd)) => cmd::bench::run(cmd),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }
 }

@@ -1,1 +1,2 @@
+pub mod bench;
 pub mod fec;
