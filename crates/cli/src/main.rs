@@ -25,7 +25,7 @@ enum Command {
     /// End-to-end lab in network namespaces with the userspace link emulator.
     Lab(hirt_lab::cli::LabArgs),
     /// Deterministic simulation of one scenario or a sweep.
-    Sim(hirt_sim::cli::SimArgs),
+    Sim(cmd::sim::SimArgs),
     /// Run hirt as an SRv6 network function (encoder and/or decoder SIDs).
     Srv6(hirt_linux::cli::Srv6Args),
     /// Run hirt as a UDP tunnel between two peers (tinyfecVPN-like).
@@ -53,7 +53,7 @@ fn main() -> anyhow::Result<()> {
         None => hirt_lab::cli::run_demo(hirt_lab::cli::DemoArgs::default_demo()),
         Some(Command::Demo(args)) => hirt_lab::cli::run_demo(args),
         Some(Command::Lab(args)) => hirt_lab::cli::run_lab(args),
-        Some(Command::Sim(args)) => hirt_sim::cli::run(args),
+        Some(Command::Sim(args)) => cmd::sim::run(args),
         Some(Command::Srv6(args)) => hirt_linux::cli::run_srv6(args),
         Some(Command::Udp(args)) => hirt_linux::cli::run_udp(args),
         Some(Command::Status(args)) => hirt_linux::cli::run_status(args),
