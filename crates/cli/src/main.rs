@@ -21,9 +21,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Short Starlink-like lab: 10 kB HTTP without vs with FEC (the default).
-    Demo(hirt_lab::cli::DemoArgs),
+    Demo(cmd::lab::DemoArgs),
     /// End-to-end lab in network namespaces with the userspace link emulator.
-    Lab(hirt_lab::cli::LabArgs),
+    Lab(cmd::lab::LabArgs),
     /// Deterministic simulation of one scenario or a sweep.
     Sim(cmd::sim::SimArgs),
     /// Run hirt as an SRv6 network function (encoder and/or decoder SIDs).
@@ -50,9 +50,9 @@ fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        None => hirt_lab::cli::run_demo(hirt_lab::cli::DemoArgs::default_demo()),
-        Some(Command::Demo(args)) => hirt_lab::cli::run_demo(args),
-        Some(Command::Lab(args)) => hirt_lab::cli::run_lab(args),
+        None => hirt_lab::run::run_demo(hirt_lab::config::DemoConfig::default()),
+        Some(Command::Demo(args)) => cmd::lab::run_demo(args),
+        Some(Command::Lab(args)) => cmd::lab::run_lab(args),
         Some(Command::Sim(args)) => cmd::sim::run(args),
         Some(Command::Srv6(args)) => hirt_linux::cli::run_srv6(args),
         Some(Command::Udp(args)) => hirt_linux::cli::run_udp(args),
