@@ -1,19 +1,17 @@
 //! One measured configuration: hirt nodes started fresh on the path, the warm-up, the offered
 //! loads, and the tunnel counters of each load.
 
-use std::net::UdpSocket;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use anyhow::Context;
 use hirt_linux::cli::Srv6Args;
 use hirt_linux::srv6_run;
 
 use super::config::{Dataplane, DataplaneConfig};
+use super::counters::Snapshot;
 use super::loss::RandomLoss;
 use super::report::{cpu_share, percentile, GoalCheck, Latency, LoadCounters, Run};
 use super::sweep::Sweep;
-use super::topology::{Topo, DEC, DST, ENC};
+use super::topology::{Topo, DEC, ENC};
 use super::traffic::{receiver, sender};
 use crate::os;
 
@@ -40,60 +38,7 @@ pub fn one_run(
     pps: u64,
     dur: Duration,
 ) -> anyhow::Result<(Run, Vec<u64>)> {
-    // Steering at the sender.
-    let _ = t.c.ip(&["-6", "route", "del", "2001:db8:9::/64"]);
-    match mode {
-        Mode::Kernel => {
-            t.c.ip(&[
-                "-6",
-                "route",
-                "add",
-                "2001:db8:9::/64",
-                "via",
-                "2001:db8:1::2",
-            ])?;
-            t.e.ip(&[
-                "-6",
-                "route",
-                "replace",
-                "2001:db8:9::/64",
-                "via",
-                "2001:db8:2::2",
-            ])?;
-        }
-        Mode::Hirt { .. } => {
-            let dev = t.c.ip(&["-o", "link", "show"])?;
-            let dev = String::from_utf8_lossy(&dev.stdout)
-                .lines()
-                .filter_map(|l| l.split(": ").nth(1))
-                .map(|n| n.split('@').next().unwrap_or(n).to_string())
-                .find(|n| n != "lo")
-                .context("sender device")?;
-            t.c.ip(&[
-                "-6",
-                "route",
-                "add",
-                "2001:db8:9::/64",
-                "encap",
-                "seg6",
-                "mode",
-                "encap",
-                "segs",
-                &format!("{ENC},{DEC}"),
-                "dev",
-                &dev,
-            ])?;
-            t.c.ip(&[
-                "-6",
-                "route",
-                "replace",
-                "fc00::/16",
-                "via",
-                "2001:db8:1::2",
-            ])?;
-            let _ = t.e.ip(&["-6", "route", "del", "2001:db8:9::/64"]);
-        }
-    }
+    t.steer(matches!(mode, Mode::Hirt { .. }))?;
     let loss_rule = (loss > 0.0).then(|| RandomLoss::forwarded_srv6(&t.lossy_dev, loss));
     if let Some(rule) = &loss_rule {
         rule.install(t.lossy_ns())?;
@@ -141,33 +86,7 @@ pub fn one_run(
     } else {
         None
     };
-    // Warm-up until a packet arrives: neighbour discovery right after the namespaces are made
-    // can lose its first solicitation and stall a hop for a second.
-    let warm_rx = t.s.spawn(|| {
-        let s = UdpSocket::bind(format!("[{DST}]:9001"))?;
-        s.set_read_timeout(Some(Duration::from_secs(15)))?;
-        s.recv(&mut [0u8; 64]).map(|_| ())
-    });
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let d2 = done.clone();
-    let warm_tx = t.c.spawn(move || {
-        let s = UdpSocket::bind("[2001:db8:1::1]:0")?;
-        for _ in 0..300 {
-            if d2.load(Ordering::SeqCst) {
-                break;
-            }
-            s.send_to(&[0u8; 16], format!("[{DST}]:9001"))?;
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(())
-    });
-    warm_rx
-        .join()
-        .expect("join")
-        .context("nothing crossed the path during warm-up")?;
-    done.store(true, Ordering::SeqCst);
-    let _ = warm_tx.join();
-    std::thread::sleep(Duration::from_millis(200));
+    t.warm_up()?;
     // Offered loads: one paced rate for latency runs; otherwise the [`Sweep`].
     let mut sweep = Sweep::new(args.sweep_start, args.sweep_max);
     let mut next_rate = if pps > 0 { pps } else { sweep.first() };
@@ -189,35 +108,13 @@ pub fn one_run(
         hirt_cpu_us_per_packet: 0.0,
         gbps_per_hirt_core: 0.0,
     };
-    // Tunnel counters (losses, recovered, unrecoverable, repairs, repair bytes, source bytes,
-    // overload skips, link drops), read before and after each load so a run reports the
-    // numbers of its capacity load.
-    let snap = || -> [u64; 12] {
+    // Read before and after each load so a run reports the numbers of its capacity load.
+    let snap = || {
         let link = loss_rule
             .as_ref()
             .map_or(0, |r| r.drops(t.lossy_ns()).unwrap_or(0));
-        let Some((enc, dec)) = handles.as_ref() else {
-            return [0, 0, 0, 0, 0, 0, 0, link, 0, 0, 0, 0];
-        };
-        let sum = |m: &hirt_linux::metrics::Metrics,
-                   f: fn(&hirt_linux::metrics::StreamCounters) -> &std::sync::atomic::AtomicU64| {
-            m.streams.iter().map(|s| f(s).load(Ordering::Relaxed)).sum::<u64>()
-        };
-        let (em, dm) = (&enc.metrics, &dec.metrics);
-        [
-            sum(dm, |s| &s.losses),
-            sum(dm, |s| &s.recovered),
-            sum(dm, |s| &s.unrecoverable),
-            sum(em, |s| &s.repairs_sent),
-            sum(em, |s| &s.repair_bytes_sent),
-            sum(em, |s| &s.source_bytes_sent),
-            sum(em, |s| &s.overload_skips) + sum(dm, |s| &s.overload_skips),
-            link,
-            sum(dm, |s| &s.local_drops),
-            sum(em, |s| &s.repairs_timer),
-            hirt_cpu_ns(),
-            sum(dm, |s| &s.repairs_received),
-        ]
+        let nodes = handles.as_ref().map(|(e, d)| (&*e.metrics, &*d.metrics));
+        Snapshot::read(nodes, link, if nodes.is_some() { hirt_cpu_ns() } else { 0 })
     };
     let mut lat_all: Vec<u64>;
     loop {
@@ -253,38 +150,34 @@ pub fn one_run(
             std::thread::sleep(Duration::from_millis(250));
         }
         let after = snap();
-        let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
-        let overhead = d[4] as f64 / d[5].max(1) as f64;
+        let d = after.since(&before);
+        let hirt_cpu_us_per_packet = d.hirt_cpu_ns as f64 / 1000.0 / received.max(1) as f64;
         run.offered_fec.push(LoadCounters {
-            losses: d[0],
-            recovered: d[1],
-            repairs: d[3],
-            repairs_received: d[11],
-            overhead,
-            overload_skips: d[6],
-            link_drops: d[7],
-            local_drops: d[8],
-            repairs_timer: d[9],
-            hirt_cpu_us_per_packet: d[10] as f64 / 1000.0 / received.max(1) as f64,
-            cpu_share: cpu_share(send_cpu + recv_cpu + d[10], dur),
+            losses: d.losses,
+            recovered: d.recovered,
+            repairs: d.repairs,
+            repairs_received: d.repairs_received,
+            overhead: d.overhead(),
+            overload_skips: d.overload_skips,
+            link_drops: d.link_drops,
+            local_drops: d.local_drops,
+            repairs_timer: d.repairs_timer,
+            hirt_cpu_us_per_packet,
+            cpu_share: cpu_share(send_cpu + recv_cpu + d.hirt_cpu_ns, dur),
         });
         // A load that passed with more delivered than any before is the capacity so far.
         if passed && received > run.received {
-            run.losses = d[0];
-            run.recovered = d[1];
-            run.unrecoverable = d[2];
-            run.repairs = d[3];
-            run.overhead = overhead;
-            run.recovered_ratio = if d[0] > 0 {
-                (d[1] as f64 / d[0] as f64).min(1.0)
-            } else {
-                1.0
-            };
+            run.losses = d.losses;
+            run.recovered = d.recovered;
+            run.unrecoverable = d.unrecoverable;
+            run.repairs = d.repairs;
+            run.overhead = d.overhead();
+            run.recovered_ratio = d.recovered_ratio();
             run.sent = sent;
             run.received = received;
-            run.hirt_cpu_us_per_packet = d[10] as f64 / 1000.0 / received.max(1) as f64;
-            run.gbps_per_hirt_core = if d[10] > 0 {
-                (received * args.packet_size as u64 * 8) as f64 / d[10] as f64
+            run.hirt_cpu_us_per_packet = hirt_cpu_us_per_packet;
+            run.gbps_per_hirt_core = if d.hirt_cpu_ns > 0 {
+                (received * args.packet_size as u64 * 8) as f64 / d.hirt_cpu_ns as f64
             } else {
                 0.0
             };

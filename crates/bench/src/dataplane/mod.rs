@@ -25,6 +25,7 @@
 //! 200 ms of a run are warm-up and not counted.
 
 mod config;
+mod counters;
 pub mod loss;
 mod measure;
 mod report;

@@ -5,6 +5,12 @@
 //!  tun: sender c --> encoder e [hirt] --(loss)--> decoder d [hirt] --> receiver s
 //! ```
 
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
 use hirt_linux::netns::{self, veth, NetNs};
 
 /// The encoder's SID.
@@ -34,6 +40,96 @@ impl Topo {
     /// The namespace that carries the loss rule: the middle router, else the encoder.
     pub fn lossy_ns(&self) -> &NetNs {
         self.m.as_ref().unwrap_or(&self.e)
+    }
+}
+
+impl Topo {
+    /// Routes the sender's traffic to the receiver by kernel forwarding (`through_hirt` false)
+    /// or into the SRv6 tunnel: H.Encaps at the sender towards the encoder and decoder SIDs.
+    pub fn steer(&self, through_hirt: bool) -> anyhow::Result<()> {
+        let _ = self.c.ip(&["-6", "route", "del", "2001:db8:9::/64"]);
+        if !through_hirt {
+            self.c.ip(&[
+                "-6",
+                "route",
+                "add",
+                "2001:db8:9::/64",
+                "via",
+                "2001:db8:1::2",
+            ])?;
+            self.e.ip(&[
+                "-6",
+                "route",
+                "replace",
+                "2001:db8:9::/64",
+                "via",
+                "2001:db8:2::2",
+            ])?;
+        } else {
+            let dev = self.c.ip(&["-o", "link", "show"])?;
+            let dev = String::from_utf8_lossy(&dev.stdout)
+                .lines()
+                .filter_map(|l| l.split(": ").nth(1))
+                .map(|n| n.split('@').next().unwrap_or(n).to_string())
+                .find(|n| n != "lo")
+                .context("sender device")?;
+            self.c.ip(&[
+                "-6",
+                "route",
+                "add",
+                "2001:db8:9::/64",
+                "encap",
+                "seg6",
+                "mode",
+                "encap",
+                "segs",
+                &format!("{ENC},{DEC}"),
+                "dev",
+                &dev,
+            ])?;
+            self.c.ip(&[
+                "-6",
+                "route",
+                "replace",
+                "fc00::/16",
+                "via",
+                "2001:db8:1::2",
+            ])?;
+            let _ = self.e.ip(&["-6", "route", "del", "2001:db8:9::/64"]);
+        }
+        Ok(())
+    }
+
+    /// Sends until a packet reaches the receiver (up to 15 s).
+    pub fn warm_up(&self) -> anyhow::Result<()> {
+        // Warm-up until a packet arrives: neighbour discovery right after the namespaces are made
+        // can lose its first solicitation and stall a hop for a second.
+        let warm_rx = self.s.spawn(|| {
+            let s = UdpSocket::bind(format!("[{DST}]:9001"))?;
+            s.set_read_timeout(Some(Duration::from_secs(15)))?;
+            s.recv(&mut [0u8; 64]).map(|_| ())
+        });
+        let done = Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
+        let warm_tx = self.c.spawn(move || {
+            let s = UdpSocket::bind("[2001:db8:1::1]:0")?;
+            for _ in 0..300 {
+                if d2.load(Ordering::SeqCst) {
+                    break;
+                }
+                s.send_to(&[0u8; 16], format!("[{DST}]:9001"))?;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(())
+        });
+        warm_rx
+            .join()
+            .expect("join")
+            .context("nothing crossed the path during warm-up")?;
+        done.store(true, Ordering::SeqCst);
+        let _ = warm_tx.join();
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(())
     }
 }
 
