@@ -129,7 +129,7 @@ pub struct DataplaneBenchArgs {
     /// `tun`: SIDs routed to TUN devices, encoder and decoder linked directly.
     #[arg(long, value_enum, default_value_t = DataplaneArg::KernelSources)]
     pub dataplane: DataplaneArg,
-    /// The same as `--dataplane kernel-sources` (kept for the commands of earlier sessions).
+    /// The same as `--dataplane kernel-sources`.
     #[arg(long, hide = true)]
     pub kernel_sources: bool,
 }
