@@ -199,7 +199,7 @@ pub enum LabConfigError {
     #[error("{0} must be a positive number, not {1}")]
     Positive(&'static str, f64),
     /// A loss model that does not parse.
-    #[error("loss model: {0}")]
+    #[error("{0}")]
     Loss(String),
 }
 
