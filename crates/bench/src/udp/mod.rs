@@ -13,90 +13,24 @@
 //! datagram on the underlay both ways (an nftables rule, [`crate::dataplane::loss`]; the veths
 //! get one segment per packet, like a wire).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+mod config;
+mod cpu;
+mod tcp;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use hirt_linux::cli::UdpArgs;
 use hirt_linux::netns::{self, NetNs};
 use hirt_linux::udp;
 
+pub use config::{UdpBenchConfig, UdpBenchConfigError};
+use cpu::threads_cpu;
+use tcp::transfer;
+
 use crate::dataplane::loss::{nft_available, RandomLoss};
-
-/// Configuration of `hirt bench udp` (the CLI's flags map one to one onto its fields).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct UdpBenchConfig {
-    /// Print the full result as JSON (else the summary).
-    pub json: bool,
-    /// Seconds per run.
-    pub duration: f64,
-    /// Parallel TCP connections.
-    pub flows: usize,
-    /// Worker threads of each peer (`hirt udp --threads`).
-    pub threads: usize,
-    /// Random loss per datagram on the underlay, both ways (0 = none).
-    pub loss: f64,
-    /// Runs per configuration; the best counts.
-    pub rounds: usize,
-    /// FEC mode of the tunnel (`hirt udp --fec`).
-    pub fec: String,
-    /// Overload threshold of the peers (1 = off; `None`: hirt's default).
-    pub overload_threshold: Option<f64>,
-}
-
-impl Default for UdpBenchConfig {
-    fn default() -> Self {
-        UdpBenchConfig {
-            json: false,
-            duration: 5.0,
-            flows: 8,
-            threads: 1,
-            loss: 0.0,
-            rounds: 2,
-            fec: "ours".into(),
-            overload_threshold: None,
-        }
-    }
-}
-
-/// A configuration `hirt bench udp` cannot run.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum UdpBenchConfigError {
-    /// The duration is not a positive number of seconds.
-    #[error("duration must be a positive number of seconds, not {0}")]
-    Duration(f64),
-    /// The loss rate is outside [0, 1).
-    #[error("loss must be in [0, 1), not {0}")]
-    Loss(f64),
-    /// No TCP flow or no worker thread.
-    #[error("{0} must be at least 1")]
-    Zero(&'static str),
-}
-
-impl UdpBenchConfig {
-    /// Checks every field; the bench runs only a configuration that passes.
-    pub fn validate(&self) -> Result<(), UdpBenchConfigError> {
-        if !(self.duration.is_finite() && self.duration > 0.0) {
-            return Err(UdpBenchConfigError::Duration(self.duration));
-        }
-        if !(0.0..1.0).contains(&self.loss) {
-            return Err(UdpBenchConfigError::Loss(self.loss));
-        }
-        if self.flows == 0 {
-            return Err(UdpBenchConfigError::Zero("flows"));
-        }
-        if self.threads == 0 {
-            return Err(UdpBenchConfigError::Zero("threads"));
-        }
-        Ok(())
-    }
-}
 
 /// One configuration's best run.
 #[derive(Debug, Clone, Serialize)]
@@ -125,28 +59,6 @@ const SERVER: &str = "10.79.0.1";
 /// The tunnel server's UDP port.
 const TUNNEL_PORT: u16 = 4098;
 
-/// CPU seconds used so far by this process's threads whose name starts with `prefix`.
-fn threads_cpu(prefix: &str) -> f64 {
-    let hz = crate::os::clock_ticks_per_second();
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    dir.flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.trim_end().starts_with(prefix))
-        })
-        .filter_map(|t| {
-            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
-            // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let (u, s): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
-            Some((u + s) / hz)
-        })
-        .sum()
-}
-
 fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> UdpArgs {
     UdpArgs {
         server,
@@ -170,77 +82,6 @@ fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> U
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
     }
-}
-
-/// `flows` TCP connections from `c` to `addr` for `dur`; returns payload bytes received.
-fn transfer(c: &NetNs, s: &NetNs, addr: &str, flows: usize, dur: Duration) -> anyhow::Result<u64> {
-    let a = addr.to_string();
-    let listener = s
-        .spawn(move || TcpListener::bind(a))
-        .join()
-        .expect("join")?;
-    let received = Arc::new(AtomicU64::new(0));
-    let r2 = received.clone();
-    let acceptor = std::thread::spawn(move || {
-        let mut readers = Vec::new();
-        for _ in 0..flows {
-            let Ok((mut k, _)) = listener.accept() else {
-                break;
-            };
-            let r = r2.clone();
-            readers.push(std::thread::spawn(move || {
-                let mut buf = vec![0u8; 1 << 20];
-                let _ = k.set_read_timeout(Some(Duration::from_secs(10)));
-                while let Ok(n) = k.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    r.fetch_add(n as u64, Ordering::Relaxed);
-                }
-            }));
-        }
-        for r in readers {
-            let _ = r.join();
-        }
-    });
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut senders = Vec::new();
-    for _ in 0..flows {
-        let (a, stop) = (addr.to_string(), stop.clone());
-        senders.push(c.spawn(move || {
-            let mut k = None;
-            for _ in 0..100 {
-                match TcpStream::connect(&a) {
-                    Ok(x) => {
-                        k = Some(x);
-                        break;
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
-            let mut k = k.ok_or_else(|| std::io::Error::other("no connection"))?;
-            k.set_write_timeout(Some(Duration::from_secs(10)))?;
-            let buf = vec![0x5au8; 256 << 10];
-            while !stop.load(Ordering::Relaxed) {
-                k.write_all(&buf)?;
-            }
-            k.shutdown(std::net::Shutdown::Write)
-        }));
-    }
-    // Count from the moment data flows, so connection set-up is not timed.
-    let t0 = Instant::now();
-    while received.load(Ordering::Relaxed) == 0 && t0.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let start = received.load(Ordering::Relaxed);
-    std::thread::sleep(dur);
-    let bytes = received.load(Ordering::Relaxed) - start;
-    stop.store(true, Ordering::Relaxed);
-    for h in senders {
-        h.join().expect("join").context("TCP sender")?;
-    }
-    let _ = acceptor.join();
-    Ok(bytes)
 }
 
 fn one_run(
@@ -373,35 +214,4 @@ pub fn run(args: UdpBenchConfig) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The CPU time of threads found by name: a thread that burned 60 ms of its own CPU time
-    /// (its thread clock) is counted with at least 50 ms (clock ticks are 10 ms), and a name
-    /// that matches nothing counts 0.
-    #[test]
-    fn thread_cpu_time_by_name() {
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::Builder::new()
-            .name("bench-cpu-probe".into())
-            .spawn(move || {
-                let mut x = 0u64;
-                while hirt_linux::srv6::load::thread_cpu_time() < Duration::from_millis(60) {
-                    x = std::hint::black_box(x.wrapping_add(1));
-                }
-                done_tx.send(()).unwrap();
-                let _ = rx.recv();
-            })
-            .unwrap();
-        done_rx.recv().unwrap();
-        let cpu = threads_cpu("bench-cpu-prob");
-        tx.send(()).unwrap();
-        h.join().unwrap();
-        assert!(cpu >= 0.05, "{cpu}");
-        assert_eq!(threads_cpu("no-such-thread-name"), 0.0);
-    }
 }
