@@ -88,9 +88,6 @@ pub enum ConfigError {
     /// The packet does not hold the bench's 24-byte payload header after IPv6 and UDP headers.
     #[error("packet size must be at least 72 bytes (IPv6 + UDP + 24 bytes), not {0}")]
     PacketSize(usize),
-    /// The sweep starts above its maximum or at zero.
-    #[error("the sweep must start at 1 or more packets/s and at most at its maximum ({0} > {1})")]
-    Sweep(u64, u64),
     /// A paced load of zero packets/s.
     #[error("{0} must be at least 1 packet/s")]
     Rate(&'static str),
@@ -113,9 +110,6 @@ impl DataplaneConfig {
         }
         if self.packet_size < 72 {
             return Err(ConfigError::PacketSize(self.packet_size));
-        }
-        if self.sweep_start == 0 || self.sweep_start > self.sweep_max {
-            return Err(ConfigError::Sweep(self.sweep_start, self.sweep_max));
         }
         if self.latency_pps == 0 || self.latency_curve.iter().flatten().any(|&r| r == 0) {
             return Err(ConfigError::Rate("a latency load"));
@@ -164,7 +158,6 @@ mod tests {
         assert!(bad(|c| c.duration = 0.0).contains("duration"));
         assert!(bad(|c| c.loss = 1.0).contains("loss"));
         assert!(bad(|c| c.packet_size = 40).contains("packet size"));
-        assert!(bad(|c| c.sweep_start = 2_000_000).contains("sweep"));
         assert!(bad(|c| c.latency_curve = Some(vec![0])).contains("latency"));
     }
 
