@@ -18,14 +18,13 @@ use crate::timing::{measure, Sample};
 /// Region sizes: a small packet, a typical tunnel payload, a jumbo frame.
 pub const SIZES: [usize; 3] = [64, 1280, 9000];
 
-/// Arguments of `hirt bench codec`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct CodecBenchArgs {
+/// Configuration of `hirt bench codec`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CodecBenchConfig {
     /// Print the results as JSON (ending with a `summary` object) instead of tables.
-    #[arg(long)]
     pub json: bool,
     /// A short run (under 10 s): fewer batches per figure, so noisier numbers.
-    #[arg(long)]
     pub quick: bool,
 }
 
@@ -60,7 +59,7 @@ impl Budget {
 }
 
 /// Runs the command.
-pub fn run(args: CodecBenchArgs) -> Result<()> {
+pub fn run(args: CodecBenchConfig) -> Result<()> {
     let budget = Budget::new(args.quick);
     let report = collect(budget)?;
     if args.json {

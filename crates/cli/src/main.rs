@@ -21,11 +21,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Short Starlink-like lab: 10 kB HTTP without vs with FEC (the default).
-    Demo(hirt_lab::cli::DemoArgs),
+    Demo(cmd::lab::DemoArgs),
     /// End-to-end lab in network namespaces with the userspace link emulator.
-    Lab(hirt_lab::cli::LabArgs),
+    Lab(cmd::lab::LabArgs),
     /// Deterministic simulation of one scenario or a sweep.
-    Sim(hirt_sim::cli::SimArgs),
+    Sim(cmd::sim::SimArgs),
     /// Run hirt as an SRv6 network function (encoder and/or decoder SIDs).
     Srv6(hirt_linux::cli::Srv6Args),
     /// Run hirt as a UDP tunnel between two peers (tinyfecVPN-like).
@@ -34,20 +34,10 @@ enum Command {
     Status(hirt_linux::cli::StatusArgs),
     /// Benchmarks.
     #[command(subcommand)]
-    Bench(BenchCommand),
+    Bench(cmd::bench::BenchCommand),
     /// FEC diagnostics.
     #[command(subcommand)]
     Fec(cmd::fec::FecCommand),
-}
-
-#[derive(Debug, Subcommand)]
-enum BenchCommand {
-    /// GF(2^8) kernels and codecs, side by side with ISA-L.
-    Codec(hirt_bench::codec::CodecBenchArgs),
-    /// The SRv6 dataplane over veth namespaces (AF_XDP or TUN).
-    Dataplane(hirt_linux::bench::DataplaneBenchArgs),
-    /// TCP goodput through the UDP tunnel, and Gbit/s per hirt core.
-    Udp(hirt_linux::bench_udp::UdpBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -60,16 +50,14 @@ fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        None => hirt_lab::cli::run_demo(hirt_lab::cli::DemoArgs::default_demo()),
-        Some(Command::Demo(args)) => hirt_lab::cli::run_demo(args),
-        Some(Command::Lab(args)) => hirt_lab::cli::run_lab(args),
-        Some(Command::Sim(args)) => hirt_sim::cli::run(args),
+        None => hirt_lab::run::run_demo(hirt_lab::config::DemoConfig::default()),
+        Some(Command::Demo(args)) => cmd::lab::run_demo(args),
+        Some(Command::Lab(args)) => cmd::lab::run_lab(args),
+        Some(Command::Sim(args)) => cmd::sim::run(args),
         Some(Command::Srv6(args)) => hirt_linux::cli::run_srv6(args),
         Some(Command::Udp(args)) => hirt_linux::cli::run_udp(args),
         Some(Command::Status(args)) => hirt_linux::cli::run_status(args),
-        Some(Command::Bench(BenchCommand::Codec(args))) => hirt_bench::codec::run(args),
-        Some(Command::Bench(BenchCommand::Dataplane(args))) => hirt_linux::bench::run(args),
-        Some(Command::Bench(BenchCommand::Udp(args))) => hirt_linux::bench_udp::run(args),
+        Some(Command::Bench(cmd)) => cmd::bench::run(cmd),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }
 }

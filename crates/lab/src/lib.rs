@@ -11,15 +11,27 @@
 //! - [`host`]: kernel counters of the end hosts (socket-buffer and queue drops, TCP
 //!   retransmissions), so a run tells link losses from host losses;
 //! - [`report`]: comparison tables, JSON and SVG CDF plots;
-//! - [`cli`]: `hirt lab` and `hirt demo`.
+//! - [`config`]: what a lab runs ([`config::LabConfig`], [`config::DemoConfig`]), validated;
+//! - [`profile`]: the link profiles; [`tuning`]: the tunnel arguments derived from the link;
+//! - [`run`]: `hirt lab` and `hirt demo` (build, compare every workload without and with FEC,
+//!   report, tear down), through a session (`session`) that runs each workload's server and
+//!   client (`dispatch`); `emulator_bench`: `hirt lab --bench-emulator`.
+//!
+//! The CLI crate maps its flags onto [`config::LabConfig`]; nothing here parses a command line.
 #![deny(unsafe_code)]
 
-pub mod cli;
+pub mod config;
+mod dispatch;
 pub mod emu;
+mod emulator_bench;
 pub mod host;
 pub mod netns;
+pub mod profile;
 pub mod report;
+pub mod run;
+mod session;
 pub mod sys;
 pub mod topo;
+pub mod tuning;
 pub mod tunnel;
 pub mod workload;

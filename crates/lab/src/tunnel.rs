@@ -20,14 +20,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
 
 use crate::netns::{self, ip};
 use crate::report::FecStats;
 use crate::topo::{self, Topology};
 
 /// Tunnel mode of the FEC run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TunnelMode {
     /// SRv6: kernel H.Encaps at the ingress, hirt encoder and decoder SIDs (IPv6 workloads).
     Srv6,

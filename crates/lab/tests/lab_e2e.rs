@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use hirt_lab::cli::{FecRuns, LabArgs, Profile, WorkloadKind};
+use hirt_lab::config::{FecRuns, LabConfig, Profile, WorkloadKind};
 use hirt_lab::emu::core::DirectionConfig;
 use hirt_lab::emu::Emulator;
 use hirt_lab::netns;
@@ -150,7 +150,7 @@ fn emulator_in_namespaces() -> anyhow::Result<()> {
 
 fn short_lab_recovers_and_cleans_up() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("hirt-lab-test-{}", std::process::id()));
-    let args = LabArgs {
+    let args = LabConfig {
         profile: Profile::Wan,
         workload: vec![WorkloadKind::Http],
         size: 10_000,
@@ -162,9 +162,9 @@ fn short_lab_recovers_and_cleans_up() -> anyhow::Result<()> {
         delay: Some(Duration::from_millis(10)),
         results: dir.clone(),
         quiet: true,
-        ..LabArgs::default()
+        ..LabConfig::default()
     };
-    let report = hirt_lab::cli::lab(&args)?;
+    let report = hirt_lab::run::lab(&args)?;
     let _ = std::fs::remove_dir_all(&dir);
     let c = report
         .comparisons
@@ -205,7 +205,7 @@ fn short_lab_recovers_and_cleans_up() -> anyhow::Result<()> {
 fn failing_dataplane_still_cleans_up() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("hirt-lab-test-fail-{}", std::process::id()));
     std::env::set_var("HIRT_BIN", "/bin/false");
-    let args = LabArgs {
+    let args = LabConfig {
         profile: Profile::Clean,
         workload: vec![WorkloadKind::Http],
         connections: 2,
@@ -213,9 +213,9 @@ fn failing_dataplane_still_cleans_up() -> anyhow::Result<()> {
         fec: FecRuns::On,
         results: dir.clone(),
         quiet: true,
-        ..LabArgs::default()
+        ..LabConfig::default()
     };
-    let r = hirt_lab::cli::lab(&args);
+    let r = hirt_lab::run::lab(&args);
     std::env::remove_var("HIRT_BIN");
     let _ = std::fs::remove_dir_all(&dir);
     let report = r?;

@@ -8,13 +8,10 @@
 //!   benchmarks), [`runtime`] (signals);
 //! - operations: [`metrics`] (Prometheus), [`control`] (`hirt status`, live controller change),
 //!   [`mss`] (TCP MSS clamp);
-//! - [`bench`]: `hirt bench dataplane`; [`bench_udp`]: `hirt bench udp`.
 //!
 //! `unsafe` is confined to the OS interfaces (ioctl, setns, netlink, signal); every block has a
 //! `// SAFETY:` comment.
 pub mod batch;
-pub mod bench;
-pub mod bench_udp;
 mod checksum;
 pub mod cli;
 pub mod coder;

@@ -7,10 +7,11 @@
 //! ([`experiments`]) sweep runs in parallel and draw the HIRT §VIII figures ([`plot`]).
 #![deny(unsafe_code)]
 
-pub mod cli;
+pub mod command;
 pub mod experiments;
 pub mod plot;
 pub mod scenario;
 pub mod traffic;
 
+pub use command::SimConfig;
 pub use scenario::{run, Report, Scenario};

@@ -1,1 +1,4 @@
+pub mod bench;
 pub mod fec;
+pub mod lab;
+pub mod sim;

@@ -1,4 +1,4 @@
-//! `hirt sim`: one scenario, or a sweep of the HIRT §VIII experiments.
+//! `hirt sim`: one scenario, or a sweep of the HIRT §VIII experiments, from a [`SimConfig`].
 //!
 //! ```text
 //! hirt sim --loss uniform:0.03 --scheme ours --packets 1000000 --rate 10000pps --delay 25ms --seed 1 --json
@@ -11,104 +11,151 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hirt_channel::{LossSpec, QueueLimit};
+use serde::{Deserialize, Serialize};
 
 use crate::experiments::{self, PlanOptions, Sweep};
 use crate::traffic::{parse_duration, parse_rate, Pattern, SizeMix};
 use crate::Scenario;
 
-/// Arguments of `hirt sim`.
-#[derive(Debug, clap::Args)]
-pub struct SimArgs {
+/// Configuration of `hirt sim` (the CLI's flags map one to one onto its fields; the strings
+/// use the flags' syntax).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
     /// Forward loss model: none | uniform:P | ge:p=..,r=..[,k=..,h=..] | burst:len=B,every=N |
     /// trace:FILE.
-    #[arg(long, default_value = "none")]
     pub loss: String,
     /// Reverse-link (feedback) loss model, same syntax.
-    #[arg(long, default_value = "none")]
     pub feedback_loss: String,
-    /// FEC mode: ours | hirt | rquic | fixed:w=4,step=2 | maelstrom:r=20,i=1-20-40 | rs:20:10 |
-    /// none (see hirt_core::FecMode).
-    #[arg(long, default_value = "ours")]
+    /// FEC mode (see hirt_core::FecMode).
     pub scheme: String,
-    /// Sliding window of RLC modes that give no w= (default: 200, HIRT's; `ours`: 800).
-    #[arg(long)]
+    /// Sliding window of RLC modes that give no w= (`None`: the mode's default).
     pub window: Option<u16>,
-    /// Source packets (per point for sweeps; default 1e6 for one run, 1e5 per sweep point
-    /// unless --full).
-    #[arg(long)]
+    /// Source packets (per point for sweeps; `None`: 1e6 for one run, 1e5 per sweep point
+    /// unless `full`).
     pub packets: Option<u64>,
     /// Source rate, e.g. 10000pps.
-    #[arg(long, default_value = "10000pps")]
     pub rate: String,
     /// Arrival process: cbr | poisson | onoff:on=100ms,off=400ms.
-    #[arg(long, default_value = "cbr")]
     pub traffic: String,
     /// Packet sizes in bytes: 32 | imix | 40x7,576x4,1500x1.
-    #[arg(long, default_value = "32")]
     pub size: String,
     /// One-way delay of both links.
-    #[arg(long, default_value = "25ms")]
     pub delay: String,
     /// Jitter (uniform +-), FIFO order kept.
-    #[arg(long, default_value = "0ms")]
     pub jitter: String,
-    /// Forward bottleneck rate in bit/s (e.g. 100000000); unlimited if absent.
-    #[arg(long)]
+    /// Forward bottleneck rate in bit/s; unlimited if `None`.
     pub link_rate: Option<u64>,
     /// Drop-tail queue in front of the bottleneck: packets (e.g. 1000) or bytes (e.g. 64000B).
-    #[arg(long, default_value = "10000")]
     pub queue: String,
     /// Fraction of forward packets held back (reordered).
-    #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
     /// Extra delay of a reordered packet.
-    #[arg(long, default_value = "2ms")]
     pub reorder_delay: String,
     /// Time-driven repair delay, or `off`.
-    #[arg(long, default_value = "5ms")]
     pub repair_delay: String,
-    /// Time-driven re-sends: after a timer repair, send up to this many more over the same
-    /// window, `--repair-delay` apart, while no other repair goes out (0 = one timer repair).
-    #[arg(long, default_value_t = 1)]
+    /// Time-driven re-sends after a timer repair (0 = one timer repair).
     pub repair_retries: u8,
-    /// In-order release at the decoder: hold sources behind a missing one up to this long
-    /// (e.g. `30ms`), or `off`.
-    #[arg(long, default_value = "off")]
+    /// In-order release at the decoder: hold time (e.g. `30ms`), or `off`.
     pub in_order: String,
-    /// Unmeasured source packets sent after the measured ones, so the last measured losses get
-    /// the repairs a long-lived tunnel would send after them.
-    #[arg(long, default_value_t = 5_000)]
+    /// Unmeasured source packets sent after the measured ones.
     pub tail: u64,
     /// Master seed (every point of a sweep records its own).
-    #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Print the report as JSON.
-    #[arg(long)]
     pub json: bool,
     /// Print the report as CSV (header + row).
-    #[arg(long, conflicts_with = "json")]
     pub csv: bool,
-    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all.
-    #[arg(long)]
+    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all (comma-separated).
     pub sweep: Option<String>,
     /// Full size sweeps: 1e6 packets per point, 100 Latin-hypercube points, 10 Fig. 11b seeds.
-    #[arg(long)]
     pub full: bool,
-    /// Fig. 11a design points (default 100 with --full, 20 otherwise).
-    #[arg(long)]
+    /// Fig. 11a design points (`None`: 100 with `full`, 20 otherwise).
     pub points: Option<usize>,
-    /// Fig. 11b seeds (default 10 with --full, 4 otherwise).
-    #[arg(long)]
+    /// Fig. 11b seeds (`None`: 10 with `full`, 4 otherwise).
     pub seeds: Option<u64>,
     /// Where sweeps write CSV, SVG and markdown.
-    #[arg(long, default_value = "docs/figures")]
     pub out: PathBuf,
-    /// Worker threads for sweeps (default: all cores).
-    #[arg(long)]
+    /// Worker threads for sweeps (`None`: all cores).
     pub jobs: Option<usize>,
 }
 
-fn scenario(a: &SimArgs) -> anyhow::Result<Scenario> {
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            loss: "none".into(),
+            feedback_loss: "none".into(),
+            scheme: "ours".into(),
+            window: None,
+            packets: None,
+            rate: "10000pps".into(),
+            traffic: "cbr".into(),
+            size: "32".into(),
+            delay: "25ms".into(),
+            jitter: "0ms".into(),
+            link_rate: None,
+            queue: "10000".into(),
+            reorder: 0.0,
+            reorder_delay: "2ms".into(),
+            repair_delay: "5ms".into(),
+            repair_retries: 1,
+            in_order: "off".into(),
+            tail: 5_000,
+            seed: 1,
+            json: false,
+            csv: false,
+            sweep: None,
+            full: false,
+            points: None,
+            seeds: None,
+            out: PathBuf::from("docs/figures"),
+            jobs: None,
+        }
+    }
+}
+
+impl SimConfig {
+    /// The scenario of a single run (and the base of every sweep point): parses every field,
+    /// failing with the name of the one that does not parse.
+    pub fn scenario(&self) -> anyhow::Result<Scenario> {
+        scenario(self)
+    }
+
+    /// The sweeps to run (`None`: one run).
+    pub fn sweeps(&self) -> anyhow::Result<Option<Vec<Sweep>>> {
+        let Some(sweep) = &self.sweep else {
+            return Ok(None);
+        };
+        if sweep == "all" {
+            return Ok(Some(Sweep::ALL.to_vec()));
+        }
+        let v = sweep
+            .split(',')
+            .map(|s| s.parse::<Sweep>())
+            .collect::<Result<_, _>>()
+            .map_err(anyhow::Error::msg)
+            .context("--sweep")?;
+        Ok(Some(v))
+    }
+
+    /// Checks the whole configuration: every field parses, and the output choices agree.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            !(self.json && self.csv),
+            "choose JSON or CSV output, not both"
+        );
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&self.reorder),
+            "--reorder must be in [0, 1], not {}",
+            self.reorder
+        );
+        self.scenario()?;
+        self.sweeps()?;
+        Ok(())
+    }
+}
+
+fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
     let queue = match a.queue.trim().strip_suffix('B') {
         Some(b) => QueueLimit::Bytes(b.trim().parse().context("--queue")?),
         None => QueueLimit::Packets(a.queue.trim().parse().context("--queue")?),
@@ -147,10 +194,11 @@ fn scenario(a: &SimArgs) -> anyhow::Result<Scenario> {
     })
 }
 
-/// Runs the command.
-pub fn run(args: SimArgs) -> anyhow::Result<()> {
+/// Runs `hirt sim`: one scenario, or the sweeps; prints the report on stdout.
+pub fn run(args: SimConfig) -> anyhow::Result<()> {
+    args.validate()?;
     let base = scenario(&args)?;
-    let Some(sweep) = &args.sweep else {
+    let Some(sweeps) = args.sweeps()? else {
         let r = crate::run(&base)?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
@@ -170,15 +218,6 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
             );
         }
         return Ok(());
-    };
-    let sweeps: Vec<Sweep> = if sweep == "all" {
-        Sweep::ALL.to_vec()
-    } else {
-        sweep
-            .split(',')
-            .map(|s| s.parse::<Sweep>())
-            .collect::<Result<_, _>>()
-            .map_err(anyhow::Error::msg)?
     };
     let o = PlanOptions {
         packets: args
@@ -203,4 +242,36 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_valid_and_errors_name_the_field() {
+        SimConfig::default().validate().unwrap();
+        let bad = |f: fn(&mut SimConfig)| {
+            let mut c = SimConfig::default();
+            f(&mut c);
+            format!("{:#}", c.validate().unwrap_err())
+        };
+        assert!(bad(|c| c.loss = "lots".into()).contains("--loss"));
+        assert!(bad(|c| c.queue = "many".into()).contains("--queue"));
+        assert!(bad(|c| c.sweep = Some("fig99".into())).contains("--sweep"));
+        assert!(bad(|c| {
+            c.json = true;
+            c.csv = true
+        })
+        .contains("not both"));
+    }
+
+    #[test]
+    fn reads_from_toml() {
+        let c: SimConfig = toml::from_str("loss = \"uniform:0.03\"\nwindow = 200\n").unwrap();
+        assert_eq!(c.loss, "uniform:0.03");
+        assert_eq!(c.window, Some(200));
+        assert_eq!(c.scheme, "ours");
+        assert!(toml::from_str::<SimConfig>("lose = 1").is_err());
+    }
 }

@@ -10,49 +10,27 @@
 //! best of `--rounds`. The CPU time of the hirt worker threads (both peers, from
 //! `/proc/self/task/*/stat`) gives "Gbit/s per hirt core"; the TCP senders and receivers and
 //! the kernel work done in their threads are not counted. With `--loss`, random loss per
-//! datagram on the underlay both ways (the veths get one segment per packet, like a wire).
+//! datagram on the underlay both ways (an nftables rule, [`crate::dataplane::loss`]; the veths
+//! get one segment per packet, like a wire).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+mod config;
+mod cpu;
+mod tcp;
+
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::Serialize;
 
-use crate::cli::UdpArgs;
-use crate::netns::{self, NetNs};
-use crate::udp;
+use hirt_linux::cli::UdpArgs;
+use hirt_linux::netns::{self, NetNs};
+use hirt_linux::udp;
 
-/// Arguments of `hirt bench udp`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct UdpBenchArgs {
-    /// Print the full result as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Seconds per run.
-    #[arg(long, default_value_t = 5.0)]
-    pub duration: f64,
-    /// Parallel TCP connections.
-    #[arg(long, default_value_t = 8)]
-    pub flows: usize,
-    /// Worker threads of each peer (`hirt udp --threads`).
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
-    /// Random loss per datagram on the underlay, both ways (0 = none).
-    #[arg(long, default_value_t = 0.0)]
-    pub loss: f64,
-    /// Runs per configuration; the best counts (other processes only ever slow a run down).
-    #[arg(long, default_value_t = 2)]
-    pub rounds: usize,
-    /// FEC mode of the tunnel (`hirt udp --fec`).
-    #[arg(long, default_value = "ours")]
-    pub fec: String,
-    /// Overload threshold of the peers (`hirt udp --overload-threshold`; 1 = off).
-    #[arg(long)]
-    pub overload_threshold: Option<f64>,
-}
+pub use config::{UdpBenchConfig, UdpBenchConfigError};
+use cpu::threads_cpu;
+use tcp::transfer;
+
+use crate::dataplane::loss::{nft_available, RandomLoss};
 
 /// One configuration's best run.
 #[derive(Debug, Clone, Serialize)]
@@ -78,31 +56,10 @@ pub struct UdpRun {
 }
 
 const SERVER: &str = "10.79.0.1";
+/// The tunnel server's UDP port.
+const TUNNEL_PORT: u16 = 4098;
 
-/// CPU seconds used so far by this process's threads whose name starts with `prefix`.
-fn threads_cpu(prefix: &str) -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-        return 0.0;
-    };
-    dir.flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.trim_end().starts_with(prefix))
-        })
-        .filter_map(|t| {
-            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
-            // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let (u, s): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
-            Some((u + s) / hz)
-        })
-        .sum()
-}
-
-fn peer_args(server: bool, args: &UdpBenchArgs, offload: bool, tag: &str) -> UdpArgs {
+fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> UdpArgs {
     UdpArgs {
         server,
         client: !server,
@@ -127,81 +84,10 @@ fn peer_args(server: bool, args: &UdpBenchArgs, offload: bool, tag: &str) -> Udp
     }
 }
 
-/// `flows` TCP connections from `c` to `addr` for `dur`; returns payload bytes received.
-fn transfer(c: &NetNs, s: &NetNs, addr: &str, flows: usize, dur: Duration) -> anyhow::Result<u64> {
-    let a = addr.to_string();
-    let listener = s
-        .spawn(move || TcpListener::bind(a))
-        .join()
-        .expect("join")?;
-    let received = Arc::new(AtomicU64::new(0));
-    let r2 = received.clone();
-    let acceptor = std::thread::spawn(move || {
-        let mut readers = Vec::new();
-        for _ in 0..flows {
-            let Ok((mut k, _)) = listener.accept() else {
-                break;
-            };
-            let r = r2.clone();
-            readers.push(std::thread::spawn(move || {
-                let mut buf = vec![0u8; 1 << 20];
-                let _ = k.set_read_timeout(Some(Duration::from_secs(10)));
-                while let Ok(n) = k.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    r.fetch_add(n as u64, Ordering::Relaxed);
-                }
-            }));
-        }
-        for r in readers {
-            let _ = r.join();
-        }
-    });
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut senders = Vec::new();
-    for _ in 0..flows {
-        let (a, stop) = (addr.to_string(), stop.clone());
-        senders.push(c.spawn(move || {
-            let mut k = None;
-            for _ in 0..100 {
-                match TcpStream::connect(&a) {
-                    Ok(x) => {
-                        k = Some(x);
-                        break;
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
-            let mut k = k.ok_or_else(|| std::io::Error::other("no connection"))?;
-            k.set_write_timeout(Some(Duration::from_secs(10)))?;
-            let buf = vec![0x5au8; 256 << 10];
-            while !stop.load(Ordering::Relaxed) {
-                k.write_all(&buf)?;
-            }
-            k.shutdown(std::net::Shutdown::Write)
-        }));
-    }
-    // Count from the moment data flows, so connection set-up is not timed.
-    let t0 = Instant::now();
-    while received.load(Ordering::Relaxed) == 0 && t0.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let start = received.load(Ordering::Relaxed);
-    std::thread::sleep(dur);
-    let bytes = received.load(Ordering::Relaxed) - start;
-    stop.store(true, Ordering::Relaxed);
-    for h in senders {
-        h.join().expect("join").context("TCP sender")?;
-    }
-    let _ = acceptor.join();
-    Ok(bytes)
-}
-
 fn one_run(
     c: &NetNs,
     s: &NetNs,
-    args: &UdpBenchArgs,
+    args: &UdpBenchConfig,
     name: &str,
     tunnel: Option<bool>,
 ) -> anyhow::Result<UdpRun> {
@@ -241,8 +127,8 @@ fn one_run(
     // the whole time, not only the measured part.
     let wall = t0.elapsed().as_secs_f64();
     let cores = (threads_cpu("hirt-udp") - cpu0) / wall;
-    let sum = |m: &crate::metrics::Metrics,
-               f: fn(&crate::metrics::StreamCounters) -> &AtomicU64| {
+    let sum = |m: &hirt_linux::metrics::Metrics,
+               f: fn(&hirt_linux::metrics::StreamCounters) -> &AtomicU64| {
         m.streams
             .iter()
             .map(|x| f(x).load(Ordering::Relaxed))
@@ -263,13 +149,21 @@ fn one_run(
     Ok(run)
 }
 
-/// Runs `hirt bench udp`.
-pub fn run(args: UdpBenchArgs) -> anyhow::Result<()> {
+/// Runs `hirt bench udp`: prints the report (JSON) on stdout, progress on stderr.
+pub fn run(args: UdpBenchConfig) -> anyhow::Result<()> {
+    args.validate()?;
     anyhow::ensure!(netns::available(), "hirt bench udp needs root and iproute2");
+    anyhow::ensure!(
+        args.loss == 0.0 || nft_available(),
+        "hirt bench udp --loss needs nft: apt-get install nftables"
+    );
     let u = netns::Underlay::new(&netns::unique_name("hbu"), "192.168.79")?;
     if args.loss > 0.0 {
         u.like_a_wire()?;
-        u.lose(4098, args.loss)?;
+        // The tunnel's datagrams entering either side: the server's destination port, the
+        // client's source port.
+        RandomLoss::udp_input("dport", TUNNEL_PORT, args.loss).install(&u.server)?;
+        RandomLoss::udp_input("sport", TUNNEL_PORT, args.loss).install(&u.client)?;
     }
     let (c, s) = (&u.client, &u.server);
     let configs: [(&str, Option<bool>); 3] = [
@@ -320,35 +214,4 @@ pub fn run(args: UdpBenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The CPU time of threads found by name: a thread that burned 60 ms of its own CPU time
-    /// (its thread clock) is counted with at least 50 ms (clock ticks are 10 ms), and a name
-    /// that matches nothing counts 0.
-    #[test]
-    fn thread_cpu_time_by_name() {
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let h = std::thread::Builder::new()
-            .name("bench-cpu-probe".into())
-            .spawn(move || {
-                let mut x = 0u64;
-                while crate::srv6::load::thread_cpu_time() < Duration::from_millis(60) {
-                    x = std::hint::black_box(x.wrapping_add(1));
-                }
-                done_tx.send(()).unwrap();
-                let _ = rx.recv();
-            })
-            .unwrap();
-        done_rx.recv().unwrap();
-        let cpu = threads_cpu("bench-cpu-prob");
-        tx.send(()).unwrap();
-        h.join().unwrap();
-        assert!(cpu >= 0.05, "{cpu}");
-        assert_eq!(threads_cpu("no-such-thread-name"), 0.0);
-    }
 }

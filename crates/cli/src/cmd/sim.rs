@@ -1,0 +1,158 @@
+//! `hirt sim`: the flags, mapped onto `hirt_sim::SimConfig`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use hirt_sim::SimConfig;
+
+/// Arguments of `hirt sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Forward loss model: none | uniform:P | ge:p=..,r=..[,k=..,h=..] | burst:len=B,every=N |
+    /// trace:FILE.
+    #[arg(long, default_value = "none")]
+    pub loss: String,
+    /// Reverse-link (feedback) loss model, same syntax.
+    #[arg(long, default_value = "none")]
+    pub feedback_loss: String,
+    /// FEC mode: ours | hirt | rquic | fixed:w=4,step=2 | maelstrom:r=20,i=1-20-40 | rs:20:10 |
+    /// none (see hirt_core::FecMode).
+    #[arg(long, default_value = "ours")]
+    pub scheme: String,
+    /// Sliding window of RLC modes that give no w= (default: 200, HIRT's; `ours`: 800).
+    #[arg(long)]
+    pub window: Option<u16>,
+    /// Source packets (per point for sweeps; default 1e6 for one run, 1e5 per sweep point
+    /// unless --full).
+    #[arg(long)]
+    pub packets: Option<u64>,
+    /// Source rate, e.g. 10000pps.
+    #[arg(long, default_value = "10000pps")]
+    pub rate: String,
+    /// Arrival process: cbr | poisson | onoff:on=100ms,off=400ms.
+    #[arg(long, default_value = "cbr")]
+    pub traffic: String,
+    /// Packet sizes in bytes: 32 | imix | 40x7,576x4,1500x1.
+    #[arg(long, default_value = "32")]
+    pub size: String,
+    /// One-way delay of both links.
+    #[arg(long, default_value = "25ms")]
+    pub delay: String,
+    /// Jitter (uniform +-), FIFO order kept.
+    #[arg(long, default_value = "0ms")]
+    pub jitter: String,
+    /// Forward bottleneck rate in bit/s (e.g. 100000000); unlimited if absent.
+    #[arg(long)]
+    pub link_rate: Option<u64>,
+    /// Drop-tail queue in front of the bottleneck: packets (e.g. 1000) or bytes (e.g. 64000B).
+    #[arg(long, default_value = "10000")]
+    pub queue: String,
+    /// Fraction of forward packets held back (reordered).
+    #[arg(long, default_value_t = 0.0)]
+    pub reorder: f64,
+    /// Extra delay of a reordered packet.
+    #[arg(long, default_value = "2ms")]
+    pub reorder_delay: String,
+    /// Time-driven repair delay, or `off`.
+    #[arg(long, default_value = "5ms")]
+    pub repair_delay: String,
+    /// Time-driven re-sends: after a timer repair, send up to this many more over the same
+    /// window, `--repair-delay` apart, while no other repair goes out (0 = one timer repair).
+    #[arg(long, default_value_t = 1)]
+    pub repair_retries: u8,
+    /// In-order release at the decoder: hold sources behind a missing one up to this long
+    /// (e.g. `30ms`), or `off`.
+    #[arg(long, default_value = "off")]
+    pub in_order: String,
+    /// Unmeasured source packets sent after the measured ones, so the last measured losses get
+    /// the repairs a long-lived tunnel would send after them.
+    #[arg(long, default_value_t = 5_000)]
+    pub tail: u64,
+    /// Master seed (every point of a sweep records its own).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the report as CSV (header + row).
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all.
+    #[arg(long)]
+    pub sweep: Option<String>,
+    /// Full size sweeps: 1e6 packets per point, 100 Latin-hypercube points, 10 Fig. 11b seeds.
+    #[arg(long)]
+    pub full: bool,
+    /// Fig. 11a design points (default 100 with --full, 20 otherwise).
+    #[arg(long)]
+    pub points: Option<usize>,
+    /// Fig. 11b seeds (default 10 with --full, 4 otherwise).
+    #[arg(long)]
+    pub seeds: Option<u64>,
+    /// Where sweeps write CSV, SVG and markdown.
+    #[arg(long, default_value = "docs/figures")]
+    pub out: PathBuf,
+    /// Worker threads for sweeps (default: all cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+impl From<SimArgs> for SimConfig {
+    fn from(a: SimArgs) -> Self {
+        SimConfig {
+            loss: a.loss,
+            feedback_loss: a.feedback_loss,
+            scheme: a.scheme,
+            window: a.window,
+            packets: a.packets,
+            rate: a.rate,
+            traffic: a.traffic,
+            size: a.size,
+            delay: a.delay,
+            jitter: a.jitter,
+            link_rate: a.link_rate,
+            queue: a.queue,
+            reorder: a.reorder,
+            reorder_delay: a.reorder_delay,
+            repair_delay: a.repair_delay,
+            repair_retries: a.repair_retries,
+            in_order: a.in_order,
+            tail: a.tail,
+            seed: a.seed,
+            json: a.json,
+            csv: a.csv,
+            sweep: a.sweep,
+            full: a.full,
+            points: a.points,
+            seeds: a.seeds,
+            out: a.out,
+            jobs: a.jobs,
+        }
+    }
+}
+
+pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    hirt_sim::command::run(args.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    #[test]
+    fn flag_defaults_are_the_config_defaults() {
+        let a = Cli::parse_from(["sim"]).sim;
+        assert_eq!(SimConfig::from(a), SimConfig::default());
+        let a = Cli::parse_from(["sim", "--loss", "uniform:0.03", "--window", "200"]).sim;
+        let c = SimConfig::from(a);
+        assert_eq!((c.loss.as_str(), c.window), ("uniform:0.03", Some(200)));
+    }
+}
