@@ -310,7 +310,11 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         )
         .context("loading the XDP program")?;
         if kernel_sources {
-            tap_ring = Some(program.ring().context("BPF ring buffer for --kernel-sources")?);
+            tap_ring = Some(
+                program
+                    .ring()
+                    .context("BPF ring buffer for --kernel-sources")?,
+            );
         }
         if tag.is_some() {
             untagged = Some(

@@ -270,8 +270,8 @@ impl XdpProgram {
             ),
             e => aya_error("BPF_PROG_LOAD (XDP)", e),
         })?;
-        let xsks = XskMap::try_from(take_map(&mut ebpf, "xsks")?)
-            .map_err(|e| aya_error("XSKMAP", e))?;
+        let xsks =
+            XskMap::try_from(take_map(&mut ebpf, "xsks")?).map_err(|e| aya_error("XSKMAP", e))?;
         let devices = HashMap::try_from(take_map(&mut ebpf, "devices")?)
             .map_err(|e| aya_error("device map", e))?;
         Ok(XdpProgram {
@@ -292,9 +292,10 @@ impl XdpProgram {
     pub fn attach(&self, ifindex: u32, modes: &[AttachMode]) -> io::Result<SidFilter> {
         let device = {
             let mut slots = lock(&self.shared.slots);
-            let free = slots.iter().position(Option::is_none).ok_or_else(|| {
-                invalid(format!("XDP program: at most {MAX_DEVICES} devices"))
-            })?;
+            let free = slots
+                .iter()
+                .position(Option::is_none)
+                .ok_or_else(|| invalid(format!("XDP program: at most {MAX_DEVICES} devices")))?;
             slots[free] = Some(ifindex);
             free as u32
         };
@@ -332,9 +333,7 @@ impl XdpProgram {
         for &mode in modes {
             let (e, errno) = match prog.attach_to_if_index(ifindex, mode.xdp_mode()) {
                 Ok(id) => {
-                    let link = prog
-                        .take_link(id)
-                        .map_err(|e| aya_error("XDP link", e))?;
+                    let link = prog.take_link(id).map_err(|e| aya_error("XDP link", e))?;
                     return Ok((link, mode));
                 }
                 Err(e) => {
@@ -376,7 +375,10 @@ impl XdpProgram {
         let Some(Map::RingBuf(map)) = ebpf.map("ring") else {
             return Err(io::Error::other("the XDP object has no ring buffer"));
         };
-        let size = map.info().map_err(|e| aya_error("ring buffer", e))?.max_entries();
+        let size = map
+            .info()
+            .map_err(|e| aya_error("ring buffer", e))?
+            .max_entries();
         RingBuf::from_map(map.fd().as_fd().try_clone_to_owned()?, size)
     }
 
@@ -519,7 +521,8 @@ impl Drop for SidFilter {
         drop(self.link.take());
         let _ = lock(&self.program.shared.devices).remove(&self.ifindex);
         for q in 0..self.program.shared.queues {
-            let _ = lock(&self.program.shared.xsks).unset(self.device * self.program.shared.queues + q);
+            let _ =
+                lock(&self.program.shared.xsks).unset(self.device * self.program.shared.queues + q);
         }
         lock(&self.program.shared.slots)[self.device as usize] = None;
     }

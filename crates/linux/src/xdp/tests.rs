@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use super::bpf::{prog_test_run, TestRun, BOTH_MODES};
 use super::{
-    AttachMode, RingBuf, SidFilter, SourceTag, SourceTap, Untagged, XdpProgram, Xsk,
-    TAP_RECORD, WAKE_BEHIND,
+    AttachMode, RingBuf, SidFilter, SourceTag, SourceTap, Untagged, XdpProgram, Xsk, TAP_RECORD,
+    WAKE_BEHIND,
 };
 use crate::checksum::{finish, fold, sum_words};
 use crate::netns::{self, NetNs};
@@ -107,8 +107,8 @@ static LOOPBACK_SOCKET: OnceLock<Mutex<Xsk>> = OnceLock::new();
 /// queue 0 (returned as the turn, which the caller holds while it runs frames).
 fn on_loopback(program: &XdpProgram) -> MutexGuard<'static, Xsk> {
     let lo = crate::netlink::if_index("lo").unwrap();
-    let socket = LOOPBACK_SOCKET
-        .get_or_init(|| Mutex::new(Xsk::open(lo, 0).expect("AF_XDP socket on lo")));
+    let socket =
+        LOOPBACK_SOCKET.get_or_init(|| Mutex::new(Xsk::open(lo, 0).expect("AF_XDP socket on lo")));
     let turn = socket.lock().unwrap_or_else(PoisonError::into_inner);
     program.serve_unattached(lo, Some(&turn)).unwrap();
     turn
@@ -277,7 +277,10 @@ fn test_run_tag_tags_as_hirt_does_and_counts_what_it_does_not() {
     ];
     for (esi, pkt) in tagged.iter().enumerate() {
         let run = test_run(&program, &eth(pkt));
-        assert_eq!(run.action, XDP_PASS, "source {esi}: to the kernel, which forwards it");
+        assert_eq!(
+            run.action, XDP_PASS,
+            "source {esi}: to the kernel, which forwards it"
+        );
         assert_eq!(
             run.data,
             eth(&tagged_at_node(pkt, esi as u32)),
@@ -285,7 +288,11 @@ fn test_run_tag_tags_as_hirt_does_and_counts_what_it_does_not() {
         );
         let got = records(&mut ring);
         assert_eq!(got.len(), 1);
-        assert_eq!(record_packet(&got[0]), (&pkt[..], esi as u32), "as it arrived");
+        assert_eq!(
+            record_packet(&got[0]),
+            (&pkt[..], esi as u32),
+            "as it arrived"
+        );
     }
     // Feedback (Segments Left 0) goes to the socket.
     let feedback = srv6_via(&[SID], 0, Some(TAP_TLV + 2), 8, 9);
@@ -319,7 +326,10 @@ fn test_run_tag_tags_as_hirt_does_and_counts_what_it_does_not() {
     drop(_turn);
     let _turn = on_loopback(&small);
     let pkt = &tagged[0];
-    assert_eq!(test_run(&small, &eth(pkt)).data, eth(&tagged_at_node(pkt, 0)));
+    assert_eq!(
+        test_run(&small, &eth(pkt)).data,
+        eth(&tagged_at_node(pkt, 0))
+    );
     let run = test_run(&small, &eth(pkt));
     assert_eq!((run.action, run.data), (XDP_PASS, eth(pkt)));
     let full = super::untagged(counters.as_raw_fd(), Untagged::RingFull).unwrap();
@@ -327,7 +337,10 @@ fn test_run_tag_tags_as_hirt_does_and_counts_what_it_does_not() {
     // The ESI was not taken: the next source, once there is room, gets ESI 1.
     let mut ring = small.ring().unwrap();
     assert_eq!(records(&mut ring).len(), 1);
-    assert_eq!(test_run(&small, &eth(pkt)).data, eth(&tagged_at_node(pkt, 1)));
+    assert_eq!(
+        test_run(&small, &eth(pkt)).data,
+        eth(&tagged_at_node(pkt, 1))
+    );
 }
 
 /// Frames of receive queue 1 are not tagged (the tag keeps ESIs in ring order on queue 0) and
@@ -341,7 +354,16 @@ fn test_run_other_receive_queues() {
     let dev = netns::unique_name("xqd");
     let peer = netns::unique_name("xqp");
     ns.ip(&[
-        "link", "add", &dev, "numrxqueues", "2", "type", "veth", "peer", "name", &peer,
+        "link",
+        "add",
+        &dev,
+        "numrxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &peer,
     ])
     .unwrap();
     let ifindex = ifindex(&ns, &dev);
@@ -355,8 +377,8 @@ fn test_run_other_receive_queues() {
         sid: DEC_SID,
         source_tlv: TAP_TLV,
     };
-    let (tag_run, tap_run, other_queue) =
-        ns.spawn(move || {
+    let (tag_run, tap_run, other_queue) = ns
+        .spawn(move || {
             let program = XdpProgram::load(&[SID, DEC_SID], 2, Some(&tap), Some(&tag), 1 << 20)?;
             let fd = program.program_fd()?;
             let source = eth(&srv6_via(&[DEC_SID, SID], 1, None, 8, 0));
@@ -372,9 +394,16 @@ fn test_run_other_receive_queues() {
         .unwrap()
         .unwrap();
     let source = eth(&srv6_via(&[DEC_SID, SID], 1, None, 8, 0));
-    assert_eq!((tag_run.action, tag_run.data), (XDP_PASS, source), "untagged");
+    assert_eq!(
+        (tag_run.action, tag_run.data),
+        (XDP_PASS, source),
+        "untagged"
+    );
     assert_eq!(other_queue, 1, "counted");
-    assert_eq!(tap_run.action, XDP_DROP, "the tap drops sources of other queues");
+    assert_eq!(
+        tap_run.action, XDP_DROP,
+        "the tap drops sources of other queues"
+    );
 }
 
 // ---- in the kernel (root) ------------------------------------------------------------------
