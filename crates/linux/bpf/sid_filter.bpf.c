@@ -42,15 +42,23 @@ struct {
 #include "source_tap.h"
 #include "source_tag.h"
 
-/* To the AF_XDP socket of the frame's device and queue; to the kernel if it has none. */
+/*
+ * To the AF_XDP socket of the frame's device and queue. To the kernel if it has none: the
+ * device is not served, the queue is beyond `queues`, or its slot is empty (the fallback
+ * action of bpf_redirect_map).
+ */
 static __always_inline int to_socket(struct xdp_md *ctx)
 {
 	__u32 ifindex = ctx->ingress_ifindex;
-	__u32 *device = bpf_map_lookup_elem(&devices, &ifindex);
+	__u32 queue = ctx->rx_queue_index;
+	__u32 *device;
 
+	if (queue >= queues)
+		return XDP_PASS;
+	device = bpf_map_lookup_elem(&devices, &ifindex);
 	if (!device)
 		return XDP_PASS;
-	return bpf_redirect_map(&xsks, *device * queues + ctx->rx_queue_index, XDP_PASS);
+	return bpf_redirect_map(&xsks, *device * queues + queue, XDP_PASS);
 }
 
 SEC("xdp")

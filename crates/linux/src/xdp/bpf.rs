@@ -206,7 +206,10 @@ impl XdpProgram {
             )));
         }
         if queues == 0 || queues > u32::MAX / MAX_DEVICES {
-            return Err(invalid("XDP SID filter: at least one queue"));
+            return Err(invalid(format!(
+                "XDP SID filter: 1 to {} queues, not {queues}",
+                u32::MAX / MAX_DEVICES
+            )));
         }
         let known = |s: &Ipv6Addr| sids.contains(s);
         if !tap.is_none_or(|t| known(&t.sid)) || !tag.is_none_or(|t| known(&t.sid)) {
@@ -404,17 +407,22 @@ impl XdpProgram {
         fd.as_fd().try_clone_to_owned()
     }
 
-    /// Serves `ifindex` as device number `device` without attaching (for [`prog_test_run`],
-    /// whose frames arrive on the loopback device), with `xsk` in its slot of queue 0 if given.
+    /// Serves `ifindex` as device number `device` without attaching (for [`prog_test_run`]),
+    /// with `xsk` in its slot of receive queue `queue` if given.
     #[cfg(test)]
-    pub(super) fn serve_unattached(&self, ifindex: u32, xsk: Option<&Xsk>) -> io::Result<()> {
-        let device = 0;
+    pub(super) fn serve_unattached(
+        &self,
+        ifindex: u32,
+        device: u32,
+        queue: u32,
+        xsk: Option<&Xsk>,
+    ) -> io::Result<()> {
         lock(&self.shared.slots)[device as usize] = Some(ifindex);
         lock(&self.shared.devices)
             .insert(ifindex, device, 0)
             .map_err(|e| aya_error("device map update", e))?;
         match xsk {
-            Some(x) => self.set_socket(device, 0, x),
+            Some(x) => self.set_socket(device, queue, x),
             None => Ok(()),
         }
     }

@@ -110,7 +110,7 @@ fn on_loopback(program: &XdpProgram) -> MutexGuard<'static, Xsk> {
     let socket =
         LOOPBACK_SOCKET.get_or_init(|| Mutex::new(Xsk::open(lo, 0).expect("AF_XDP socket on lo")));
     let turn = socket.lock().unwrap_or_else(PoisonError::into_inner);
-    program.serve_unattached(lo, Some(&turn)).unwrap();
+    program.serve_unattached(lo, 0, 0, Some(&turn)).unwrap();
     turn
 }
 
@@ -162,7 +162,7 @@ fn test_run_filter_redirects_sids_and_passes_the_rest() {
         let hit = to(&sids[0].to_string());
         assert_eq!(test_run(&program, &hit).action, XDP_PASS, "no device");
         let lo = crate::netlink::if_index("lo").unwrap();
-        program.serve_unattached(lo, None).unwrap();
+        program.serve_unattached(lo, 0, 0, None).unwrap();
         assert_eq!(test_run(&program, &hit).action, XDP_PASS, "empty slot");
         let _turn = on_loopback(&program);
         for (i, sid) in sids.iter().enumerate() {
@@ -404,6 +404,59 @@ fn test_run_other_receive_queues() {
         tap_run.action, XDP_DROP,
         "the tap drops sources of other queues"
     );
+}
+
+/// A frame to a SID on receive queue q goes to the socket of queue q of its device, and to the
+/// kernel when q is beyond the program's queues (never into another device's slots).
+#[test]
+fn test_run_socket_slots_per_device_and_queue() {
+    if skip() {
+        return;
+    }
+    let ns = NetNs::new(&netns::unique_name("xs")).unwrap();
+    let (dev, peer) = (netns::unique_name("xsd"), netns::unique_name("xsp"));
+    ns.ip(&[
+        "link",
+        "add",
+        &dev,
+        "numrxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &peer,
+        "numrxqueues",
+        "2",
+    ])
+    .unwrap();
+    ns.ip(&["link", "set", &dev, "up"]).unwrap();
+    ns.ip(&["link", "set", &peer, "up"]).unwrap();
+    let ifindex = ifindex(&ns, &dev);
+    let actions = ns
+        .spawn(move || {
+            let lo = crate::netlink::if_index("lo")?;
+            let hit = to(&SID.to_string());
+            let xsk = Xsk::open(ifindex, 1)?;
+            let run = |program: &XdpProgram| -> io::Result<u32> {
+                let fd = program.program_fd()?;
+                Ok(prog_test_run(fd.as_fd(), &hit, Some((ifindex, 1)))?.action)
+            };
+            // Two queues: queue 1 of the device has its own slot.
+            let two = XdpProgram::load(&[SID], 2, None, None, 0)?;
+            two.serve_unattached(ifindex, 0, 1, Some(&xsk))?;
+            let own_slot = run(&two)?;
+            // One queue: queue 1 would be slot 1, which is the next device's queue 0.
+            let one = XdpProgram::load(&[SID], 1, None, None, 0)?;
+            one.serve_unattached(lo, 1, 0, Some(&xsk))?;
+            one.serve_unattached(ifindex, 0, 0, None)?;
+            let beyond = run(&one)?;
+            Ok((own_slot, beyond))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(actions, (XDP_REDIRECT, XDP_PASS));
 }
 
 // ---- in the kernel (root) ------------------------------------------------------------------
