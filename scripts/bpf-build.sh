@@ -6,8 +6,9 @@
 # fails if the bytes differ from the committed objects (CI runs it).
 #
 # The output is deterministic: compiled from inside crates/linux/bpf with relative file names,
-# DWARF stripped (the .BTF and .BTF.ext sections that loaders need stay). Bytes depend on the
-# clang major version, which is pinned below (Debian 12's clang).
+# DWARF stripped (the .BTF and .BTF.ext sections that loaders need stay). The bytes depend on
+# the toolchain: Debian 12's clang 14, libbpf-dev 1.1 (bpf_helpers.h) and linux-libc-dev 6.1
+# (linux/bpf.h, whose types go into the BTF). The clang major version is checked below.
 #
 # Adding a program: add its .bpf.c to PROGRAMS.
 #
@@ -46,7 +47,8 @@ if [ ! -f /usr/include/bpf/bpf_helpers.h ]; then
     exit 1
 fi
 # asm/types.h, which linux/bpf.h includes, lives in the multiarch directory.
-multiarch=$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH)
+multiarch=$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null ||
+    echo "$(uname -m)-linux-gnu")
 
 out="$root/$src"
 if $check; then
@@ -68,7 +70,8 @@ if $check; then
     for prog in "${PROGRAMS[@]}"; do
         if ! cmp -s "$out/$prog.bpf.o" "$root/$src/$prog.bpf.o"; then
             echo "bpf-build --check: $src/$prog.bpf.o differs from what $src/$prog.bpf.c" \
-                "builds to; run scripts/bpf-build.sh and commit the object" >&2
+                "builds to; run scripts/bpf-build.sh and commit the object" \
+                "(toolchain: $(clang --version | head -1))" >&2
             status=1
         fi
     done
