@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * What hirt's BPF programs share: packet layout (Ethernet, IPv6, the Segment Routing Header)
- * and small helpers. Only <linux/bpf.h> and libbpf's bpf_helpers.h are included, so that the
+ * and small helpers. Only <linux/bpf.h> and libbpf's headers are included, so that the
  * objects do not depend on the build machine's other headers.
  */
 #ifndef HIRT_BPF_H

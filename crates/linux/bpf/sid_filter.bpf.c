@@ -89,4 +89,5 @@ int hirt_sids(struct xdp_md *ctx)
 	return action == TO_SOCKET ? to_socket(ctx) : action;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+/* The SPDX licence above, in the form the kernel reads: GPL-compatible, as helpers require. */
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
