@@ -27,7 +27,7 @@ use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
 use crate::srv6::xdp_io::XdpIo;
 use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
-use crate::xdp::{RingBuf, SidFilter, SourceTag, SourceTap};
+use crate::xdp::{RingBuf, SidFilter, SourceTag, SourceTap, XdpProgram};
 
 /// Default table hirt fills for End.DX6.
 pub const DX6_TABLE: u32 = 4869;
@@ -276,38 +276,18 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     // AF_XDP fast path: a program per device, a socket per worker and device.
     let mut filters = Vec::new();
     let mut xdp_ios: Vec<Option<XdpIo>> = (0..threads).map(|_| None).collect();
-    let mut tap_ring = if kernel_sources {
-        Some(RingBuf::create(TAP_RING_BYTES).context("BPF ring buffer for --kernel-sources")?)
-    } else {
-        None
-    };
-    let tap = tap_ring.as_ref().filter(|_| dec).map(|r| SourceTap {
+    let mut tap_ring: Option<RingBuf> = None;
+    let mut untagged: Option<OwnedFd> = None;
+    let tap = (kernel_sources && dec).then_some(SourceTap {
         sid: dec_sid,
         source_tlv: tlv.source,
-        ring_fd: r.fd(),
     });
-    let esi_counter = if kernel_sources && enc {
-        Some(crate::xdp::esi_counter().context("ESI counter for --kernel-sources")?)
-    } else {
-        None
-    };
-    let mut untagged = if kernel_sources && enc {
-        Some(crate::xdp::untagged_counters().context("counters for --kernel-sources")?)
-    } else {
-        None
-    };
-    let tag = match (&tap_ring, &esi_counter, &untagged) {
-        (Some(r), Some(c), Some(u)) => Some(SourceTag {
-            sid: enc_sid,
-            dec_sid,
-            source_tlv: tlv.source,
-            stream: 0,
-            ring_fd: r.fd(),
-            esi_map_fd: c.as_raw_fd(),
-            untagged_map_fd: u.as_raw_fd(),
-        }),
-        _ => None,
-    };
+    let tag = (kernel_sources && enc).then_some(SourceTag {
+        sid: enc_sid,
+        dec_sid,
+        source_tlv: tlv.source,
+        stream: 0,
+    });
     let xdp_mode = args.xdp_mode.as_deref().unwrap_or("auto");
     let modes = crate::xdp::AttachMode::parse_list(xdp_mode)
         .with_context(|| format!("--xdp-mode must be auto, native or generic, not `{xdp_mode}`"))?;
@@ -321,13 +301,35 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
             .iter()
             .map(|d| if_index(d).with_context(|| format!("--xdp device {d}")))
             .collect::<anyhow::Result<Vec<u32>>>()?;
+        let program = XdpProgram::load(
+            &own,
+            threads as u32,
+            tap.as_ref(),
+            tag.as_ref(),
+            TAP_RING_BYTES,
+        )
+        .context("loading the XDP program")?;
+        if kernel_sources {
+            tap_ring = Some(
+                program
+                    .ring()
+                    .context("BPF ring buffer for --kernel-sources")?,
+            );
+        }
+        if tag.is_some() {
+            untagged = Some(
+                program
+                    .untagged_counters()
+                    .context("counters for --kernel-sources")?,
+            );
+        }
         for (d, &i) in devs.iter().zip(&idxs) {
             if kernel_sources {
                 warn_other_rx_queues(d);
             }
-            let f =
-                SidFilter::attach_with(i, &own, threads as u32, tap.as_ref(), tag.as_ref(), modes)
-                    .with_context(|| format!("attaching the XDP program to {d}"))?;
+            let f = program
+                .attach(i, modes)
+                .with_context(|| format!("attaching the XDP program to {d}"))?;
             tracing::info!("XDP program on {d} ({:?} mode)", f.mode());
             filters.push(f);
         }

@@ -12,14 +12,13 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::bpf::{create_map, BPF_MAP_TYPE_RINGBUF};
 use super::xsk::Mmap;
 
 const BUSY_BIT: u32 = 1 << 31;
 const DISCARD_BIT: u32 = 1 << 30;
 const HDR_LEN: usize = 8;
 
-fn page_size() -> usize {
+pub(super) fn page_size() -> usize {
     // SAFETY: sysconf reads a constant.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(n).unwrap_or(4096)
@@ -41,9 +40,8 @@ pub struct RingBuf {
 unsafe impl Send for RingBuf {}
 
 impl RingBuf {
-    /// Creates a ring buffer of `size` bytes (a power of two and a multiple of the page size)
-    /// and maps it.
-    pub fn create(size: u32) -> io::Result<RingBuf> {
+    /// Maps the ring buffer map `fd` of `size` bytes (its `max_entries`).
+    pub(super) fn from_map(fd: OwnedFd, size: u32) -> io::Result<RingBuf> {
         let page = page_size();
         let bytes = size as usize;
         if !bytes.is_power_of_two() || !bytes.is_multiple_of(page) {
@@ -52,7 +50,6 @@ impl RingBuf {
                 "ring buffer size must be a power of two and a multiple of the page size",
             ));
         }
-        let fd = create_map(BPF_MAP_TYPE_RINGBUF, 0, 0, size, b"hirt_ring")?;
         let consumer = Mmap::new(page, libc::MAP_SHARED, fd.as_raw_fd(), 0)?;
         let producer = Mmap::new_read_only(
             page + 2 * bytes,
@@ -69,7 +66,7 @@ impl RingBuf {
         })
     }
 
-    /// The map's file descriptor: for programs (`ld_map_fd`) and for `poll` (readable when a
+    /// The map's file descriptor, for `poll` (readable when a
     /// record is waiting).
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()

@@ -1,156 +1,26 @@
-//! Tests of the XDP fast path: the instruction encoding and the program's logic (run in a
-//! small interpreter, no privileges), then the real thing between two network namespaces
-//! (root only; skipped otherwise).
+//! Tests of the XDP program: each path run once on hand-made frames with `BPF_PROG_TEST_RUN`
+//! (root, no namespaces), then the real thing between two network namespaces (root only;
+//! skipped otherwise).
 
 use std::collections::BTreeSet;
 use std::io;
 use std::net::{Ipv6Addr, SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::bpf::{self, *};
-use super::{AttachMode, RingBuf, SidFilter, SourceTag, SourceTap, Untagged, Xsk};
+use super::bpf::{prog_test_run, TestRun, BOTH_MODES};
+use super::{
+    AttachMode, RingBuf, SidFilter, SourceTag, SourceTap, Untagged, XdpProgram, Xsk, TAP_RECORD,
+    WAKE_BEHIND,
+};
 use crate::checksum::{finish, fold, sum_words};
 use crate::netns::{self, NetNs};
 
-// ---- encoding ------------------------------------------------------------------------------
-
-#[test]
-#[cfg(target_endian = "little")]
-fn encodes_instructions() {
-    let cases: [(Insn, [u8; 8]); 13] = [
-        (mov64_reg(R6, R1), [0xbf, 0x16, 0, 0, 0, 0, 0, 0]),
-        (ldx(LDX_W, R2, R1, 0), [0x61, 0x12, 0, 0, 0, 0, 0, 0]),
-        (ldx(LDX_W, R3, R1, 4), [0x61, 0x13, 4, 0, 0, 0, 0, 0]),
-        (ldx(LDX_H, R4, R2, 12), [0x69, 0x24, 12, 0, 0, 0, 0, 0]),
-        (ldx(LDX_B, R4, R2, 14), [0x71, 0x24, 14, 0, 0, 0, 0, 0]),
-        (add64_imm(R4, 54), [0x07, 0x04, 0, 0, 54, 0, 0, 0]),
-        (and32_imm(R4, 0xf0), [0x54, 0x04, 0, 0, 0xf0, 0, 0, 0]),
-        (
-            Insn::new(JGT_X, R4, R3, 19, 0),
-            [0x2d, 0x34, 19, 0, 0, 0, 0, 0],
-        ),
-        (
-            Insn::new(JNE32_K, R4, 0, -1, 0xdd86),
-            [0x56, 0x04, 0xff, 0xff, 0x86, 0xdd, 0, 0],
-        ),
-        (Insn::new(JA, 0, 0, 5, 0), [0x05, 0, 5, 0, 0, 0, 0, 0]),
-        (mov64_imm(R3, 2), [0xb7, 0x03, 0, 0, 2, 0, 0, 0]),
-        (call(51), [0x85, 0, 0, 0, 0x33, 0, 0, 0]),
-        (exit(), [0x95, 0, 0, 0, 0, 0, 0, 0]),
-    ];
-    for (insn, bytes) in cases {
-        assert_eq!(insn.to_bytes(), bytes, "{insn:?}");
-    }
-    let [lo, hi] = ld_map_fd(R1, 5);
-    assert_eq!(lo.to_bytes(), [0x18, 0x11, 0, 0, 5, 0, 0, 0]);
-    assert_eq!(hi.to_bytes(), [0; 8]);
-    assert_eq!(std::mem::size_of::<Insn>(), 8);
-}
-
-#[test]
-#[cfg(target_endian = "little")]
-fn program_layout() {
-    let sid: Ipv6Addr = "fc00:77::1".parse().unwrap();
-    let p = bpf::program(&[sid], 7);
-    assert_eq!(p.len(), 27);
-    assert_eq!(bpf::program(&[sid; 4], 7).len(), 27 + 3 * 5);
-    assert_eq!(p[0].to_bytes(), [0xbf, 0x16, 0, 0, 0, 0, 0, 0]);
-    // Bounds check: to `pass` at 25, from 6.
-    assert_eq!(p[5].to_bytes(), [0x2d, 0x34, 19, 0, 0, 0, 0, 0]);
-    // First word of the SID: the address bytes themselves are the immediate; to 25 from 16.
-    assert_eq!(p[15].to_bytes(), [0x56, 0x04, 9, 0, 0xfc, 0x00, 0x00, 0x77]);
-    assert_eq!(p[18].to_bytes(), [0x56, 0x08, 6, 0, 0, 0, 0, 1]);
-    // rx_queue_index, the map, XDP_PASS as the fallback, bpf_redirect_map.
-    assert_eq!(p[19].to_bytes(), [0x61, 0x62, 16, 0, 0, 0, 0, 0]);
-    assert_eq!(p[20].to_bytes(), [0x18, 0x11, 0, 0, 7, 0, 0, 0]);
-    assert_eq!(p[24].to_bytes(), [0x95, 0, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(p[25].to_bytes(), [0xb7, 0, 0, 0, 2, 0, 0, 0]);
-}
-
-// ---- the program's logic, interpreted ------------------------------------------------------
-
-const CTX: u64 = 0x1000;
-const PKT: u64 = 0x10_0000;
-const MAP_FD: i32 = 7;
-
-#[derive(Debug, PartialEq, Eq)]
-enum Verdict {
-    Pass,
-    Redirect { map: u64, queue: u64, flags: u64 },
-}
-
-/// Runs `prog` on `pkt` received on `queue`, for the opcodes the program uses. Panics on a
-/// read outside the packet (the kernel's verifier would refuse such a program).
-fn run(prog: &[Insn], pkt: &[u8], queue: u32) -> Verdict {
-    let load = |addr: u64, size: usize| -> u64 {
-        if (CTX..CTX + 24).contains(&addr) {
-            assert_eq!(size, 4, "context fields are u32");
-            return match addr - CTX {
-                0 => PKT,
-                4 => PKT + pkt.len() as u64,
-                16 => u64::from(queue),
-                o => panic!("unexpected xdp_md offset {o}"),
-            };
-        }
-        assert!(
-            addr >= PKT && addr + size as u64 <= PKT + pkt.len() as u64,
-            "read of {size} at packet offset {} past data_end ({})",
-            addr.wrapping_sub(PKT),
-            pkt.len()
-        );
-        let at = (addr - PKT) as usize;
-        let mut b = [0u8; 8];
-        b[..size].copy_from_slice(&pkt[at..at + size]);
-        u64::from_ne_bytes(b)
-    };
-    let mut r = [0u64; 11];
-    r[1] = CTX;
-    let mut pc = 0usize;
-    let mut redirect = None;
-    for _ in 0..10_000 {
-        let i = prog[pc];
-        pc += 1;
-        let (d, s) = (i.dst() as usize, i.src() as usize);
-        let target = |pc: usize| (pc as isize + i.off as isize) as usize;
-        match i.code {
-            MOV64_X => r[d] = r[s],
-            MOV64_K => r[d] = i.imm as i64 as u64,
-            ADD64_K => r[d] = r[d].wrapping_add(i.imm as i64 as u64),
-            AND32_K => r[d] = u64::from(r[d] as u32 & i.imm as u32),
-            LDX_W => r[d] = load(r[s].wrapping_add(i.off as i64 as u64), 4),
-            LDX_H => r[d] = load(r[s].wrapping_add(i.off as i64 as u64), 2),
-            LDX_B => r[d] = load(r[s].wrapping_add(i.off as i64 as u64), 1),
-            LD_IMM64 => {
-                assert_eq!(i.src(), BPF_PSEUDO_MAP_FD);
-                r[d] = (u64::from(prog[pc].imm as u32) << 32) | u64::from(i.imm as u32);
-                pc += 1;
-            }
-            JA => pc = target(pc),
-            JGT_X if r[d] > r[s] => pc = target(pc),
-            JNE32_K if r[d] as u32 != i.imm as u32 => pc = target(pc),
-            JGT_X | JNE32_K => {}
-            CALL => {
-                assert_eq!(i.imm, BPF_FUNC_REDIRECT_MAP);
-                redirect = Some(Verdict::Redirect {
-                    map: r[1],
-                    queue: r[2],
-                    flags: r[3],
-                });
-                r[0] = 4; // XDP_REDIRECT
-            }
-            EXIT => {
-                return match redirect {
-                    Some(v) if r[0] == 4 => v,
-                    _ if r[0] == XDP_PASS as u64 => Verdict::Pass,
-                    _ => panic!("unexpected action {}", r[0]),
-                }
-            }
-            c => panic!("unexpected opcode {c:#x}"),
-        }
-    }
-    panic!("program does not end");
-}
+/// `enum xdp_action`.
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+const XDP_REDIRECT: u32 = 4;
 
 /// Unfolded IPv6 pseudo-header sum of a UDP datagram of `len` bytes.
 fn pseudo(src: &Ipv6Addr, dst: &Ipv6Addr, len: usize) -> u64 {
@@ -209,7 +79,73 @@ fn to(dst: &str) -> Vec<u8> {
 }
 
 #[test]
-fn program_redirects_sids_and_passes_the_rest() {
+fn attach_checks_its_arguments() {
+    let sid: Ipv6Addr = "fc00::1".parse().unwrap();
+    for (sids, queues) in [(&[][..], 1), (&[sid; 5][..], 1), (&[sid][..], 0)] {
+        let e = SidFilter::attach(1, sids, queues).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
+}
+
+// ---- each path, with BPF_PROG_TEST_RUN (root) --------------------------------------------
+
+fn not_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return false;
+    }
+    eprintln!("skipped: needs root");
+    true
+}
+
+/// Test runs deliver their frames on the loopback device, queue 0, which takes one AF_XDP
+/// socket: the tests share one, bound for the whole test run (a socket stays bound while a
+/// map still holds it), and take turns.
+static LOOPBACK_SOCKET: OnceLock<Mutex<Xsk>> = OnceLock::new();
+
+/// `program` serving the loopback device as if attached to it, with the AF_XDP socket on its
+/// queue 0 (returned as the turn, which the caller holds while it runs frames).
+fn on_loopback(program: &XdpProgram) -> MutexGuard<'static, Xsk> {
+    let lo = crate::netlink::if_index("lo").unwrap();
+    let socket =
+        LOOPBACK_SOCKET.get_or_init(|| Mutex::new(Xsk::open(lo, 0).expect("AF_XDP socket on lo")));
+    let turn = socket.lock().unwrap_or_else(PoisonError::into_inner);
+    program.serve_unattached(lo, 0, 0, Some(&turn)).unwrap();
+    turn
+}
+
+fn test_run(program: &XdpProgram, frame: &[u8]) -> TestRun {
+    let fd = program.program_fd().unwrap();
+    prog_test_run(fd.as_fd(), frame, None).unwrap()
+}
+
+/// The IPv6 packet `pkt` in an Ethernet frame.
+fn eth(pkt: &[u8]) -> Vec<u8> {
+    let mut f = vec![4, 4, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 0x86, 0xdd];
+    f.extend_from_slice(pkt);
+    f
+}
+
+/// The records waiting in `ring`.
+fn records(ring: &mut RingBuf) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    ring.consume(usize::MAX, |r| out.push(r.to_vec()));
+    out
+}
+
+/// A record's packet and the ESI in it.
+fn record_packet(r: &[u8]) -> (&[u8], u32) {
+    assert_eq!(r.len(), TAP_RECORD as usize);
+    let len = u32::from_ne_bytes(r[..4].try_into().unwrap()) as usize;
+    let esi = u32::from_ne_bytes(r[4..8].try_into().unwrap());
+    (&r[8..8 + len], esi)
+}
+
+#[test]
+fn test_run_filter_redirects_sids_and_passes_the_rest() {
+    if not_root() {
+        return;
+    }
     let sids: Vec<Ipv6Addr> = [
         "fc00:77::1",
         "fc00:77::2",
@@ -219,20 +155,21 @@ fn program_redirects_sids_and_passes_the_rest() {
     .iter()
     .map(|s| s.parse().unwrap())
     .collect();
-    let redirect = |queue| Verdict::Redirect {
-        map: MAP_FD as u64,
-        queue,
-        flags: XDP_PASS as u64,
-    };
     for n in 1..=4 {
-        let prog = bpf::program(&sids[..n], MAP_FD);
+        let program = XdpProgram::load(&sids[..n], 1, None, None, 0).unwrap();
+        // Before the device is served, and with an empty socket slot, a frame to a SID goes
+        // to the kernel: bpf_redirect_map returns its fallback action, XDP_PASS.
+        let hit = to(&sids[0].to_string());
+        assert_eq!(test_run(&program, &hit).action, XDP_PASS, "no device");
+        let lo = crate::netlink::if_index("lo").unwrap();
+        program.serve_unattached(lo, 0, 0, None).unwrap();
+        assert_eq!(test_run(&program, &hit).action, XDP_PASS, "empty slot");
+        let _turn = on_loopback(&program);
         for (i, sid) in sids.iter().enumerate() {
-            let want = if i < n { redirect(3) } else { Verdict::Pass };
-            assert_eq!(
-                run(&prog, &to(&sid.to_string()), 3),
-                want,
-                "{n} SIDs, {sid}"
-            );
+            let want = if i < n { XDP_REDIRECT } else { XDP_PASS };
+            let run = test_run(&program, &to(&sid.to_string()));
+            assert_eq!(run.action, want, "{n} SIDs, {sid}");
+            assert_eq!(run.data, to(&sid.to_string()), "the frame is left as it is");
         }
         for other in [
             "fc00:77::3",
@@ -241,37 +178,285 @@ fn program_redirects_sids_and_passes_the_rest() {
             "ffff::ffff",
             "7fff::fffe",
         ] {
-            assert_eq!(run(&prog, &to(other), 0), Verdict::Pass, "{other}");
+            assert_eq!(test_run(&program, &to(other)).action, XDP_PASS, "{other}");
         }
     }
-    let prog = bpf::program(&sids, MAP_FD);
+    let program = XdpProgram::load(&sids, 1, None, None, 0).unwrap();
+    let _turn = on_loopback(&program);
     let hit = to("fc00:77::2");
-    assert_eq!(run(&prog, &hit, 0), redirect(0));
+    assert_eq!(test_run(&program, &hit).action, XDP_REDIRECT);
     // Too short for Ethernet + IPv6: passed without reading past the end.
-    assert_eq!(run(&prog, &hit[..53], 0), Verdict::Pass);
-    assert_eq!(run(&prog, &hit[..54], 0), redirect(0));
-    assert_eq!(run(&prog, &[], 0), Verdict::Pass);
+    assert_eq!(test_run(&program, &hit[..53]).action, XDP_PASS);
+    assert_eq!(test_run(&program, &hit[..54]).action, XDP_REDIRECT);
+    assert_eq!(test_run(&program, &hit[..14]).action, XDP_PASS);
     // IPv4, or an 802.1Q tag in front of the IPv6 ethertype: passed.
     let mut v4 = hit.clone();
     v4[12..14].copy_from_slice(&[0x08, 0x00]);
-    assert_eq!(run(&prog, &v4, 0), Verdict::Pass);
+    assert_eq!(test_run(&program, &v4).action, XDP_PASS);
     let mut vlan = hit[..12].to_vec();
     vlan.extend([0x81, 0x00, 0x00, 0x05]);
     vlan.extend(&hit[12..]);
-    assert_eq!(run(&prog, &vlan, 0), Verdict::Pass);
+    assert_eq!(test_run(&program, &vlan).action, XDP_PASS);
     // IPv6 ethertype but version 4 in the header.
     let mut bad = hit.clone();
     bad[14] = 0x45;
-    assert_eq!(run(&prog, &bad, 0), Verdict::Pass);
+    assert_eq!(test_run(&program, &bad).action, XDP_PASS);
 }
 
 #[test]
-fn attach_checks_its_arguments() {
-    let sid: Ipv6Addr = "fc00::1".parse().unwrap();
-    for (sids, queues) in [(&[][..], 1), (&[sid; 5][..], 1), (&[sid][..], 0)] {
-        let e = SidFilter::attach(1, sids, queues).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+fn test_run_tap_copies_sources_and_redirects_the_rest() {
+    if not_root() {
+        return;
     }
+    let tap = SourceTap {
+        sid: SID,
+        source_tlv: TAP_TLV,
+    };
+    // 4096 bytes: room for one record.
+    let program = XdpProgram::load(&[SID], 1, Some(&tap), None, 4096).unwrap();
+    let mut ring = program.ring().unwrap();
+    let _turn = on_loopback(&program);
+    // A source (Segments Left 0, the source TLV first), the largest the tap copies.
+    let largest = srv6_to(SID, &[SID], 0, Some(TAP_TLV), 2040 - 112, 2);
+    assert_eq!(largest.len(), 2040);
+    for source in [srv6_packet(1, 0, Some(TAP_TLV), 1), largest] {
+        let run = test_run(&program, &eth(&source));
+        assert_eq!(run.action, XDP_PASS, "a source goes on to the kernel");
+        assert_eq!(run.data, eth(&source), "unchanged");
+        let got = records(&mut ring);
+        assert_eq!(got.len(), 1, "one record per source");
+        assert_eq!(record_packet(&got[0]).0, &source[..], "bit-exact");
+    }
+    // Another TLV type (a repair, say), no TLV, a segment still to go, one byte too long:
+    // to the socket, not copied.
+    let too_long = srv6_to(SID, &[SID], 0, Some(TAP_TLV), 2041 - 112, 3);
+    for pkt in [
+        srv6_packet(1, 0, Some(TAP_TLV + 1), 10),
+        srv6_packet(1, 0, None, 11),
+        srv6_packet(2, 1, Some(TAP_TLV), 12),
+        too_long,
+    ] {
+        let run = test_run(&program, &eth(&pkt));
+        assert_eq!(run.action, XDP_REDIRECT);
+        assert_eq!(run.data, eth(&pkt));
+    }
+    assert!(records(&mut ring).is_empty(), "nothing copied");
+    // The ring full: the source is dropped (the decoder recovers it once).
+    let source = srv6_packet(1, 0, Some(TAP_TLV), 20);
+    assert_eq!(test_run(&program, &eth(&source)).action, XDP_PASS);
+    assert_eq!(test_run(&program, &eth(&source)).action, XDP_DROP);
+    assert_eq!(records(&mut ring).len(), 1);
+}
+
+#[test]
+fn test_run_tag_tags_as_hirt_does_and_counts_what_it_does_not() {
+    if not_root() {
+        return;
+    }
+    let tag = SourceTag {
+        sid: SID,
+        dec_sid: DEC_SID,
+        source_tlv: TAP_TLV,
+        stream: 3,
+    };
+    let program = XdpProgram::load(&[SID], 1, None, Some(&tag), 1 << 20).unwrap();
+    let mut ring = program.ring().unwrap();
+    let counters = program.untagged_counters().unwrap();
+    let count = |why| super::untagged(counters.as_raw_fd(), why).unwrap();
+    let _turn = on_loopback(&program);
+    let mid = Ipv6Addr::new(0xfc00, 0x78, 0, 0, 0, 0, 0, 9);
+    let tagged: Vec<Vec<u8>> = vec![
+        srv6_via(&[DEC_SID, SID], 1, None, 8, 0),
+        srv6_via(&[DEC_SID, mid, SID], 2, None, 100, 1),
+        // The decoder SID two segments ahead, and eight segments (the most the tag handles).
+        srv6_via(&[DEC_SID, mid, mid, SID], 3, None, 8, 2),
+        srv6_via(&[DEC_SID, mid, mid, mid, mid, mid, mid, SID], 7, None, 8, 3),
+        // The largest: 2040 bytes.
+        srv6_via(&[DEC_SID, mid, SID], 2, None, 2040 - 40 - 56 - 40, 4),
+        srv6_via(&[DEC_SID, SID], 1, None, 0, 5),
+    ];
+    for (esi, pkt) in tagged.iter().enumerate() {
+        let run = test_run(&program, &eth(pkt));
+        assert_eq!(
+            run.action, XDP_PASS,
+            "source {esi}: to the kernel, which forwards it"
+        );
+        assert_eq!(
+            run.data,
+            eth(&tagged_at_node(pkt, esi as u32)),
+            "source {esi}: bit-exact with hirt's own tagging"
+        );
+        let got = records(&mut ring);
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            record_packet(&got[0]),
+            (&pkt[..], esi as u32),
+            "as it arrived"
+        );
+    }
+    // Feedback (Segments Left 0) goes to the socket.
+    let feedback = srv6_via(&[SID], 0, Some(TAP_TLV + 2), 8, 9);
+    let run = test_run(&program, &eth(&feedback));
+    assert_eq!((run.action, run.data), (XDP_REDIRECT, eth(&feedback)));
+    // A TLV already, no decoder SID ahead, nine segments: to the kernel untouched, uncounted.
+    let mut nine = vec![DEC_SID];
+    nine.extend([mid; 7]);
+    nine.push(SID);
+    for pkt in [
+        srv6_via(&[DEC_SID, SID], 1, Some(TAP_TLV + 3), 8, 10),
+        srv6_via(&[mid, SID], 1, None, 8, 11),
+        srv6_via(&[mid, SID, DEC_SID], 1, None, 8, 12),
+        srv6_via(&nine, 8, None, 8, 13),
+    ] {
+        let run = test_run(&program, &eth(&pkt));
+        assert_eq!((run.action, run.data), (XDP_PASS, eth(&pkt)));
+    }
+    // Too long to copy: passed on untagged and counted.
+    let long = srv6_via(&[DEC_SID, SID], 1, None, 2100, 14);
+    let run = test_run(&program, &eth(&long));
+    assert_eq!((run.action, run.data), (XDP_PASS, eth(&long)));
+    assert!(records(&mut ring).is_empty());
+    assert_eq!(count(Untagged::TooLong), 1);
+    assert_eq!(count(Untagged::RingFull), 0);
+    assert_eq!(count(Untagged::OtherQueue), 0);
+
+    // A ring with room for one record: the second source is passed on untagged, counted.
+    let small = XdpProgram::load(&[SID], 1, None, Some(&tag), 4096).unwrap();
+    let counters = small.untagged_counters().unwrap();
+    drop(_turn);
+    let _turn = on_loopback(&small);
+    let pkt = &tagged[0];
+    assert_eq!(
+        test_run(&small, &eth(pkt)).data,
+        eth(&tagged_at_node(pkt, 0))
+    );
+    let run = test_run(&small, &eth(pkt));
+    assert_eq!((run.action, run.data), (XDP_PASS, eth(pkt)));
+    let full = super::untagged(counters.as_raw_fd(), Untagged::RingFull).unwrap();
+    assert_eq!(full, 1);
+    // The ESI was not taken: the next source, once there is room, gets ESI 1.
+    let mut ring = small.ring().unwrap();
+    assert_eq!(records(&mut ring).len(), 1);
+    assert_eq!(
+        test_run(&small, &eth(pkt)).data,
+        eth(&tagged_at_node(pkt, 1))
+    );
+}
+
+/// Frames of receive queue 1 are not tagged (the tag keeps ESIs in ring order on queue 0) and
+/// the tap drops them; run on a veth with two receive queues in a namespace.
+#[test]
+fn test_run_other_receive_queues() {
+    if skip() {
+        return;
+    }
+    let ns = NetNs::new(&netns::unique_name("xq")).unwrap();
+    let dev = netns::unique_name("xqd");
+    let peer = netns::unique_name("xqp");
+    ns.ip(&[
+        "link",
+        "add",
+        &dev,
+        "numrxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &peer,
+    ])
+    .unwrap();
+    let ifindex = ifindex(&ns, &dev);
+    let tag = SourceTag {
+        sid: SID,
+        dec_sid: DEC_SID,
+        source_tlv: TAP_TLV,
+        stream: 3,
+    };
+    let tap = SourceTap {
+        sid: DEC_SID,
+        source_tlv: TAP_TLV,
+    };
+    let (tag_run, tap_run, other_queue) = ns
+        .spawn(move || {
+            let program = XdpProgram::load(&[SID, DEC_SID], 2, Some(&tap), Some(&tag), 1 << 20)?;
+            let fd = program.program_fd()?;
+            let source = eth(&srv6_via(&[DEC_SID, SID], 1, None, 8, 0));
+            let tag_run = prog_test_run(fd.as_fd(), &source, Some((ifindex, 1)))?;
+            let tapped = eth(&srv6_to(DEC_SID, &[DEC_SID], 0, Some(TAP_TLV), 8, 1));
+            let tap_run = prog_test_run(fd.as_fd(), &tapped, Some((ifindex, 1)))?;
+            let counters = program.untagged_counters()?;
+            let other_queue = super::untagged(counters.as_raw_fd(), Untagged::OtherQueue)?;
+            assert!(records(&mut program.ring()?).is_empty(), "nothing copied");
+            Ok((tag_run, tap_run, other_queue))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    let source = eth(&srv6_via(&[DEC_SID, SID], 1, None, 8, 0));
+    assert_eq!(
+        (tag_run.action, tag_run.data),
+        (XDP_PASS, source),
+        "untagged"
+    );
+    assert_eq!(other_queue, 1, "counted");
+    assert_eq!(
+        tap_run.action, XDP_DROP,
+        "the tap drops sources of other queues"
+    );
+}
+
+/// A frame to a SID on receive queue q goes to the socket of queue q of its device, and to the
+/// kernel when q is beyond the program's queues (never into another device's slots).
+#[test]
+fn test_run_socket_slots_per_device_and_queue() {
+    if skip() {
+        return;
+    }
+    let ns = NetNs::new(&netns::unique_name("xs")).unwrap();
+    let (dev, peer) = (netns::unique_name("xsd"), netns::unique_name("xsp"));
+    ns.ip(&[
+        "link",
+        "add",
+        &dev,
+        "numrxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &peer,
+        "numrxqueues",
+        "2",
+    ])
+    .unwrap();
+    ns.ip(&["link", "set", &dev, "up"]).unwrap();
+    ns.ip(&["link", "set", &peer, "up"]).unwrap();
+    let ifindex = ifindex(&ns, &dev);
+    let actions = ns
+        .spawn(move || {
+            let lo = crate::netlink::if_index("lo")?;
+            let hit = to(&SID.to_string());
+            let xsk = Xsk::open(ifindex, 1)?;
+            let run = |program: &XdpProgram| -> io::Result<u32> {
+                let fd = program.program_fd()?;
+                Ok(prog_test_run(fd.as_fd(), &hit, Some((ifindex, 1)))?.action)
+            };
+            // Two queues: queue 1 of the device has its own slot.
+            let two = XdpProgram::load(&[SID], 2, None, None, 0)?;
+            two.serve_unattached(ifindex, 0, 1, Some(&xsk))?;
+            let own_slot = run(&two)?;
+            // One queue: queue 1 would be slot 1, which is the next device's queue 0.
+            let one = XdpProgram::load(&[SID], 1, None, None, 0)?;
+            one.serve_unattached(lo, 1, 0, Some(&xsk))?;
+            one.serve_unattached(ifindex, 0, 0, None)?;
+            let beyond = run(&one)?;
+            Ok((own_slot, beyond))
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!(actions, (XDP_REDIRECT, XDP_PASS));
 }
 
 // ---- in the kernel (root) ------------------------------------------------------------------
@@ -285,21 +470,32 @@ fn skip() -> bool {
 }
 
 #[test]
-fn kernel_verifier_log_on_failure_and_full_program_loads() {
+fn kernel_loads_the_largest_program() {
     if skip() {
         return;
     }
-    // Reads a packet byte without a bounds check.
-    let bad = [ldx(LDX_W, R2, R1, 0), ldx(LDX_B, R0, R2, 0), exit()];
-    let msg = bpf::load_xdp(&bad).unwrap_err().to_string();
-    assert!(msg.contains("verifier log"), "{msg}");
-    assert!(msg.contains("invalid access to packet"), "{msg}");
-    // The largest program we build passes the verifier.
-    let map = bpf::create_xskmap(4).unwrap();
     let sids: Vec<Ipv6Addr> = (1..=4)
         .map(|i| Ipv6Addr::new(0xfc00, 0x77, 0, 0, 0, 0, 0xffff, i))
         .collect();
-    bpf::load_xdp(&bpf::program(&sids, map.as_raw_fd())).unwrap();
+    let tap = SourceTap {
+        sid: sids[3],
+        source_tlv: TAP_TLV,
+    };
+    let tag = SourceTag {
+        sid: sids[0],
+        dec_sid: DEC_SID,
+        source_tlv: TAP_TLV,
+        stream: 3,
+    };
+    XdpProgram::load(&sids, 4, Some(&tap), Some(&tag), 1 << 20).unwrap();
+    let e = XdpProgram::load(&sids, 4, Some(&tap), None, 3 << 12).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    let stranger = SourceTap {
+        sid: DEC_SID,
+        source_tlv: TAP_TLV,
+    };
+    let e = XdpProgram::load(&sids, 4, Some(&stranger), None, 1 << 20).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
 }
 
 const SID: Ipv6Addr = Ipv6Addr::new(0xfc00, 0x77, 0, 0, 0, 0, 0, 1);
@@ -373,7 +569,7 @@ fn mac(ns: &NetNs, dev: &str) -> [u8; 6] {
 fn filter_in_b(w: &Wire, modes: &'static [AttachMode]) -> (SidFilter, Xsk) {
     let ifindex = ifindex(&w.b, &w.b_if);
     w.b.spawn(move || {
-        let filter = SidFilter::attach_as(ifindex, &[SID], 1, modes, None, None)?;
+        let filter = SidFilter::attach_as(ifindex, &[SID], 1, modes)?;
         let xsk = Xsk::open(ifindex, 0)?;
         filter.register(0, &xsk)?;
         Ok((filter, xsk))
@@ -584,8 +780,7 @@ fn kernel_detaches_on_drop_and_refuses_a_second_program() {
             let first = SidFilter::attach(ifindex, &[SID], 1)?;
             let second = SidFilter::attach(ifindex, &[SID], 1).map(|_| ());
             let generic =
-                SidFilter::attach_as(ifindex, &[SID], 1, &[AttachMode::Generic], None, None)
-                    .map(|_| ());
+                SidFilter::attach_as(ifindex, &[SID], 1, &[AttachMode::Generic]).map(|_| ());
             Ok((first, second, generic))
         })
         .join()
@@ -669,28 +864,6 @@ fn send_raw(pkts: &[Vec<u8>]) -> io::Result<()> {
 }
 
 #[test]
-fn kernel_loads_the_tap_program() {
-    if skip() {
-        return;
-    }
-    let map = bpf::create_xskmap(4).unwrap();
-    let ring = RingBuf::create(1 << 20).unwrap();
-    let sids: Vec<Ipv6Addr> = (1..=4)
-        .map(|i| Ipv6Addr::new(0xfc00, 0x77, 0, 0, 0, 0, 0xffff, i))
-        .collect();
-    for at in [0, 3] {
-        let tap = SourceTap {
-            sid: sids[at],
-            source_tlv: TAP_TLV,
-            ring_fd: ring.fd(),
-        };
-        let prog = bpf::program_with(&sids, map.as_raw_fd(), Some(&tap), None);
-        bpf::load_xdp(&prog).unwrap();
-    }
-    assert!(RingBuf::create(3 << 12).is_err(), "not a power of two");
-}
-
-#[test]
 fn kernel_taps_sources_and_redirects_the_rest() {
     if skip() {
         return;
@@ -699,14 +872,13 @@ fn kernel_taps_sources_and_redirects_the_rest() {
     let ifindex = ifindex(&w.b, &w.b_if);
     let (filter, mut xsk, mut ring) =
         w.b.spawn(move || {
-            let ring = RingBuf::create(1 << 20)?;
             let tap = SourceTap {
                 sid: SID,
                 source_tlv: TAP_TLV,
-                ring_fd: ring.fd(),
             };
-            let filter =
-                SidFilter::attach_with(ifindex, &[SID], 1, Some(&tap), None, &bpf::BOTH_MODES)?;
+            let program = XdpProgram::load(&[SID], 1, Some(&tap), None, 1 << 20)?;
+            let filter = program.attach(ifindex, &BOTH_MODES)?;
+            let ring = program.ring()?;
             let xsk = Xsk::open(ifindex, 0)?;
             filter.register(0, &xsk)?;
             Ok((filter, xsk, ring))
@@ -807,6 +979,13 @@ fn srv6_to(
 /// What hirt's own encoder path makes of `pkt` (End, then the source TLV), after one more
 /// router (hop limit - 1).
 fn tagged_by_hirt(pkt: &[u8], esi: u32) -> Vec<u8> {
+    let mut buf = tagged_at_node(pkt, esi);
+    buf[7] -= 1;
+    buf
+}
+
+/// What hirt's own encoder path makes of `pkt` (End, then the source TLV of stream 3).
+fn tagged_at_node(pkt: &[u8], esi: u32) -> Vec<u8> {
     use hirt_wire::srv6 as wsrv6;
     use hirt_wire::tlv::SourceRepr;
     let mut buf = pkt.to_vec();
@@ -815,31 +994,7 @@ fn tagged_by_hirt(pkt: &[u8], esi: u32) -> Vec<u8> {
     let n = wsrv6::insert_source_tlv(&mut buf, pkt.len(), TAP_TLV, &SourceRepr { stream: 3, esi })
         .unwrap();
     buf.truncate(n);
-    buf[7] -= 1;
     buf
-}
-
-#[test]
-fn kernel_loads_the_tag_program() {
-    if skip() {
-        return;
-    }
-    let map = bpf::create_xskmap(4).unwrap();
-    let ring = RingBuf::create(1 << 20).unwrap();
-    let esi = bpf::create_counter().unwrap();
-    let untagged = bpf::create_untagged().unwrap();
-    let tag = SourceTag {
-        sid: SID,
-        dec_sid: DEC_SID,
-        source_tlv: TAP_TLV,
-        stream: 3,
-        ring_fd: ring.fd(),
-        esi_map_fd: esi.as_raw_fd(),
-        untagged_map_fd: untagged.as_raw_fd(),
-    };
-    let prog = bpf::program_with(&[SID], map.as_raw_fd(), None, Some(&tag));
-    eprintln!("tag program: {} instructions", prog.len());
-    bpf::load_xdp(&prog).unwrap();
 }
 
 /// The tag program on B's link for `SID` (and an AF_XDP socket on queue 0 if `socket`), B
@@ -856,20 +1011,16 @@ fn tag_on_b(
         .unwrap();
     let attached =
         w.b.spawn(move || {
-            let ring = RingBuf::create(1 << 20)?;
-            let esi = bpf::create_counter()?;
-            let untagged = bpf::create_untagged()?;
             let tag = SourceTag {
                 sid: SID,
                 dec_sid: DEC_SID,
                 source_tlv: TAP_TLV,
                 stream,
-                ring_fd: ring.fd(),
-                esi_map_fd: esi.as_raw_fd(),
-                untagged_map_fd: untagged.as_raw_fd(),
             };
-            let filter =
-                SidFilter::attach_with(ifindex, &[SID], 1, None, Some(&tag), &bpf::BOTH_MODES)?;
+            let program = XdpProgram::load(&[SID], 1, None, Some(&tag), 1 << 20)?;
+            let filter = program.attach(ifindex, &BOTH_MODES)?;
+            let ring = program.ring()?;
+            let untagged = program.untagged_counters()?;
             let xsk = if socket {
                 let xsk = Xsk::open(ifindex, 0)?;
                 filter.register(0, &xsk)?;
@@ -877,8 +1028,6 @@ fn tag_on_b(
             } else {
                 None
             };
-            // The program holds its maps: the ESI counter's descriptor can go.
-            drop(esi);
             Ok((filter, xsk, ring, untagged))
         })
         .join()
