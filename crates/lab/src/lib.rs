@@ -17,9 +17,11 @@
 pub mod cli;
 pub mod emu;
 pub mod host;
-pub mod netns;
 pub mod report;
 pub mod sys;
 pub mod topo;
 pub mod tunnel;
 pub mod workload;
+
+/// The namespaces, children and teardown of a lab: `hirt-os`'s one namespace module.
+pub use hirt_os::netns;
