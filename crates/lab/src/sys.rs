@@ -5,7 +5,6 @@
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
-use std::fs::File;
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
