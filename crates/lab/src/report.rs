@@ -457,7 +457,11 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hirt-lab-svg-{}", std::process::id()));
         write_cdf_svg(&dir, "t", "t", &[("a", &s.latencies_us)]).unwrap();
         let svg = std::fs::read_to_string(dir.join("t.svg")).unwrap();
-        assert_eq!(svg.matches("<path").count(), 2, "one CDF and one CCDF curve");
+        assert_eq!(
+            svg.matches("<path").count(),
+            2,
+            "one CDF and one CCDF curve"
+        );
         assert!(svg.contains(">1e-4</text>") && svg.contains(">completion time (ms)</text>"));
         let _ = std::fs::remove_dir_all(dir);
     }

@@ -351,5 +351,4 @@ mod tests {
         q[HEADER_LEN] ^= 1;
         assert_eq!(o.open(&mut q), Err(OpenError::BadTag));
     }
-
 }

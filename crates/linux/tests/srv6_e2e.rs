@@ -179,7 +179,10 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
     // repairs), in the middle node: the AF_XDP path skips the encoder node's netfilter hooks.
     t.m.random_loss(
         Hook::Forward,
-        &format!("iifname \"{}\" oifname \"{}\" ip6 daddr fc00::/16", t.v[3], t.v[4]),
+        &format!(
+            "iifname \"{}\" oifname \"{}\" ip6 daddr fc00::/16",
+            t.v[3], t.v[4]
+        ),
         0.03,
         "link_loss",
     )

@@ -13,8 +13,8 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr};
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP,
-    NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
+    NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{
@@ -207,11 +207,9 @@ impl Netlink {
         m.header.change_mask = LinkFlags::Up;
         m.attributes.extend(mtu.map(LinkAttribute::Mtu));
         m.attributes.extend(txqlen.map(LinkAttribute::TxQueueLen));
-        self.ack(
-            RouteNetlinkMessage::NewLink(m),
-            0,
-            || format!("set link {index} up (mtu {mtu:?}, txqlen {txqlen:?})"),
-        )
+        self.ack(RouteNetlinkMessage::NewLink(m), 0, || {
+            format!("set link {index} up (mtu {mtu:?}, txqlen {txqlen:?})")
+        })
     }
 
     /// Sets the link's IPv6 address generation mode to none (`ip link set DEV addrgenmode
@@ -221,9 +219,9 @@ impl Netlink {
         let mut m = LinkMessage::default();
         m.header.index = index;
         m.attributes
-            .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(vec![
-                AfSpecInet6::AddrGenMode(In6AddrGenMode::None),
-            ])]));
+            .push(LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(
+                vec![AfSpecInet6::AddrGenMode(In6AddrGenMode::None)],
+            )]));
         self.ack(RouteNetlinkMessage::NewLink(m), 0, || {
             format!("set link {index} addrgenmode none")
         })
@@ -301,7 +299,12 @@ impl Netlink {
         self.ack(
             RouteNetlinkMessage::NewRule(rule_message(r)),
             NLM_F_CREATE | NLM_F_EXCL,
-            || format!("add rule iif {} lookup {} pref {}", r.iif, r.table, r.priority),
+            || {
+                format!(
+                    "add rule iif {} lookup {} pref {}",
+                    r.iif, r.table, r.priority
+                )
+            },
         )
     }
 
@@ -569,7 +572,10 @@ fn route_message(r: &Route, seg6: Option<&Seg6Encap>) -> RouteMessage {
         m.attributes
             .push(RouteAttribute::EncapType(RouteLwEnCapType::Seg6Local));
         m.attributes.push(RouteAttribute::Encap(
-            encap.into_iter().map(RouteLwTunnelEncap::Seg6Local).collect(),
+            encap
+                .into_iter()
+                .map(RouteLwTunnelEncap::Seg6Local)
+                .collect(),
         ));
     }
     if let Some(e) = seg6 {
@@ -776,7 +782,12 @@ mod tests {
                 };
                 let behaviours = [
                     route("fc00:3::1", 128, oif, Some(Seg6Local::End)),
-                    route("fc00:3::2", 128, oif, Some(Seg6Local::EndDx6(v6("fd00::2")))),
+                    route(
+                        "fc00:3::2",
+                        128,
+                        oif,
+                        Some(Seg6Local::EndDx6(v6("fd00::2"))),
+                    ),
                     route("fc00:3::3", 128, oif, Some(Seg6Local::EndDt6(100))),
                 ];
                 nl.add_route(&plain, false)?;

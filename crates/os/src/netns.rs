@@ -175,7 +175,13 @@ impl NetNs {
 
     /// Drops a random share `p` of the IPv6 packets to `dst` (a prefix) that this namespace
     /// forwards out of `out_dev`, counted in `counter`: an emulated lossy link.
-    pub fn random_loss_v6(&self, out_dev: &str, dst: &str, p: f64, counter: &str) -> io::Result<()> {
+    pub fn random_loss_v6(
+        &self,
+        out_dev: &str,
+        dst: &str,
+        p: f64,
+        counter: &str,
+    ) -> io::Result<()> {
         self.random_loss(
             Hook::Forward,
             &format!("oifname \"{out_dev}\" ip6 daddr {dst}"),
@@ -218,7 +224,6 @@ impl Drop for NetNs {
         delete_ns(&self.name);
     }
 }
-
 
 /// Moves the calling thread into the named namespace (`/var/run/netns/<name>`).
 pub fn enter_named(name: &str) -> io::Result<()> {
@@ -334,10 +339,10 @@ pub fn is_root() -> bool {
 pub fn available() -> bool {
     is_root()
         && Command::new("ip")
-        .arg("-V")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+            .arg("-V")
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
 }
 
 /// Sends `sig` to process `pid`; returns whether it was delivered (signal 0: whether the
@@ -590,14 +595,24 @@ mod tests {
         veth(&a, &ia, &b, &ib).unwrap();
         a.ip(&["addr", "add", "10.77.0.1/24", "dev", &ia]).unwrap();
         b.ip(&["addr", "add", "10.77.0.2/24", "dev", &ib]).unwrap();
-        assert!(b.random_loss(Hook::Input, "icmp type echo-request", 1.5, "x").is_err());
+        assert!(b
+            .random_loss(Hook::Input, "icmp type echo-request", 1.5, "x")
+            .is_err());
         b.random_loss(Hook::Input, "icmp type echo-request", 0.5, "loss")
             .unwrap();
         b.count(Hook::Prerouting, "icmp type echo-request", "srh")
             .unwrap();
         let sent = 200u64;
         let _ = a.exec(&[
-            "ping", "-c", &sent.to_string(), "-i", "0.002", "-W", "1", "-q", "10.77.0.2",
+            "ping",
+            "-c",
+            &sent.to_string(),
+            "-i",
+            "0.002",
+            "-W",
+            "1",
+            "-q",
+            "10.77.0.2",
         ]);
         let (lost, seen) = (b.counter("loss").unwrap(), b.counter("srh").unwrap());
         assert_eq!(seen, sent, "every request reaches the prerouting counter");

@@ -298,7 +298,10 @@ mod tests {
         };
         let svg = render("fig", std::slice::from_ref(&p));
         for decade in ["1e-4", "1e-3", "1e-2", "1e-1", "1e0"] {
-            assert!(svg.contains(&format!(">{decade}</text>")), "{decade}: {svg}");
+            assert!(
+                svg.contains(&format!(">{decade}</text>")),
+                "{decade}: {svg}"
+            );
         }
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         assert_eq!(svg, render("fig", &[p]));
