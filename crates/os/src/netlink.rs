@@ -13,8 +13,8 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr};
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REPLACE, NLM_F_REQUEST,
+    DefaultNla, Emitable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLA_F_NESTED, NLM_F_ACK,
+    NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{
@@ -41,6 +41,13 @@ const NLM_F_ACK_TLVS: u16 = 0x200;
 const NLMSGERR_ATTR_MSG: u16 = 1;
 /// Length of a netlink message header.
 const NLMSG_HDRLEN: usize = 16;
+/// `SEG6_LOCAL_BPF`, the End.BPF program attribute `netlink-packet-route` does not model:
+/// nested `SEG6_LOCAL_BPF_PROG` (descriptor) and `SEG6_LOCAL_BPF_PROG_NAME`.
+const SEG6_LOCAL_BPF: u16 = 8;
+const SEG6_LOCAL_BPF_PROG: u16 = 1;
+const SEG6_LOCAL_BPF_PROG_NAME: u16 = 2;
+/// The name End.BPF programs are installed under (the kernel shows it in `ip route`).
+const END_BPF_NAME: &str = "hirt";
 
 /// A route: destination prefix, optional gateway, output interface index, table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +75,13 @@ pub enum Seg6Local {
     EndDx6(Ipv6Addr),
     /// End.DT6: decapsulate and look the inner destination up in this table.
     EndDt6(u32),
+    /// End.BPF: run this loaded `BPF_PROG_TYPE_LWT_SEG6LOCAL` program (by descriptor; the
+    /// kernel keeps its own reference). Listed routes show it as no behaviour: the kernel
+    /// names the program by id, not by descriptor.
+    EndBpf {
+        /// The program's file descriptor.
+        prog_fd: i32,
+    },
 }
 
 /// SRv6 encapsulation of the packets a route matches (`encap seg6 mode encap|inline segs ...`).
@@ -567,6 +581,10 @@ fn route_message(r: &Route, seg6: Option<&Seg6Encap>) -> RouteMessage {
                 encap.push(RouteSeg6LocalTunnel::Table(t));
                 Seg6LocalAction::EndDt6
             }
+            Seg6Local::EndBpf { prog_fd } => {
+                encap.push(RouteSeg6LocalTunnel::Other(end_bpf_attribute(prog_fd)));
+                Seg6LocalAction::EndBpf
+            }
         };
         encap.insert(0, RouteSeg6LocalTunnel::Action(action));
         m.attributes
@@ -594,6 +612,20 @@ fn route_message(r: &Route, seg6: Option<&Seg6Encap>) -> RouteMessage {
             )]));
     }
     m
+}
+
+/// The nested `SEG6_LOCAL_BPF` attribute of an End.BPF route, built from the crate's generic
+/// attributes.
+fn end_bpf_attribute(prog_fd: i32) -> DefaultNla {
+    let mut name = END_BPF_NAME.as_bytes().to_vec();
+    name.push(0);
+    let inner = [
+        DefaultNla::new(SEG6_LOCAL_BPF_PROG, prog_fd.to_ne_bytes().to_vec()),
+        DefaultNla::new(SEG6_LOCAL_BPF_PROG_NAME, name),
+    ];
+    let mut value = vec![0; inner.as_slice().buffer_len()];
+    inner.as_slice().emit(&mut value);
+    DefaultNla::new(SEG6_LOCAL_BPF | NLA_F_NESTED, value)
 }
 
 /// A listed unicast route as hirt describes routes, or `None` for other kinds (local,
@@ -842,6 +874,77 @@ mod tests {
             .unwrap();
         ns.ip(&["link", "set", "d0", "up"]).unwrap();
         ns.ip(&["link", "set", "d1", "up"]).unwrap();
+    }
+
+    /// Loads the smallest `BPF_PROG_TYPE_LWT_SEG6LOCAL` program (`return BPF_OK`).
+    fn load_seg6local_prog() -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::FromRawFd;
+        const BPF_PROG_LOAD: libc::c_long = 5;
+        const BPF_PROG_TYPE_LWT_SEG6LOCAL: u32 = 19;
+        // r0 = 0 (BPF_OK); exit.
+        let insns: [u64; 2] = [
+            u64::from_le_bytes([0xb7, 0, 0, 0, 0, 0, 0, 0]),
+            u64::from_le_bytes([0x95, 0, 0, 0, 0, 0, 0, 0]),
+        ];
+        let license = b"GPL\0";
+        // bpf_attr for BPF_PROG_LOAD: prog_type, insn_cnt, insns, license (the rest zero).
+        let mut attr = [0u8; 128];
+        attr[0..4].copy_from_slice(&BPF_PROG_TYPE_LWT_SEG6LOCAL.to_ne_bytes());
+        attr[4..8].copy_from_slice(&(insns.len() as u32).to_ne_bytes());
+        attr[8..16].copy_from_slice(&(insns.as_ptr() as u64).to_ne_bytes());
+        attr[16..24].copy_from_slice(&(license.as_ptr() as u64).to_ne_bytes());
+        // SAFETY: `attr` is a valid bpf_attr for BPF_PROG_LOAD whose pointers (instructions,
+        // license) outlive the call.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_LOAD,
+                attr.as_mut_ptr(),
+                attr.len() as u32,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+    }
+
+    /// End.BPF, whose program attribute is built from generic attributes, installs a route the
+    /// kernel shows as `ip` does.
+    #[test]
+    fn end_bpf_route_matches_ip_route() {
+        use std::os::fd::AsRawFd;
+        if !netns::available() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let ns = NetNs::new(&netns::unique_name("hnb")).unwrap();
+        veth_pair_up(&ns);
+        let shown = ns
+            .spawn(|| {
+                let prog = load_seg6local_prog()?;
+                let mut nl = Netlink::open()?;
+                let r = route(
+                    "fc00:4::1",
+                    128,
+                    if_index("d0")?,
+                    Some(Seg6Local::EndBpf {
+                        prog_fd: prog.as_raw_fd(),
+                    }),
+                );
+                nl.add_route(&r, false)?;
+                let shown = ip_route_show()?;
+                nl.del_route(&r)?;
+                Ok(shown)
+            })
+            .join()
+            .unwrap()
+            .unwrap();
+        assert!(
+            shown.contains("fc00:4::1  encap seg6local action End.BPF endpoint hirt"),
+            "{shown}"
+        );
     }
 
     fn ip_route_show() -> io::Result<String> {
