@@ -157,7 +157,7 @@ impl NetNs {
 
     /// Drops a random share `p` (0..=1) of the packets matching `matches` (nft match words,
     /// e.g. `udp dport 4096` or `oifname "v4" ip6 daddr fc00::/16`) at `hook`; the named counter
-    /// `counter` counts the packets dropped.
+    /// `counter` counts the packets dropped (with `p` = 0 there is no rule, and it stays 0).
     pub fn random_loss(&self, hook: Hook, matches: &str, p: f64, counter: &str) -> io::Result<()> {
         if !(0.0..=1.0).contains(&p) {
             return Err(io::Error::new(
@@ -166,9 +166,14 @@ impl NetNs {
             ));
         }
         let chain = self.nft_prepare(hook, counter)?;
-        let below = (p * f64::from(LOSS_SCALE)).round() as u64;
+        let below = (p * f64::from(LOSS_SCALE)).round() as u32;
+        let random = match below {
+            0 => return Ok(()),
+            LOSS_SCALE.. => String::new(),
+            _ => format!("numgen random mod {LOSS_SCALE} < {below}"),
+        };
         self.nft(&format!(
-            "add rule inet {NFT_TABLE} {chain} {matches} numgen random mod {LOSS_SCALE} < {below} counter name c_{counter} drop"
+            "add rule inet {NFT_TABLE} {chain} {matches} {random} counter name c_{counter} drop"
         ))?;
         Ok(())
     }
@@ -602,6 +607,8 @@ mod tests {
             .unwrap();
         b.count(Hook::Prerouting, "icmp type echo-request", "srh")
             .unwrap();
+        b.random_loss(Hook::Input, "icmp type echo-request", 0.0, "none")
+            .unwrap();
         let sent = 200u64;
         let _ = a.exec(&[
             "ping",
@@ -617,7 +624,57 @@ mod tests {
         let (lost, seen) = (b.counter("loss").unwrap(), b.counter("srh").unwrap());
         assert_eq!(seen, sent, "every request reaches the prerouting counter");
         assert!((50..=150).contains(&lost), "about half dropped: {lost}");
+        assert_eq!(b.counter("none").unwrap(), 0, "p = 0 drops nothing");
         assert!(b.counter("missing").is_err());
+    }
+
+    /// The emulated lossy link of the dataplane bench: a router drops what it forwards to a
+    /// prefix out of one device, and counts it.
+    #[test]
+    fn nft_loss_on_a_forwarded_link() {
+        if !available() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let a = NetNs::new(&unique_name("hfa")).unwrap();
+        let r = NetNs::new(&unique_name("hfr")).unwrap();
+        let b = NetNs::new(&unique_name("hfb")).unwrap();
+        let names: Vec<String> = (0..4).map(|_| unique_name("fw")).collect();
+        veth(&a, &names[0], &r, &names[1]).unwrap();
+        veth(&r, &names[2], &b, &names[3]).unwrap();
+        r.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
+        let addr = |ns: &NetNs, a: &str, dev: &str| {
+            ns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"])
+                .unwrap();
+        };
+        addr(&a, "fd77:1::1/64", &names[0]);
+        addr(&r, "fd77:1::2/64", &names[1]);
+        addr(&r, "fd77:2::2/64", &names[2]);
+        addr(&b, "fd77:2::1/64", &names[3]);
+        a.ip(&["-6", "route", "add", "default", "via", "fd77:1::2"])
+            .unwrap();
+        b.ip(&["-6", "route", "add", "default", "via", "fd77:2::2"])
+            .unwrap();
+        // The first packets wait for neighbour discovery on fresh links (up to about 2 s).
+        a.exec(&["ping", "-6", "-c", "1", "-w", "10", "fd77:2::1"])
+            .expect("the path works before the loss rule");
+        r.random_loss_v6(&names[2], "fd77:2::/64", 1.0, "link_loss")
+            .unwrap();
+        let sent = 20u64;
+        let lost = a.exec(&[
+            "ping",
+            "-6",
+            "-c",
+            &sent.to_string(),
+            "-i",
+            "0.01",
+            "-W",
+            "1",
+            "-q",
+            "fd77:2::1",
+        ]);
+        assert!(lost.is_err(), "no echo request gets through");
+        assert_eq!(r.counter("link_loss").unwrap(), sent);
     }
 
     #[test]
