@@ -25,7 +25,6 @@ mod dispatch;
 pub mod emu;
 mod emulator_bench;
 pub mod host;
-pub mod netns;
 pub mod profile;
 pub mod report;
 pub mod run;
@@ -35,3 +34,6 @@ pub mod topo;
 pub mod tuning;
 pub mod tunnel;
 pub mod workload;
+
+/// The namespaces, children and teardown of a lab: `hirt-os`'s one namespace module.
+pub use hirt_os::netns;

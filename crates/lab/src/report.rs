@@ -1,5 +1,5 @@
-//! Results: percentiles, the "without vs with FEC" table, JSON and SVG CDF plots (a small writer
-//! of our own: two panels, the CDF and the tail as a log-scale CCDF, like HIRT Figs. 7-9).
+//! Results: percentiles, the "without vs with FEC" table, JSON and SVG CDF plots (drawn by
+//! `hirt_sim::plot`: the CDF and the tail as a log-scale CCDF, like HIRT Figs. 7-9).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -307,131 +307,60 @@ impl Comparison {
     }
 }
 
-/// Writes `<dir>/<name>.svg`: CDF (left) and CCDF on a log scale (right) of each labelled series
-/// (latencies in microseconds, sorted).
+/// Points of one panel kept at most per series: the body of a CDF is thinned to this many, the
+/// CCDF's last percent (the tail the lab is about) is kept whole.
+const PLOT_POINTS: usize = 600;
+
+/// Writes `<dir>/<name>.svg` with [`hirt_sim::plot`]: the CDF and the CCDF on a log scale (down
+/// to 1e-4) of each labelled series (latencies in microseconds, sorted), in milliseconds.
 pub fn write_cdf_svg(
     dir: &Path,
     name: &str,
     title: &str,
     series: &[(&str, &[u64])],
 ) -> std::io::Result<()> {
+    use hirt_sim::plot::{self, Panel, Series};
     std::fs::create_dir_all(dir)?;
-    let (w, h, m) = (460.0, 320.0, 50.0);
-    let colors = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd"];
-    let max_us = series
-        .iter()
-        .filter_map(|(_, s)| s.last().copied())
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">"#,
-        2.0 * w,
-        h + 30.0
-    );
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="16" text-anchor="middle" font-size="14">{}</text>"#,
-        w,
-        xml(title)
-    );
-    for panel in 0..2 {
-        let ox = panel as f64 * w;
-        let (x0, x1, y0, y1) = (ox + m, ox + w - 15.0, h - 10.0, 35.0);
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{x0}" y="{y1}" width="{}" height="{}" fill="none" stroke="black"/>"#,
-            x1 - x0,
-            y0 - y1
-        );
-        let ymin_log = -4.0f64; // CCDF down to 1e-4
-        let ylabel = if panel == 0 { "CDF" } else { "1 - CDF (log)" };
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" transform="rotate(-90 {} {})" text-anchor="middle">{ylabel}</text>"#,
-            ox + 14.0,
-            (y0 + y1) / 2.0,
-            ox + 14.0,
-            (y0 + y1) / 2.0
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">completion time (ms)</text>"#,
-            (x0 + x1) / 2.0,
-            h + 22.0
-        );
-        // Axis ticks.
-        for i in 0..=4 {
-            let f = i as f64 / 4.0;
-            let x = x0 + f * (x1 - x0);
-            let _ = writeln!(
-                svg,
-                r#"<text x="{x:.1}" y="{}" text-anchor="middle">{:.0}</text>"#,
-                y0 + 14.0,
-                f * max_us / 1000.0
-            );
-            let y = y0 - f * (y0 - y1);
-            let label = if panel == 0 {
-                format!("{f:.2}")
-            } else {
-                format!("1e{:.0}", ymin_log * (1.0 - f))
-            };
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{y:.1}" text-anchor="end">{label}</text>"#,
-                x0 - 3.0
-            );
-        }
-        for (k, (label, data)) in series.iter().enumerate() {
-            if data.is_empty() {
-                continue;
-            }
-            let n = data.len() as f64;
-            let mut pts = String::new();
-            let step = (data.len() / 600).max(1);
-            let mut i = 0;
-            while i < data.len() {
-                let x = x0 + data[i] as f64 / max_us * (x1 - x0);
-                let cdf = (i + 1) as f64 / n;
-                let yv = if panel == 0 {
-                    cdf
-                } else {
-                    let ccdf = (1.0 - cdf).max(10f64.powf(ymin_log));
-                    (ccdf.log10() - ymin_log) / -ymin_log
-                };
-                let y = y0 - yv * (y0 - y1);
-                let _ = write!(pts, "{x:.1},{y:.1} ");
-                // Keep every point of the tail, thin the body.
-                i += if panel == 1 && i as f64 > 0.99 * n {
-                    1
-                } else {
-                    step
-                };
-            }
-            let c = colors[k % colors.len()];
-            let _ = writeln!(
-                svg,
-                r#"<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{pts}"/>"#
-            );
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{}" fill="{c}">{}</text>"#,
-                x1 - 120.0,
-                y1 + 18.0 + 16.0 * k as f64,
-                xml(label)
-            );
-        }
+    let mut cdfs = Vec::new();
+    let mut ccdfs = Vec::new();
+    for (label, data) in series.iter().filter(|(_, d)| !d.is_empty()) {
+        let ms: Vec<f64> = data.iter().map(|&us| us as f64 / 1000.0).collect();
+        let step = (ms.len() / PLOT_POINTS).max(1);
+        let tail = ms.len() - ms.len() / 100;
+        let thin = |points: Vec<(f64, f64)>, keep_tail: bool| -> Vec<(f64, f64)> {
+            let last = points.len() - 1;
+            points
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| i % step == 0 || *i == last || (keep_tail && *i >= tail))
+                .map(|(_, p)| p)
+                .collect()
+        };
+        cdfs.push(Series {
+            name: label.to_string(),
+            points: thin(plot::cdf(&ms), false),
+        });
+        ccdfs.push(Series {
+            name: label.to_string(),
+            points: thin(plot::ccdf(&ms), true),
+        });
     }
-    svg.push_str("</svg>\n");
+    let panel = |title: &str, y_label: &str, series, y_log_min| Panel {
+        title: title.into(),
+        x_label: "completion time (ms)".into(),
+        y_label: y_label.into(),
+        series,
+        steps: true,
+        y_log_min,
+    };
+    let svg = plot::render(
+        title,
+        &[
+            panel("CDF", "CDF", cdfs, None),
+            panel("tail", "1 - CDF (log)", ccdfs, Some(1e-4)),
+        ],
+    );
     std::fs::write(dir.join(format!("{name}.svg")), svg)
-}
-
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -528,7 +457,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("hirt-lab-svg-{}", std::process::id()));
         write_cdf_svg(&dir, "t", "t", &[("a", &s.latencies_us)]).unwrap();
         let svg = std::fs::read_to_string(dir.join("t.svg")).unwrap();
-        assert!(svg.contains("<polyline"));
+        assert_eq!(
+            svg.matches("<path").count(),
+            2,
+            "one CDF and one CCDF curve"
+        );
+        assert!(svg.contains(">1e-4</text>") && svg.contains(">completion time (ms)</text>"));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -1,30 +1,14 @@
-//! The few system calls the lab needs that std does not offer: entering a network namespace,
+//! The few system calls the lab needs that std does not offer (namespaces are `hirt_os::netns`):
 //! AF_PACKET raw sockets with batched I/O, switching off veth offloads, timer slack.
 //!
 //! Every `unsafe` block of the crate lives here, each with its `// SAFETY:` line.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
-use std::fs::File;
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
-
-/// Moves the *calling thread* into the network namespace `name` (`/run/netns/<name>`).
-///
-/// Sockets created afterwards by this thread, and threads it spawns, belong to that namespace.
-/// This is what lets one lab process run the client, the server and the emulator side by side.
-pub fn enter_netns(name: &str) -> io::Result<()> {
-    let file = File::open(format!("/run/netns/{name}"))?;
-    // SAFETY: `file` is an open namespace file descriptor for the duration of the call; setns
-    // only changes the calling thread's namespace.
-    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 /// Lowers the calling thread's timer slack to 1 ns so that the emulator's sleeps end on time
 /// (the default 50 us slack would add jitter to every delayed packet).
@@ -315,20 +299,6 @@ pub fn thread_cpu_time() -> Duration {
         libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
     }
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
-}
-
-/// Whether a process with this pid exists.
-pub fn pid_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence and permission.
-    unsafe { libc::kill(pid, 0) == 0 }
-}
-
-/// Sends `sig` to `pid` (a child this process started).
-pub fn signal(pid: i32, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions.
-    unsafe {
-        libc::kill(pid, sig);
-    }
 }
 
 /// Whether the calling process runs as root.

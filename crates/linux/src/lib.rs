@@ -4,8 +4,8 @@
 //!   to a TUN device; HIRT §III);
 //! - [`udp`]: a FEC tunnel between two peers over UDP, every packet AEAD-authenticated
 //!   ([`crypto`]);
-//! - OS plumbing: [`tun`], [`netlink`] (routes and rules), [`netns`] (namespaces for tests and
-//!   benchmarks), [`runtime`] (signals);
+//! - OS plumbing, from `hirt-os` and re-exported here: [`tun`], [`netlink`] (routes and rules),
+//!   [`netns`] (namespaces for tests and benchmarks), [`runtime`] (signals);
 //! - operations: [`metrics`] (Prometheus), [`control`] (`hirt status`, live controller change),
 //!   [`mss`] (TCP MSS clamp);
 //!
@@ -17,15 +17,12 @@ pub mod cli;
 pub mod coder;
 pub mod control;
 pub mod crypto;
-pub mod ethtool;
 pub mod metrics;
 pub mod mss;
-pub mod netlink;
-pub mod netns;
-pub mod nexthop;
-pub mod runtime;
 pub mod srv6;
 pub mod srv6_run;
-pub mod tun;
 pub mod udp;
 pub mod xdp;
+
+/// The OS plumbing of `hirt-os`, also reachable as `crate::netlink`, `hirt_linux::netns` and so on.
+pub use hirt_os::{ethtool, netlink, netns, nexthop, runtime, tun};

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use hirt_linux::cli::Srv6Args;
-use hirt_linux::netns::{self, veth, NetNs};
+use hirt_linux::netns::{self, veth, Hook, NetNs};
 use hirt_linux::srv6_run;
 use sha2::{Digest, Sha256};
 
@@ -177,41 +177,23 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
     }
     // 3% random loss on everything the encoder's side sends into the tunnel (sources and
     // repairs), in the middle node: the AF_XDP path skips the encoder node's netfilter hooks.
-    t.m.exec(&[
-        "ip6tables",
-        "-A",
-        "FORWARD",
-        "-i",
-        &t.v[3],
-        "-o",
-        &t.v[4],
-        "-d",
-        "fc00::/16",
-        "-m",
-        "statistic",
-        "--mode",
-        "random",
-        "--probability",
-        "0.03",
-        "-j",
-        "DROP",
-    ])
+    t.m.random_loss(
+        Hook::Forward,
+        &format!(
+            "iifname \"{}\" oifname \"{}\" ip6 daddr fc00::/16",
+            t.v[3], t.v[4]
+        ),
+        0.03,
+        "link_loss",
+    )
     .unwrap();
     // Counts packets with a routing header (type 4) arriving at the server: must stay 0. (In
     // the server's namespace: the decoder's AF_XDP transmissions skip its own hooks.)
-    t.s.exec(&[
-        "ip6tables",
-        "-t",
-        "raw",
-        "-A",
-        "PREROUTING",
-        "-i",
-        &t.v[7],
-        "-m",
-        "rt",
-        "--rt-type",
-        "4",
-    ])
+    t.s.count(
+        Hook::Prerouting,
+        &format!("iifname \"{}\" rt type 4", t.v[7]),
+        "srh_in",
+    )
     .unwrap();
     let tag = t.e.name().to_string();
     let enc = {
@@ -466,33 +448,8 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
     assert_eq!(sent, received, "TCP digest mismatch");
 
     // The kernel End SID forwarded our sources; nothing with an SRH reached the server link.
-    let fwd =
-        t.s.exec(&[
-            "ip6tables",
-            "-t",
-            "raw",
-            "-L",
-            "PREROUTING",
-            "-v",
-            "-x",
-            "-n",
-        ])
-        .unwrap();
-    let fwd = String::from_utf8_lossy(&fwd.stdout).to_string();
-    let rt_line = fwd
-        .lines()
-        .find(|l| l.contains("rt type:4"))
-        .unwrap_or("")
-        .to_string();
-    let pkts: u64 = rt_line
-        .split_whitespace()
-        .next()
-        .and_then(|x| x.parse().ok())
-        .unwrap_or(u64::MAX);
-    assert_eq!(
-        pkts, 0,
-        "packets with an SRH reached the server link: {fwd}"
-    );
+    let pkts = t.s.counter("srh_in").unwrap();
+    assert_eq!(pkts, 0, "packets with an SRH reached the server link");
     let auth_failures = dec.metrics.streams[0].auth_failures.load(Ordering::Relaxed);
     assert_eq!(auth_failures, 0);
     assert_eq!(dec.metrics.global.auth_failures.load(Ordering::Relaxed), 0);

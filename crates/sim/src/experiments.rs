@@ -354,6 +354,7 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
                         y_label: "repairs / sources (%)".into(),
                         series: series(&|r| pct(r.overhead)),
                         steps: false,
+                        y_log_min: None,
                     },
                     Panel {
                         title: "Recovered".into(),
@@ -361,6 +362,7 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
                         y_label: "recovered / lost (%)".into(),
                         series: series(&|r| pct(r.recovered_ratio)),
                         steps: false,
+                        y_log_min: None,
                     },
                 ],
             )
@@ -389,6 +391,7 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
                         y_label: "CDF".into(),
                         series: series(&|r| pct(r.overhead)),
                         steps: true,
+                        y_log_min: None,
                     },
                     Panel {
                         title: "Recovered (CDF)".into(),
@@ -396,6 +399,7 @@ pub fn figure(sweep: Sweep, points: &[Point], reports: &[Report]) -> String {
                         y_label: "CDF".into(),
                         series: series(&|r| pct(r.recovered_ratio)),
                         steps: true,
+                        y_log_min: None,
                     },
                 ],
             )

@@ -1,6 +1,8 @@
-//! A tiny SVG writer for the figures in `docs/figures/`: line charts and empirical CDFs, stacked
-//! in panels that share a legend. Hand-written (about a hundred lines) rather than a plotting
-//! crate so the figures build with no native dependency and byte-identical output.
+//! A tiny SVG writer for the figures of hirt (`docs/figures/`, the simulator's experiments, the
+//! lab's latency CDFs): line charts, empirical CDFs and CCDFs on a log scale, stacked in panels
+//! that share a legend. Hand-written (a couple of hundred lines) rather than a plotting crate so
+//! the figures build with no native dependency (plotters' text rendering needs fontconfig and
+//! FreeType) and byte-identical output.
 
 use std::fmt::Write;
 
@@ -26,6 +28,9 @@ pub struct Panel {
     pub series: Vec<Series>,
     /// Draw as steps (CDFs) instead of straight segments with markers.
     pub steps: bool,
+    /// A log10 Y axis starting at this value (smaller values are drawn on it), e.g. `1e-4` for
+    /// a CCDF's tail; `None`: a linear axis.
+    pub y_log_min: Option<f64>,
 }
 
 const COLORS: [&str; 8] = [
@@ -40,6 +45,15 @@ pub fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
     v.iter()
         .enumerate()
         .map(|(i, &x)| (x, (i + 1) as f64 / n))
+        .collect()
+}
+
+/// Empirical complementary CDF (`1 - CDF`) of `values` as step points; the last point is 0
+/// (drawn at the axis' minimum on a log scale).
+pub fn ccdf(values: &[f64]) -> Vec<(f64, f64)> {
+    cdf(values)
+        .into_iter()
+        .map(|(x, y)| (x, (1.0 - y).max(0.0)))
         .collect()
 }
 
@@ -93,9 +107,15 @@ pub fn render(title: &str, panels: &[Panel]) -> String {
     for (pi, p) in panels.iter().enumerate() {
         let y0 = top + ph * pi as f64;
         let (px, py, pw, pph) = (ml, y0 + mt, w - ml - mr, ph - mt - mb);
+        // On a log axis, Y is placed by its decimal logarithm.
+        let ty = |y: f64| match p.y_log_min {
+            Some(min) => y.max(min).log10(),
+            None => y,
+        };
         let pts = p.series.iter().flat_map(|s| s.points.iter());
         let (mut xlo, mut xhi, mut ylo, mut yhi) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
         for &(x, y) in pts {
+            let y = ty(y);
             xlo = xlo.min(x);
             xhi = xhi.max(x);
             ylo = ylo.min(y);
@@ -113,7 +133,16 @@ pub fn render(title: &str, panels: &[Panel]) -> String {
         let pad = (yhi - ylo) * 0.05;
         let (ylo, yhi) = (ylo - pad, yhi + pad);
         let sx = |x: f64| px + (x - xlo) / (xhi - xlo) * pw;
-        let sy = |y: f64| py + pph - (y - ylo) / (yhi - ylo) * pph;
+        let sy = |y: f64| py + pph - (ty(y) - ylo) / (yhi - ylo) * pph;
+        let y_ticks: Vec<(f64, String)> = match p.y_log_min {
+            Some(_) => (ylo.ceil() as i32..=yhi.floor() as i32)
+                .map(|e| (10f64.powi(e), format!("1e{e}")))
+                .collect(),
+            None => nice_ticks(ylo, yhi)
+                .into_iter()
+                .map(|t| (t, fmt_tick(t)))
+                .collect(),
+        };
         let _ = writeln!(
             s,
             r#"<text x="{}" y="{}" text-anchor="middle" font-size="13">{}</text>"#,
@@ -121,15 +150,14 @@ pub fn render(title: &str, panels: &[Panel]) -> String {
             y0 + 25.0,
             esc(&p.title)
         );
-        for t in nice_ticks(ylo, yhi) {
+        for (t, label) in y_ticks {
             let y = sy(t);
             let _ = writeln!(
                 s,
-                r##"<line x1="{px}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                r##"<line x1="{px}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text>"##,
                 px + pw,
                 px - 5.0,
                 y + 4.0,
-                fmt_tick(t)
             );
         }
         for t in nice_ticks(xlo, xhi) {
@@ -239,6 +267,7 @@ mod tests {
                 points: vec![(0.0, 1.0), (1.0, 2.0)],
             }],
             steps: false,
+            y_log_min: None,
         };
         let svg = render("fig", &[p.clone(), Panel { steps: true, ..p }]);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
@@ -246,5 +275,35 @@ mod tests {
         assert_eq!(svg.matches("<path").count(), 2);
         let t = nice_ticks(0.0, 1.0);
         assert_eq!((t.len(), t[0], t[5]), (6, 0.0, 1.0));
+    }
+
+    /// A CCDF on a log axis: decades as ticks, zero drawn at the axis' floor, the same output
+    /// for the same input.
+    #[test]
+    fn ccdf_on_a_log_axis() {
+        let values: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let points = ccdf(&values);
+        assert_eq!(points[0], (1.0, 0.999));
+        assert_eq!(points[999], (1000.0, 0.0));
+        let p = Panel {
+            title: "tail".into(),
+            x_label: "ms".into(),
+            y_label: "1 - CDF".into(),
+            series: vec![Series {
+                name: "a".into(),
+                points,
+            }],
+            steps: true,
+            y_log_min: Some(1e-4),
+        };
+        let svg = render("fig", std::slice::from_ref(&p));
+        for decade in ["1e-4", "1e-3", "1e-2", "1e-1", "1e0"] {
+            assert!(
+                svg.contains(&format!(">{decade}</text>")),
+                "{decade}: {svg}"
+            );
+        }
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        assert_eq!(svg, render("fig", &[p]));
     }
 }

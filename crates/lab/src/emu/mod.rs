@@ -154,7 +154,8 @@ impl Emulator {
                 .spawn(move || -> anyhow::Result<()> {
                     let setup = (|| -> anyhow::Result<_> {
                         if let Some(ns) = &ns {
-                            sys::enter_netns(ns).with_context(|| format!("entering netns {ns}"))?;
+                            hirt_os::netns::enter_named(ns)
+                                .with_context(|| format!("entering netns {ns}"))?;
                         }
                         sys::set_timer_slack_min();
                         if std::env::var_os("HIRT_EMU_NO_RT").is_none() {

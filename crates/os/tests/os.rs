@@ -2,9 +2,9 @@
 
 use std::net::{IpAddr, Ipv6Addr, UdpSocket};
 
-use hirt_linux::netlink::{if_index, Netlink, Route, Rule};
-use hirt_linux::netns::{self, NetNs};
-use hirt_linux::tun::Tun;
+use hirt_os::netlink::{if_index, Netlink, Route, Rule};
+use hirt_os::netns::{self, NetNs};
+use hirt_os::tun::Tun;
 
 #[test]
 fn tun_routes_and_rules_in_a_namespace() {

@@ -1,22 +1,42 @@
-//! Process-level plumbing shared by both modes: shutdown on SIGINT/SIGTERM, worker loop timing.
+//! Process-level plumbing shared by both modes and the lab: shutdown on SIGINT/SIGTERM (through
+//! `signal-hook`), worker loop timing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Once};
 use std::time::{Duration, Instant};
 
-static SHUTDOWN: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_sig: libc::c_int) {
-    SHUTDOWN.store(true, Ordering::SeqCst);
-}
+/// Set by SIGINT/SIGTERM (through `signal-hook`) or [`request_shutdown`].
+static SHUTDOWN: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
+static INSTALL: Once = Once::new();
 
 /// Installs SIGINT/SIGTERM handlers that request a clean shutdown (routes removed, sockets
 /// closed). Idempotent.
 pub fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
+    INSTALL.call_once(|| {
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&SHUTDOWN)) {
+                tracing::warn!("cannot handle signal {sig}: {e}");
+            }
+        }
+    });
+}
+
+/// Runs `f` on a thread of its own when the process gets SIGINT or SIGTERM (a lab tears its
+/// namespaces down there, then exits). Handlers installed by [`install_signal_handlers`] still
+/// run too.
+pub fn on_termination(f: impl FnOnce(i32) + Send + 'static) -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])?;
+    std::thread::Builder::new()
+        .name("on-termination".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                f(sig);
+            }
+        })?;
+    Ok(())
 }
 
 /// Whether a shutdown was requested (signal or [`request_shutdown`]).
@@ -74,5 +94,20 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(poll_wait(now, Some(now + Duration::from_secs(5)), cap), cap);
+    }
+
+    /// A SIGTERM sets the shutdown flag and reaches an [`on_termination`] callback (the test
+    /// process survives: signal-hook's handlers replace the default action).
+    #[test]
+    fn sigterm_requests_shutdown() {
+        install_signal_handlers();
+        let (tx, rx) = std::sync::mpsc::channel();
+        on_termination(move |sig| tx.send(sig).unwrap()).unwrap();
+        let stop = StopFlag::default();
+        signal_hook::low_level::raise(signal_hook::consts::SIGTERM).unwrap();
+        let got = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(got, signal_hook::consts::SIGTERM);
+        assert!(shutdown_requested());
+        assert!(stop.stopped());
     }
 }
