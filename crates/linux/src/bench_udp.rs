@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde::Serialize;
 
-use crate::cli::UdpArgs;
+use crate::config::{UdpConfig, UdpRole};
 use crate::netns::{self, NetNs};
 use crate::udp;
 
@@ -102,15 +102,18 @@ fn threads_cpu(prefix: &str) -> f64 {
         .sum()
 }
 
-fn peer_args(server: bool, args: &UdpBenchArgs, offload: bool, tag: &str) -> UdpArgs {
-    UdpArgs {
-        server,
-        client: !server,
+fn peer_args(server: bool, args: &UdpBenchArgs, offload: bool, tag: &str) -> UdpConfig {
+    UdpConfig {
+        role: Some(if server {
+            UdpRole::Server
+        } else {
+            UdpRole::Client
+        }),
         listen: server.then(|| "0.0.0.0:4098".into()),
         remote: (!server).then(|| "192.168.79.1:4098".into()),
         key: Some("hirt bench udp".into()),
-        fec: Some(args.fec.clone()),
-        dev: Some("hbu0".into()),
+        fec: args.fec.clone(),
+        dev: "hbu0".into(),
         tun_addr: Some(
             if server {
                 "10.79.0.1/24"
@@ -119,9 +122,11 @@ fn peer_args(server: bool, args: &UdpBenchArgs, offload: bool, tag: &str) -> Udp
             }
             .into(),
         ),
-        threads: Some(args.threads),
+        threads: args.threads,
         no_tun_offload: !offload,
-        overload_threshold: args.overload_threshold,
+        overload_threshold: args
+            .overload_threshold
+            .unwrap_or(UdpConfig::default().overload_threshold),
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
     }
@@ -337,7 +342,7 @@ mod tests {
             .name("bench-cpu-probe".into())
             .spawn(move || {
                 let mut x = 0u64;
-                while crate::srv6::load::thread_cpu_time() < Duration::from_millis(60) {
+                while crate::engine::load::thread_cpu_time() < Duration::from_millis(60) {
                     x = std::hint::black_box(x.wrapping_add(1));
                 }
                 done_tx.send(()).unwrap();

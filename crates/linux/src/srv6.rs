@@ -33,15 +33,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{ControllerConfig, Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
 
 use crate::coder::CoderSettings;
+use crate::engine::{lock, CoderSlots, DecoderSlot, SlotsConfig, StreamCoder};
 use crate::metrics::{add, Metrics};
 
-pub mod load;
 pub mod xdp_io;
 
 /// Buffer size for one packet (jumbo frame plus our headers).
@@ -52,8 +52,10 @@ const NH_IPV4: u8 = 4;
 const NH_NONE: u8 = 59;
 const NH_ROUTING: u8 = 43;
 
-/// What the decoder SID does with a decoded packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What the decoder SID does with a decoded packet (in configuration: `dt6`, `dx6:NEXTHOP`,
+/// `end`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub enum Behavior {
     /// Decapsulate and route the inner packet (in the table given to the runtime).
     Dt6,
@@ -61,6 +63,14 @@ pub enum Behavior {
     Dx6(Ipv6Addr),
     /// Go to the next segment (SL = 0: decapsulate and route, see module docs).
     End,
+}
+
+impl TryFrom<String> for Behavior {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
 }
 
 impl std::str::FromStr for Behavior {
@@ -142,30 +152,24 @@ pub struct NodeConfig {
     pub coder: CoderSettings,
 }
 
-/// Encoder and decoder state of an instance, shared by its workers: one slot per worker, and
-/// stream `s` lives in slot `s % slots`. A worker encodes its own stream in its own slot
-/// (uncontended lock); a repair, source or feedback of stream `s` that the kernel queued to
-/// another worker is handled in slot `s % slots` under its lock: this is how the decoder (and
-/// the encoder's feedback path) steer by stream id.
+/// The latest (hop limit, traffic class) seen per stream, kept beside each decoder slot: a
+/// recovered packet gets those of its stream.
+pub type HopLimits = Vec<(u8, u8)>;
+
+/// What the workers of an instance share: the engine's coder slots (see
+/// [`crate::engine::CoderSlots`]), the replay windows of the auth TLV and our auth sequence.
 pub struct Shared {
-    encs: Vec<Mutex<Encoder>>,
-    decs: Vec<Mutex<DecState>>,
+    slots: Arc<CoderSlots<HopLimits>>,
     /// Replay windows of the auth TLV sequence, per stream.
     replay: Mutex<Vec<ReplayWindow>>,
     /// Sequence number of our auth TLVs (one space per instance).
     auth_seq: AtomicU64,
 }
 
-struct DecState {
-    dec: Decoder,
-    /// Latest (hop limit, traffic class) seen per stream of this slot.
-    last_hl_tc: Vec<(u8, u8)>,
-}
-
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("slots", &self.encs.len().max(self.decs.len()))
+            .field("slots", &self.slots)
             .finish()
     }
 }
@@ -182,62 +186,45 @@ impl Shared {
             rfc8754_hmac,
         }
     }
-}
 
-impl Shared {
     /// State for `slots` workers and up to `streams` stream ids (for the replay windows).
     pub fn new(cfg: &NodeConfig, slots: usize, streams: usize) -> Arc<Shared> {
-        let slots = slots.max(1);
-        let encs = match cfg.enc_sid {
-            Some(_) => (0..slots)
-                .map(|i| {
-                    let c = cfg.coder.encoder(cfg.fec.clone());
-                    Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        let decs = match cfg.dec_sid {
-            Some(_) => (0..slots)
-                .map(|i| {
-                    let c = cfg.coder.decoder(cfg.fec.scheme.clone());
-                    let dec = Decoder::new(c, (cfg.seed ^ 0x5eed).wrapping_add(i as u64));
-                    Mutex::new(DecState {
-                        dec,
-                        last_hl_tc: vec![(64, 0); streams.max(1)],
-                    })
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let streams = streams.max(1);
+        let slots = CoderSlots::new(
+            &SlotsConfig {
+                fec: &cfg.fec,
+                coder: &cfg.coder,
+                slots,
+                encode: cfg.enc_sid.is_some(),
+                decode: cfg.dec_sid.is_some(),
+                enc_seed: cfg.seed,
+                dec_seed: cfg.seed ^ 0x5eed,
+            },
+            || vec![(64, 0); streams],
+        );
         Arc::new(Shared {
-            encs,
-            decs,
-            replay: Mutex::new((0..streams.max(1)).map(|_| ReplayWindow::new()).collect()),
+            slots,
+            replay: Mutex::new((0..streams).map(|_| ReplayWindow::new()).collect()),
             auth_seq: AtomicU64::new(crate::crypto::initial_counter()),
         })
     }
 
     fn enc(&self, stream: StreamId) -> Option<MutexGuard<'_, Encoder>> {
-        let n = self.encs.len();
-        (n > 0).then(|| lock(&self.encs[stream as usize % n]))
+        self.slots.enc(stream)
     }
 
     fn dec(&self, stream: StreamId) -> Option<MutexGuard<'_, DecState>> {
-        let n = self.decs.len();
-        (n > 0).then(|| lock(&self.decs[stream as usize % n]))
+        self.slots.dec(stream)
     }
 }
 
-/// Locks, ignoring poisoning (a panicking worker must not stop the others).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+type DecState = DecoderSlot<HopLimits>;
 
 /// One worker: its configuration (its own stream), the shared state, scratch buffers.
 pub struct Srv6Node {
     cfg: NodeConfig,
     shared: Arc<Shared>,
+    coder: StreamCoder<HopLimits>,
     metrics: Arc<Metrics>,
     /// Scratch for building repair / feedback / recovered packets.
     out: Vec<u8>,
@@ -274,9 +261,11 @@ impl Srv6Node {
 
     /// A worker of a multi-worker instance; `cfg.stream` is the worker's index (its slot).
     pub fn with_shared(cfg: NodeConfig, metrics: Arc<Metrics>, shared: Arc<Shared>) -> Srv6Node {
+        let coder = StreamCoder::new(shared.slots.clone(), cfg.stream, metrics.clone());
         Srv6Node {
             cfg,
             shared,
+            coder,
             metrics,
             out: vec![0u8; BUF_LEN],
         }
@@ -287,37 +276,20 @@ impl Srv6Node {
         &self.cfg
     }
 
+    /// The engine's side of this worker: timers, load, controller, stats.
+    pub fn coder(&self) -> &StreamCoder<HopLimits> {
+        &self.coder
+    }
+
     /// Switches the encoder's repair-rate controller (live change from the control socket).
     pub fn set_controller(&mut self, c: &ControllerConfig) {
-        if let Some(mut e) = self.shared.enc(self.cfg.stream) {
-            e.set_controller(c);
-        }
+        self.coder.set_controller(c);
         self.cfg.fec.controller = c.clone();
     }
 
-    /// Tells the core how busy this worker is: `load` is the worker's load over the last
-    /// measurement period (~10 ms), 0.0..=1.0, as [`load::LoadMeter`] measures it (per period
-    /// 1.0 when its device's queue dropped packets, else its CPU time over wall time; smoothed). Applied to the encoder and decoder slot this worker owns (stream
-    /// `cfg.stream`); above `overload_threshold` they skip repair generation / repair solving
-    /// with probability `(load - threshold) / (1 - threshold)` (HIRT §V), so FEC stops adding
-    /// work when the worker is already saturated. Also published as the stream's
-    /// `worker_load_ppm`.
+    /// See [`StreamCoder::set_cpu_load`].
     pub fn set_cpu_load(&mut self, load: f64) {
-        let load = if load.is_finite() {
-            load.clamp(0.0, 1.0)
-        } else {
-            1.0
-        };
-        if let Some(mut e) = self.shared.enc(self.cfg.stream) {
-            e.set_cpu_load(load);
-        }
-        if let Some(mut d) = self.shared.dec(self.cfg.stream) {
-            d.dec.set_cpu_load(load);
-        }
-        self.metrics
-            .stream(self.cfg.stream)
-            .worker_load_ppm
-            .store((load * 1e6) as u64, Ordering::Relaxed);
+        self.coder.set_cpu_load(load);
     }
 
     /// Reports `n` packets dropped at the SID device's queue before the worker read them.
@@ -325,29 +297,14 @@ impl Srv6Node {
     /// `local_drops`): on a node with both roles the queue also holds sources still to be
     /// encoded, whose drops the decoder never sees as losses.
     pub fn add_local_drops(&mut self, n: u64) {
-        if n == 0 || !self.shared.encs.is_empty() {
-            return;
-        }
-        if let Some(mut d) = self.shared.dec(self.cfg.stream) {
-            d.dec.add_local_drops(n.min(u64::from(u32::MAX)) as u32);
-            add(&self.metrics.stream(self.cfg.stream).local_drops, n);
+        if !self.shared.slots.encodes() {
+            self.coder.add_local_drops(n);
         }
     }
 
     /// When [`Self::handle_timeout`] should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let a = self
-            .shared
-            .enc(self.cfg.stream)
-            .and_then(|e| e.poll_timeout());
-        let b = self
-            .shared
-            .dec(self.cfg.stream)
-            .and_then(|d| d.dec.poll_timeout());
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.coder.poll_timeout()
     }
 
     /// Time-driven work (sparse-traffic repairs, feedback); emits what it produces.
@@ -745,8 +702,8 @@ impl Srv6Node {
         let Some(mut d) = shared.dec(src.stream) else {
             return self.count_drop(Drop::NotOurs);
         };
-        let slot = (src.stream as usize).min(d.last_hl_tc.len() - 1);
-        d.last_hl_tc[slot] = (hl, tc);
+        let slot = (src.stream as usize).min(d.extra.len() - 1);
+        d.extra[slot] = (hl, tc);
         buf[7] = 0;
         set_traffic_class(buf, 0);
         // Hop limit and traffic class are not part of the symbol: a held packet keeps its own.
@@ -787,36 +744,9 @@ impl Srv6Node {
         res
     }
 
-    /// Copies the core's view (losses, residual, controller rate, overload skips) into the
-    /// metrics. Called periodically by the runtime, not per packet.
+    /// See [`StreamCoder::publish_stats`].
     pub fn publish_stats(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        if let Some(e) = self.shared.enc(self.cfg.stream) {
-            for s in e.streams() {
-                if let Some(st) = e.stats(s) {
-                    let c = self.metrics.stream(s);
-                    c.controller_ratio_ppm
-                        .store((st.rate * 1e6) as u64, Relaxed);
-                    c.overload_skips.store(st.overload_skips, Relaxed);
-                    c.repairs_timer.store(st.repairs_timer, Relaxed);
-                }
-            }
-        }
-        let no_enc = self.shared.encs.is_empty();
-        if let Some(d) = self.shared.dec(self.cfg.stream) {
-            for s in d.dec.streams() {
-                if let Some(st) = d.dec.stats(s) {
-                    let c = self.metrics.stream(s);
-                    c.losses.store(st.lost, Relaxed);
-                    c.unrecoverable.store(st.residual, Relaxed);
-                    c.order_skipped.store(st.order_skipped, Relaxed);
-                    c.decoder_restarts.store(st.restarts, Relaxed);
-                    if no_enc {
-                        c.overload_skips.store(st.overload_skips, Relaxed);
-                    }
-                }
-            }
-        }
+        self.coder.publish_stats();
     }
 }
 
@@ -884,7 +814,10 @@ fn drain_decoder(
     now: Instant,
     emit: &mut dyn FnMut(Egress, &[u8]),
 ) {
-    let DecState { dec, last_hl_tc } = st;
+    let DecoderSlot {
+        dec,
+        extra: last_hl_tc,
+    } = st;
     while let Some(r) = dec.poll_recovered() {
         let n = r.data.len();
         if n < 40 || n > out.len() {
