@@ -1,8 +1,9 @@
 //! The SRv6 network function: what happens to each packet that reaches one of our SIDs.
 //!
 //! This module holds no sockets: [`Srv6Node::handle_packet`] takes a packet the kernel routed to
-//! the TUN device and hands every packet to emit to a callback with an [`Egress`] telling which
-//! device to write it to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
+//! the TUN device and puts every packet to send into the driver's batch as a
+//! [`crate::engine::Transmit`] whose destination, an [`Egress`], tells which device to write it
+//! to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
 //! [`crate::srv6_run`] does the I/O; the unit tests below run an encoder and a decoder back to
 //! back with losses, in memory.
 //!
@@ -39,7 +40,9 @@ use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
 
 use crate::coder::CoderSettings;
-use crate::engine::{lock, CoderSlots, DecoderSlot, SlotsConfig, StreamCoder};
+use crate::engine::{
+    lock, CoderSlots, DecoderSlot, SlotsConfig, StreamCoder, Transmit, TransmitSink,
+};
 use crate::metrics::{add, Metrics};
 
 pub mod xdp_io;
@@ -308,7 +311,7 @@ impl Srv6Node {
     }
 
     /// Time-driven work (sparse-traffic repairs, feedback); emits what it produces.
-    pub fn handle_timeout(&mut self, now: Instant, emit: &mut dyn FnMut(Egress, &[u8])) {
+    pub fn handle_timeout(&mut self, now: Instant, tx: &mut impl TransmitSink<Egress>) {
         let shared = self.shared.clone();
         if let Some(mut e) = shared.enc(self.cfg.stream) {
             e.handle_timeout(now);
@@ -318,7 +321,7 @@ impl Srv6Node {
                 &shared,
                 &mut self.out,
                 &mut e,
-                emit,
+                tx,
             );
         }
         if let Some(mut d) = shared.dec(self.cfg.stream) {
@@ -330,7 +333,7 @@ impl Srv6Node {
                 &mut self.out,
                 &mut d,
                 now,
-                emit,
+                tx,
             );
         };
     }
@@ -342,7 +345,7 @@ impl Srv6Node {
         buf: &mut [u8],
         len: usize,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         if len < 40 {
             return self.count_drop(Drop::Malformed);
@@ -362,9 +365,9 @@ impl Srv6Node {
             return self.count_drop(Drop::NotOurs);
         }
         if Some(da) == self.cfg.enc_sid {
-            self.encoder_packet(buf, len, now, emit)
+            self.encoder_packet(buf, len, now, tx)
         } else if Some(da) == self.cfg.dec_sid {
-            self.decoder_packet(buf, len, now, true, emit)
+            self.decoder_packet(buf, len, now, true, tx)
         } else {
             self.count_drop(Drop::NotOurs)
         }
@@ -418,7 +421,7 @@ impl Srv6Node {
         len: usize,
         esi: u32,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
             return self.count_drop(Drop::Malformed);
@@ -453,7 +456,7 @@ impl Srv6Node {
             &shared,
             &mut self.out,
             &mut enc,
-            emit,
+            tx,
         );
         Ok(())
     }
@@ -467,7 +470,7 @@ impl Srv6Node {
         buf: &mut [u8],
         len: usize,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         if len < 40 || buf[0] >> 4 != 6 || buf[6] != NH_ROUTING {
             return self.count_drop(Drop::Malformed);
@@ -475,7 +478,7 @@ impl Srv6Node {
         if buf[24..40] != self.cfg.dec_sid.map_or([0; 16], |s| s.octets()) {
             return self.count_drop(Drop::NotOurs);
         }
-        self.decoder_packet(buf, len, now, false, emit)
+        self.decoder_packet(buf, len, now, false, tx)
     }
 
     fn count_drop(&self, d: Drop) -> Result<(), Drop> {
@@ -520,7 +523,7 @@ impl Srv6Node {
         buf: &mut [u8],
         len: usize,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
             return self.count_drop(Drop::Malformed);
@@ -550,7 +553,7 @@ impl Srv6Node {
                     &shared,
                     &mut self.out,
                     &mut e,
-                    emit,
+                    tx,
                 );
             }
             return Ok(());
@@ -571,7 +574,7 @@ impl Srv6Node {
         let Some(dec_idx) = self.decoder_index(&buf[..len], &l, sl) else {
             // Not a tunnel we protect: forward as a plain End.
             add(&self.metrics.global.unprotected, 1);
-            emit(Egress::Kernel, &buf[..len]);
+            send(tx, Egress::Kernel, &buf[..len]);
             return Ok(());
         };
         let c = self.metrics.stream(enc_stream);
@@ -592,13 +595,13 @@ impl Srv6Node {
             Ok(n) => {
                 add(&c.enc_packets_out, 1);
                 add(&c.source_bytes_sent, n as u64);
-                emit(Egress::Kernel, &buf[..n]);
+                send(tx, Egress::Kernel, &buf[..n]);
             }
             Err(_) => {
                 // Too big for a TLV: forward unprotected (the symbol is already counted; the
                 // decoder will recover it if it can).
                 add(&self.metrics.global.unprotected, 1);
-                emit(Egress::Kernel, &buf[..len]);
+                send(tx, Egress::Kernel, &buf[..len]);
             }
         }
         drain_repairs(
@@ -607,7 +610,7 @@ impl Srv6Node {
             &shared,
             &mut self.out,
             &mut enc,
-            emit,
+            tx,
         );
         Ok(())
     }
@@ -619,7 +622,7 @@ impl Srv6Node {
         len: usize,
         now: Instant,
         deliver: bool,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
             return self.count_drop(Drop::Malformed);
@@ -656,7 +659,7 @@ impl Srv6Node {
                 &mut self.out,
                 &mut d,
                 now,
-                emit,
+                tx,
             );
             return Ok(());
         }
@@ -672,7 +675,7 @@ impl Srv6Node {
             }
             // Unprotected traffic to our decoder SID: apply the behaviour directly.
             add(&self.metrics.global.unprotected, 1);
-            behave(&self.cfg, &self.metrics, 0, buf, len, false, emit);
+            behave(&self.cfg, &self.metrics, 0, buf, len, false, tx);
             return Ok(());
         };
         let len = if tlvs.auth.is_some() {
@@ -720,7 +723,7 @@ impl Srv6Node {
                 Ok(())
             }
             Verdict::Deliver => {
-                behave(&self.cfg, &self.metrics, src.stream, buf, len, false, emit);
+                behave(&self.cfg, &self.metrics, src.stream, buf, len, false, tx);
                 Ok(())
             }
             Verdict::Duplicate => {
@@ -739,7 +742,7 @@ impl Srv6Node {
             &mut self.out,
             &mut d,
             now,
-            emit,
+            tx,
         );
         res
     }
@@ -757,7 +760,7 @@ fn drain_repairs(
     shared: &Shared,
     out: &mut [u8],
     enc: &mut Encoder,
-    emit: &mut dyn FnMut(Egress, &[u8]),
+    tx: &mut impl TransmitSink<Egress>,
 ) {
     let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
     let dst = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
@@ -782,7 +785,7 @@ fn drain_repairs(
             Ok(n) => {
                 add(&c.repairs_sent, 1);
                 add(&c.repair_bytes_sent, r.payload.len() as u64);
-                emit(Egress::Kernel, &out[..n]);
+                send(tx, Egress::Kernel, &out[..n]);
             }
             Err(_) => add(&metrics.global.send_errors, 1),
         }
@@ -812,7 +815,7 @@ fn drain_decoder(
     out: &mut [u8],
     st: &mut DecState,
     now: Instant,
-    emit: &mut dyn FnMut(Egress, &[u8]),
+    tx: &mut impl TransmitSink<Egress>,
 ) {
     let DecoderSlot {
         dec,
@@ -827,7 +830,7 @@ fn drain_decoder(
         if r.original {
             out[7] = r.meta as u8;
             set_traffic_class(out, (r.meta >> 8) as u8);
-            behave(cfg, metrics, r.stream, out, n, false, emit);
+            behave(cfg, metrics, r.stream, out, n, false, tx);
             continue;
         }
         let slot = (r.stream as usize).min(last_hl_tc.len() - 1);
@@ -835,7 +838,7 @@ fn drain_decoder(
         out[7] = hl;
         set_traffic_class(out, tc);
         add(&metrics.stream(r.stream).recovered, 1);
-        behave(cfg, metrics, r.stream, out, n, true, emit);
+        behave(cfg, metrics, r.stream, out, n, true, tx);
     }
     let src = cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
     let dst = [cfg.enc_sid.unwrap_or(cfg.peer_enc_sid)];
@@ -861,9 +864,20 @@ fn drain_decoder(
         });
         if let Ok(n) = built {
             add(&metrics.stream(fb.stream).feedback_sent, 1);
-            emit(Egress::Kernel, &out[..n]);
+            send(tx, Egress::Kernel, &out[..n]);
         }
     }
+}
+
+/// Hands `bytes` for `dest` to the driver's batch. An SRv6 packet carries its traffic class
+/// itself: the transmit's outer TOS is unused.
+#[inline]
+fn send(tx: &mut impl TransmitSink<Egress>, dest: Egress, bytes: &[u8]) {
+    tx.transmit(Transmit {
+        bytes,
+        dest,
+        tos: 0,
+    });
 }
 
 /// Applies the decoder behaviour to a decoded packet in `buf[..len]` and emits the result.
@@ -874,7 +888,7 @@ fn behave(
     buf: &mut [u8],
     len: usize,
     recovered: bool,
-    emit: &mut dyn FnMut(Egress, &[u8]),
+    tx: &mut impl TransmitSink<Egress>,
 ) {
     let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
         add(&m.global.malformed, 1);
@@ -887,7 +901,7 @@ fn behave(
                 mark_ce(buf);
             }
             stream_out(m);
-            emit(Egress::Kernel, &buf[..len]);
+            send(tx, Egress::Kernel, &buf[..len]);
         }
         return;
     }
@@ -898,7 +912,7 @@ fn behave(
                 mark_ce(&mut buf[inner.clone()]);
             }
             stream_out(m);
-            emit(Egress::Decap, &buf[inner]);
+            send(tx, Egress::Decap, &buf[inner]);
         }
         _ => add(&m.global.malformed, 1),
     }

@@ -17,7 +17,7 @@ use anyhow::Context;
 
 use crate::config::Srv6Config;
 use crate::control::Control;
-use crate::engine::{Housekeeping, Operations, QueueDrops, Workers};
+use crate::engine::{Housekeeping, Operations, QueueDrops, Transmit, TransmitSink, Workers};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule, Seg6Local};
 use crate::runtime::{self, StopFlag};
@@ -345,9 +345,11 @@ struct Out<'a> {
     now: Instant,
 }
 
-impl Out<'_> {
-    fn emit(&mut self, e: Egress, pkt: &[u8]) {
-        let dev = match (e, self.decap) {
+impl TransmitSink<Egress> for Out<'_> {
+    #[inline]
+    fn transmit(&mut self, t: Transmit<'_, Egress>) {
+        let pkt = t.bytes;
+        let dev = match (t.dest, self.decap) {
             (Egress::Decap, Some(d)) => d,
             // A decapsulated packet without a decapsulation device is routed in the main
             // table, like anything else we forward: the fast path may take it.
@@ -393,11 +395,10 @@ fn drain_ring(
             return;
         }
         rbuf[..len].copy_from_slice(&rec[8..8 + len]);
-        let emit = &mut |e, p: &[u8]| out.emit(e, p);
         let _ = if tagged {
-            node.handle_tagged_source(rbuf, len, word(4), now, emit)
+            node.handle_tagged_source(rbuf, len, word(4), now, out)
         } else {
-            node.handle_delivered_source(rbuf, len, now, emit)
+            node.handle_delivered_source(rbuf, len, now, out)
         };
     });
 }
@@ -483,7 +484,7 @@ fn worker(
             match tun.recv(&mut buf) {
                 Ok(n) => {
                     got += 1;
-                    let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
+                    let _ = node.handle_packet(&mut buf, n, now, &mut out);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
@@ -505,7 +506,7 @@ fn worker(
                 if let Some(ring) = tap.as_mut() {
                     drain_ring(ring, tagged, &mut node, &mut tap_buf, &mut out);
                 }
-                let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
+                let _ = node.handle_packet(&mut buf, n, now, &mut out);
             }
             add(&m.global.xdp_received, got as u64);
             full |= got == BATCH;
@@ -513,7 +514,7 @@ fn worker(
         let now = Instant::now();
         out.now = now;
         if node.poll_timeout().is_some_and(|t| t <= now) {
-            node.handle_timeout(now, &mut |e, p| out.emit(e, p));
+            node.handle_timeout(now, &mut out);
         }
         if let Some(x) = out.xdp.as_mut() {
             x.flush();
