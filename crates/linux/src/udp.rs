@@ -68,7 +68,7 @@ use crate::coder::CoderSettings;
 use crate::control::Control;
 use crate::engine::{
     lock, CoderSlots, DecoderSlot, Housekeeping, Operations, QueueDrops, SlotsConfig, StreamCoder,
-    Workers,
+    Transmit, TransmitSink, Workers,
 };
 use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
 use crate::metrics::{add, Metrics};
@@ -327,8 +327,6 @@ pub enum UdpDrop {
     CeOnNotEct,
 }
 
-/// Where a datagram goes: `send(bytes, to, tos)`, `tos` = DSCP << 2 | ECN of the outer header.
-pub type Send<'a> = dyn FnMut(&[u8], SocketAddr, u8) + 'a;
 
 impl UdpPeer {
     /// A single-worker peer with its own state.
@@ -399,7 +397,7 @@ impl UdpPeer {
 
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
     /// place and hands the datagram (and any repairs) to `send`.
-    pub fn handle_tun(&mut self, buf: &mut [u8], len: usize, now: Instant, send: &mut Send<'_>) {
+    pub fn handle_tun(&mut self, buf: &mut [u8], len: usize, now: Instant, send: &mut impl TransmitSink<SocketAddr>) {
         let (shared, w) = (&*self.shared, &mut self.w);
         let Some(peer) = w.dest(shared, now) else {
             return;
@@ -430,7 +428,11 @@ impl UdpPeer {
         let n = w.sealer.seal(buf, SOURCE_LEN + len);
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, n as u64);
-        send(&buf[..n], peer, tos);
+        send.transmit(Transmit {
+ bytes: &buf[..n],
+ dest: peer,
+ tos: tos,
+ });
         w.drain_repairs(&mut enc, peer, send);
     }
 
@@ -442,8 +444,8 @@ impl UdpPeer {
         from: SocketAddr,
         tos: u8,
         now: Instant,
-        send: &mut Send<'_>,
-        deliver: &mut dyn FnMut(&[u8]),
+        send: &mut impl TransmitSink<SocketAddr>,
+        deliver: &mut impl FnMut(&[u8]),
     ) -> Result<(), UdpDrop> {
         let (shared, w) = (&*self.shared, &mut self.w);
         let Ok((range, counter)) = w.opener.open_unwindowed(buf, |_| true) else {
@@ -563,8 +565,8 @@ impl UdpPeer {
     pub fn handle_timeout(
         &mut self,
         now: Instant,
-        send: &mut Send<'_>,
-        deliver: &mut dyn FnMut(&[u8]),
+        send: &mut impl TransmitSink<SocketAddr>,
+        deliver: &mut impl FnMut(&[u8]),
     ) {
         let (shared, w) = (&*self.shared, &mut self.w);
         let s = w.cfg.stream;
@@ -589,7 +591,11 @@ impl UdpPeer {
                 if let Ok(flen) = repr.emit(&mut w.out[HEADER_LEN..BUF_LEN - 16]) {
                     let n = w.seal_out(flen);
                     add(&w.metrics.global.keepalives_sent, 1);
-                    send(&w.out[..n], peer, w.repair_tos());
+                    send.transmit(Transmit {
+ bytes: &w.out[..n],
+ dest: peer,
+ tos: w.repair_tos(),
+ });
                 }
             }
         }
@@ -670,7 +676,7 @@ impl Worker {
         }
     }
 
-    fn drain_repairs(&mut self, enc: &mut Encoder, peer: SocketAddr, send: &mut Send<'_>) {
+    fn drain_repairs(&mut self, enc: &mut Encoder, peer: SocketAddr, send: &mut impl TransmitSink<SocketAddr>) {
         let tos = self.repair_tos();
         while let Some(r) = enc.poll_repair() {
             let repr = UdpRepr::Repair {
@@ -686,7 +692,11 @@ impl Worker {
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
-            send(&self.out[..n], peer, tos);
+            send.transmit(Transmit {
+ bytes: &self.out[..n],
+ dest: peer,
+ tos: tos,
+ });
         }
     }
 
@@ -695,8 +705,8 @@ impl Worker {
         dec: &mut Decoder,
         peer: Option<SocketAddr>,
         now: Instant,
-        send: &mut Send<'_>,
-        deliver: &mut dyn FnMut(&[u8]),
+        send: &mut impl TransmitSink<SocketAddr>,
+        deliver: &mut impl FnMut(&[u8]),
     ) {
         while let Some(r) = dec.poll_recovered() {
             let n = r.data.len();
@@ -745,7 +755,11 @@ impl Worker {
             // Sealed and sent by whichever worker holds the decoder slot (its own counter).
             let n = self.seal_out(flen);
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
-            send(&self.out[..n], peer, tos);
+            send.transmit(Transmit {
+ bytes: &self.out[..n],
+ dest: peer,
+ tos: tos,
+ });
         }
     }
 }
@@ -1058,10 +1072,10 @@ fn worker(
         }
         full = false;
         {
-            let mut send = |d: &[u8], to: SocketAddr, tos: u8| {
-                if !outb.push(d, to, tos) {
+            let mut send = |t: Transmit<'_, SocketAddr>| {
+                if !outb.push(t.bytes, t.dest, t.tos) {
                     outb.send(sfd);
-                    outb.push(d, to, tos);
+                    outb.push(t.bytes, t.dest, t.tos);
                 }
             };
             // TUN -> UDP.
