@@ -21,6 +21,7 @@ pub mod coder;
 pub mod engine;
 pub mod control;
 pub mod crypto;
+pub mod ecn;
 pub mod ethtool;
 pub mod metrics;
 pub mod mss;

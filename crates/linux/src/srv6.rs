@@ -40,6 +40,7 @@ use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
 
 use crate::coder::CoderSettings;
+pub use crate::ecn::mark_ce;
 use crate::engine::{
     lock, CoderSlots, DecoderSlot, SlotsConfig, StreamCoder, Transmit, TransmitSink,
 };
@@ -161,20 +162,13 @@ pub type HopLimits = Vec<(u8, u8)>;
 
 /// What the workers of an instance share: the engine's coder slots (see
 /// [`crate::engine::CoderSlots`]), the replay windows of the auth TLV and our auth sequence.
+#[derive(Debug)]
 pub struct Shared {
     slots: Arc<CoderSlots<HopLimits>>,
     /// Replay windows of the auth TLV sequence, per stream.
     replay: Mutex<Vec<ReplayWindow>>,
     /// Sequence number of our auth TLVs (one space per instance).
     auth_seq: AtomicU64,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("slots", &self.slots)
-            .finish()
-    }
 }
 
 impl Shared {
@@ -915,34 +909,6 @@ fn behave(
             send(tx, Egress::Decap, &buf[inner]);
         }
         _ => add(&m.global.malformed, 1),
-    }
-}
-
-/// Sets ECN-CE on an IPv4/IPv6 packet whose ECN field says ECT(0)/ECT(1). IPv4 gets its header
-/// checksum patched (RFC 1624).
-pub fn mark_ce(pkt: &mut [u8]) {
-    match pkt.first().map(|b| b >> 4) {
-        Some(6) if pkt.len() >= 40 => {
-            let tc = traffic_class(pkt);
-            if tc & 3 != 0 {
-                set_traffic_class(pkt, tc | 3);
-            }
-        }
-        Some(4) if pkt.len() >= 20 => {
-            let tos = pkt[1];
-            if tos & 3 != 0 && tos & 3 != 3 {
-                let old = u16::from_be_bytes([pkt[0], pkt[1]]);
-                pkt[1] = tos | 3;
-                let new = u16::from_be_bytes([pkt[0], pkt[1]]);
-                let ck = u16::from_be_bytes([pkt[10], pkt[11]]);
-                let mut sum = u32::from(!ck) + u32::from(!old) + u32::from(new);
-                while sum > 0xffff {
-                    sum = (sum & 0xffff) + (sum >> 16);
-                }
-                pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-            }
-        }
-        _ => {}
     }
 }
 

@@ -70,6 +70,8 @@ use crate::engine::{
     lock, CoderSlots, DecoderSlot, Housekeeping, Operations, QueueDrops, SlotsConfig, StreamCoder,
     Transmit, TransmitSink, Workers,
 };
+pub use crate::ecn::{decap_ecn, inner_tos};
+use crate::ecn::mark_ce;
 use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Netlink};
@@ -145,6 +147,7 @@ pub struct PeerConfig {
 
 /// State every worker of one instance reaches: coder slots, the replay windows and the peer
 /// addresses. Each piece has its own lock, held for one packet.
+#[derive(Debug)]
 pub struct Shared {
     slots: Arc<CoderSlots>,
     rx: Mutex<RxState>,
@@ -154,6 +157,7 @@ pub struct Shared {
 }
 
 /// What the receive side of all workers shares.
+#[derive(Debug)]
 struct RxState {
     /// Replay windows of the peer's direction, one per sending worker.
     windows: Vec<ReplayWindow>,
@@ -213,14 +217,6 @@ impl RxState {
             (Some(s), Some(n)) if s.ip() == n.ip() && live(s) => Some(s),
             (_, n) => n,
         }
-    }
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("slots", &self.slots)
-            .finish_non_exhaustive()
     }
 }
 
@@ -727,7 +723,7 @@ impl Worker {
             add(&c.dec_packets_out, 1);
             if self.cfg.ecn_ce {
                 self.out[..n].copy_from_slice(r.data);
-                crate::srv6::mark_ce(&mut self.out[..n]);
+                mark_ce(&mut self.out[..n]);
                 deliver(&self.out[..n]);
             } else {
                 deliver(r.data);
@@ -761,57 +757,6 @@ impl Worker {
  tos: tos,
  });
         }
-    }
-}
-
-/// RFC 6040 decapsulation (normal mode) of the outer ECN field into the inner packet: CE is
-/// copied onto an ECN-capable inner packet, ECT(1) over ECT(0) is copied; CE over Not-ECT means
-/// the packet must be dropped (returns false). Other combinations leave the inner packet as is.
-pub fn decap_ecn(outer_tos: u8, inner: &mut [u8]) -> bool {
-    let (outer, ecn) = (outer_tos & 3, inner_tos(inner) & 3);
-    match (outer, ecn) {
-        (3, 0) => false,
-        (3, 1 | 2) => {
-            set_ecn(inner, 3);
-            true
-        }
-        (1, 2) => {
-            set_ecn(inner, 1);
-            true
-        }
-        _ => true,
-    }
-}
-
-/// The TOS (IPv4) / traffic class (IPv6) byte of an IP packet; 0 for anything else.
-pub fn inner_tos(pkt: &[u8]) -> u8 {
-    match pkt.first().map(|b| b >> 4) {
-        Some(4) if pkt.len() >= 20 => pkt[1],
-        Some(6) if pkt.len() >= 40 => (pkt[0] << 4) | (pkt[1] >> 4),
-        _ => 0,
-    }
-}
-
-/// Sets the ECN field of an IP packet (IPv4: header checksum patched, RFC 1624).
-fn set_ecn(pkt: &mut [u8], ecn: u8) {
-    match pkt.first().map(|b| b >> 4) {
-        Some(4) if pkt.len() >= 20 => {
-            let old = u16::from_be_bytes([pkt[0], pkt[1]]);
-            pkt[1] = (pkt[1] & !3) | (ecn & 3);
-            let new = u16::from_be_bytes([pkt[0], pkt[1]]);
-            let ck = u16::from_be_bytes([pkt[10], pkt[11]]);
-            let mut sum = u32::from(!ck) + u32::from(!old) + u32::from(new);
-            while sum > 0xffff {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-        }
-        Some(6) if pkt.len() >= 40 => {
-            // Traffic class = low nibble of byte 0 . high nibble of byte 1; ECN is its low two
-            // bits, i.e. bits 5-4 of byte 1.
-            pkt[1] = (pkt[1] & 0xcf) | ((ecn & 3) << 4);
-        }
-        _ => {}
     }
 }
 

@@ -10,6 +10,8 @@
 //! a TCP transfer completes with a matching digest, the kernel End SID in the middle forwards our
 //! packets (it validates the SRH), and tshark decodes them as SRH.
 
+mod common;
+use common::big_rcvbuf;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::Command;
@@ -536,21 +538,4 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
         !String::from_utf8_lossy(&routes.stdout).contains(ENC),
         "SID route left behind"
     );
-}
-
-/// A big receive buffer (root: beyond rmem_max), so a receiver thread starved of CPU on a busy
-/// machine does not drop datagrams that the tunnel delivered.
-fn big_rcvbuf(sock: &UdpSocket) {
-    use std::os::fd::AsRawFd;
-    let sz: libc::c_int = 16 << 20;
-    // SAFETY: setsockopt with a c_int on a socket we own.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&sz as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        );
-    }
 }

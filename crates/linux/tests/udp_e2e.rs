@@ -6,6 +6,8 @@
 //! inner packets' DSCP and repairs/feedback/keepalives `--repair-dscp`; an ECN CE mark set on
 //! the outer header (nft, like a congested router) reaches the inner packets.
 
+mod common;
+use common::big_rcvbuf;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -374,22 +376,6 @@ fn udp_tunnel_both_ways_with_address_change() {
     server.stop();
 }
 
-/// A big receive buffer (root: beyond rmem_max), so a receiver thread starved of CPU on a busy
-/// machine does not drop datagrams that the tunnel delivered.
-fn big_rcvbuf(sock: &UdpSocket) {
-    use std::os::fd::AsRawFd;
-    let sz: libc::c_int = 16 << 20;
-    // SAFETY: setsockopt with a c_int on a socket we own.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&sz as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        );
-    }
-}
 
 /// TCP through the UDP tunnel with TUN offloads (the default), IPv4 one way and IPv6 the
 /// other, 2% random loss per datagram on the underlay both ways: every byte arrives intact,

@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use hirt_wire::udp::UdpKind;
 
+use crate::ecn::set_ecn;
+
 use super::*;
 
 const SERVER: &str = "192.0.2.1:4096";
