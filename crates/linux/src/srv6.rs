@@ -39,7 +39,7 @@ use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
 
-use crate::coder::CoderSettings;
+pub use crate::config::{AuthKey, Behavior, CoderSettings};
 pub use crate::ecn::mark_ce;
 use crate::engine::{
     lock, CoderSlots, DecoderSlot, SlotsConfig, StreamCoder, Transmit, TransmitSink,
@@ -56,48 +56,6 @@ const NH_IPV4: u8 = 4;
 const NH_NONE: u8 = 59;
 const NH_ROUTING: u8 = 43;
 
-/// What the decoder SID does with a decoded packet (in configuration: `dt6`, `dx6:NEXTHOP`,
-/// `end`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(try_from = "String")]
-pub enum Behavior {
-    /// Decapsulate and route the inner packet (in the table given to the runtime).
-    Dt6,
-    /// Decapsulate and send the inner packet to a fixed next hop.
-    Dx6(Ipv6Addr),
-    /// Go to the next segment (SL = 0: decapsulate and route, see module docs).
-    End,
-}
-
-impl TryFrom<String> for Behavior {
-    type Error = String;
-
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl std::str::FromStr for Behavior {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "dt6" | "End.DT6" => Ok(Behavior::Dt6),
-            "end" | "End" => Ok(Behavior::End),
-            _ => match s
-                .strip_prefix("dx6:")
-                .or_else(|| s.strip_prefix("End.DX6:"))
-            {
-                Some(nh) => nh
-                    .parse()
-                    .map(Behavior::Dx6)
-                    .map_err(|e| format!("next hop: {e}")),
-                None => Err(format!("unknown behavior `{s}` (dt6, dx6:NEXTHOP, end)")),
-            },
-        }
-    }
-}
-
 /// Where to write a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Egress {
@@ -106,23 +64,6 @@ pub enum Egress {
     /// A decapsulated packet: written to the decapsulation device (policy-routed for DX6 / a
     /// DT6 table), or the SID device when none is configured.
     Decap,
-}
-
-/// Key for the auth TLV on repair and feedback packets (and, with `sources`, source packets).
-#[derive(Clone, Debug)]
-pub struct AuthKey {
-    /// Key id carried in the TLV.
-    pub key_id: u32,
-    /// The secret.
-    pub key: Vec<u8>,
-    /// Also add a real RFC 8754 HMAC TLV (H flag) to repair and feedback packets.
-    pub rfc8754: bool,
-    /// Authenticate source packets too (`--auth-sources`): the encoder adds the auth TLV to
-    /// every source packet, the decoder drops and counts sources without a valid, fresh one
-    /// (and unprotected packets to its SID), so nothing forged is delivered from the tunnel.
-    /// Sources get hirt's auth TLV only, never the RFC 8754 HMAC TLV: that one would make
-    /// every Linux SID on the path check it, and the ingress may already have added its own.
-    pub sources: bool,
 }
 
 /// Configuration of one worker's node.

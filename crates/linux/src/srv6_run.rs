@@ -17,7 +17,7 @@ use anyhow::Context;
 
 use crate::config::Srv6Config;
 use crate::control::Control;
-use crate::engine::{Housekeeping, Operations, QueueDrops, Transmit, TransmitSink, Workers};
+use crate::engine::{Housekeeping, TUN_TXQLEN, Operations, QueueDrops, Transmit, TransmitSink, Workers};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule, Seg6Local};
 use crate::runtime::{self, StopFlag};
@@ -30,8 +30,6 @@ use crate::xdp::{RingBuf, SidFilter, SourceTag, SourceTap};
 /// Default table hirt fills for End.DX6.
 pub const DX6_TABLE: u32 = 4869;
 const MAIN_TABLE: u32 = 254;
-/// Transmit queue length of our TUN devices (the kernel default is 500).
-pub const TUN_TXQLEN: u32 = 8192;
 
 /// A running SRv6 instance (in-process; the CLI waits on it).
 #[derive(Debug)]

@@ -64,7 +64,7 @@ use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId,
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
 use crate::config::{parse_cidr, UdpConfig, UdpRole};
-use crate::coder::CoderSettings;
+use crate::config::CoderSettings;
 use crate::control::Control;
 use crate::engine::{
     lock, CoderSlots, DecoderSlot, Housekeeping, Operations, QueueDrops, SlotsConfig, StreamCoder,
@@ -911,7 +911,7 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
     }
     let mut nl = Netlink::open()?;
     let idx = if_index(&dev)?;
-    nl.link_up_qlen(idx, Some(mtu), Some(crate::srv6_run::TUN_TXQLEN))?;
+    nl.link_up_qlen(idx, Some(mtu), Some(crate::engine::TUN_TXQLEN))?;
     let (a, p) = cfg.tun_addr(cfg.role()?)?;
     nl.add_addr(idx, a, p)?;
     if let Some(a6) = &cfg.tun_addr6 {

@@ -31,11 +31,15 @@ use std::time::{Duration, Instant};
 
 use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, StreamId};
 
-use crate::coder::CoderSettings;
+use crate::config::CoderSettings;
 use crate::control::{self, Control, ControlServer};
 use crate::metrics::{add, Metrics};
 use crate::runtime::StopFlag;
 use load::{LoadMeter, LOAD_PERIOD};
+
+/// Transmit queue length of the TUN devices of both modes (the kernel default is 500): a long
+/// queue absorbs bursts while a worker is busy.
+pub const TUN_TXQLEN: u32 = 8192;
 
 /// One datagram or packet to send: the bytes, where they go (`D`: the transport's destination,
 /// e.g. an SRv6 egress device or a UDP peer address) and the outer header's DSCP << 2 | ECN.

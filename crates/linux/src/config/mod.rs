@@ -14,8 +14,9 @@ use hirt_core::FecMode;
 use hirt_wire::tlv::TlvTypes;
 use serde::Deserialize;
 
-use crate::coder::CoderSettings;
-use crate::srv6::{AuthKey, Behavior};
+pub use coder::CoderSettings;
+
+mod coder;
 
 /// A configuration value that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -107,6 +108,65 @@ pub fn parse_key(s: &str) -> Result<Vec<u8>, String> {
             .collect(),
         None => Ok(s.as_bytes().to_vec()),
     }
+}
+
+/// What the decoder SID does with a decoded packet (in configuration: `dt6`, `dx6:NEXTHOP`,
+/// `end`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub enum Behavior {
+    /// Decapsulate and route the inner packet (in the table given to the runtime).
+    Dt6,
+    /// Decapsulate and send the inner packet to a fixed next hop.
+    Dx6(Ipv6Addr),
+    /// Go to the next segment (SL = 0: decapsulate and route, see module docs).
+    End,
+}
+
+impl TryFrom<String> for Behavior {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl std::str::FromStr for Behavior {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dt6" | "End.DT6" => Ok(Behavior::Dt6),
+            "end" | "End" => Ok(Behavior::End),
+            _ => match s
+                .strip_prefix("dx6:")
+                .or_else(|| s.strip_prefix("End.DX6:"))
+            {
+                Some(nh) => nh
+                    .parse()
+                    .map(Behavior::Dx6)
+                    .map_err(|e| format!("next hop: {e}")),
+                None => Err(format!("unknown behavior `{s}` (dt6, dx6:NEXTHOP, end)")),
+            },
+        }
+    }
+}
+
+/// Key for the auth TLV on repair and feedback packets (and, with `sources`, source packets).
+#[derive(Clone, Debug)]
+pub struct AuthKey {
+    /// Key id carried in the TLV.
+    pub key_id: u32,
+    /// The secret.
+    pub key: Vec<u8>,
+    /// Also add a real RFC 8754 HMAC TLV (H flag) to repair and feedback packets.
+    pub rfc8754: bool,
+    /// Authenticate source packets too (`--auth-sources`): the encoder adds the auth TLV to
+    /// every source packet, the decoder drops and counts sources without a valid, fresh one
+    /// (and unprotected packets to its SID), so nothing forged is delivered from the tunnel.
+    /// Sources get hirt's auth TLV only, never the RFC 8754 HMAC TLV: that one would make
+    /// every Linux SID on the path check it, and the ingress may already have added its own.
+    pub sources: bool,
 }
 
 /// Which SIDs an SRv6 instance owns.

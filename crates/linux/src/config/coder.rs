@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hirt_core::{DecoderConfig, EncoderConfig, FecMode, SchemeConfig};
 
-use crate::config::ConfigError;
+use super::ConfigError;
 
 /// Settings of every encoder and decoder an instance runs, besides its FEC mode.
 #[derive(Debug, Clone, PartialEq)]
