@@ -33,8 +33,8 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::config::{Srv6Config, XdpMode};
-use crate::srv6::Behavior;
 use crate::netns::{self, veth, NetNs};
+use crate::srv6::Behavior;
 use crate::srv6_run;
 use crate::udp::io::TosBatch;
 

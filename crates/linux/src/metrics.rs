@@ -305,11 +305,17 @@ mod tests {
             .worker_load_ppm
             .store(250_000, Ordering::Relaxed);
         let t = m.prometheus();
-        assert!(t.contains("hirt_stream_recovered_total{stream=\"1\"} 7"), "{t}");
+        assert!(
+            t.contains("hirt_stream_recovered_total{stream=\"1\"} 7"),
+            "{t}"
+        );
         assert!(t.contains("hirt_stream_recovered_total{stream=\"0\"} 0"));
         assert!(t.contains("hirt_malformed_total 3"));
         assert!(t.contains("# TYPE hirt_stream_recovered counter"));
-        assert!(t.contains("# HELP hirt_stream_recovered Packets recovered."), "{t}");
+        assert!(
+            t.contains("# HELP hirt_stream_recovered Packets recovered."),
+            "{t}"
+        );
         assert!(t.contains("# TYPE hirt_stream_worker_load_ppm gauge"));
         assert!(t.contains("hirt_stream_worker_load_ppm{stream=\"0\"} 250000"));
         assert!(t.ends_with("# EOF\n"));

@@ -250,14 +250,7 @@ impl Srv6Node {
         let shared = self.shared.clone();
         if let Some(mut e) = shared.enc(self.cfg.stream) {
             e.handle_timeout(now);
-            drain_repairs(
-                &self.cfg,
-                &self.metrics,
-                &shared,
-                &mut self.out,
-                &mut e,
-                tx,
-            );
+            drain_repairs(&self.cfg, &self.metrics, &shared, &mut self.out, &mut e, tx);
         }
         if let Some(mut d) = shared.dec(self.cfg.stream) {
             d.dec.handle_timeout(now);
@@ -482,14 +475,7 @@ impl Srv6Node {
             let shared = self.shared.clone();
             if let Some(mut e) = shared.enc(stream) {
                 e.handle_feedback(&fb, now);
-                drain_repairs(
-                    &self.cfg,
-                    &self.metrics,
-                    &shared,
-                    &mut self.out,
-                    &mut e,
-                    tx,
-                );
+                drain_repairs(&self.cfg, &self.metrics, &shared, &mut self.out, &mut e, tx);
             }
             return Ok(());
         }

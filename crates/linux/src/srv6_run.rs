@@ -17,11 +17,13 @@ use anyhow::Context;
 
 use crate::config::Srv6Config;
 use crate::control::Control;
-use crate::engine::{Housekeeping, TUN_TXQLEN, Operations, QueueDrops, Transmit, TransmitSink, Workers};
+use crate::engine::load::{DropWatch, LOAD_PERIOD};
+use crate::engine::{
+    Housekeeping, Operations, QueueDrops, Transmit, TransmitSink, Workers, TUN_TXQLEN,
+};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule, Seg6Local};
 use crate::runtime::{self, StopFlag};
-use crate::engine::load::{DropWatch, LOAD_PERIOD};
 use crate::srv6::xdp_io::XdpIo;
 use crate::srv6::{Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};

@@ -63,16 +63,16 @@ use anyhow::Context;
 use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
-use crate::config::{parse_cidr, UdpConfig, UdpRole};
 use crate::config::CoderSettings;
+use crate::config::{parse_cidr, UdpConfig, UdpRole};
 use crate::control::Control;
+use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
+use crate::ecn::mark_ce;
+pub use crate::ecn::{decap_ecn, inner_tos};
 use crate::engine::{
     lock, CoderSlots, DecoderSlot, Housekeeping, Operations, QueueDrops, SlotsConfig, StreamCoder,
     Transmit, TransmitSink, Workers,
 };
-pub use crate::ecn::{decap_ecn, inner_tos};
-use crate::ecn::mark_ce;
-use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Netlink};
 use crate::runtime::{self, StopFlag};
@@ -323,7 +323,6 @@ pub enum UdpDrop {
     CeOnNotEct,
 }
 
-
 impl UdpPeer {
     /// A single-worker peer with its own state.
     pub fn new(cfg: PeerConfig, metrics: Arc<Metrics>, now: Instant) -> UdpPeer {
@@ -393,7 +392,13 @@ impl UdpPeer {
 
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
     /// place and hands the datagram (and any repairs) to `send`.
-    pub fn handle_tun(&mut self, buf: &mut [u8], len: usize, now: Instant, send: &mut impl TransmitSink<SocketAddr>) {
+    pub fn handle_tun(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        now: Instant,
+        send: &mut impl TransmitSink<SocketAddr>,
+    ) {
         let (shared, w) = (&*self.shared, &mut self.w);
         let Some(peer) = w.dest(shared, now) else {
             return;
@@ -425,10 +430,10 @@ impl UdpPeer {
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, n as u64);
         send.transmit(Transmit {
- bytes: &buf[..n],
- dest: peer,
- tos: tos,
- });
+            bytes: &buf[..n],
+            dest: peer,
+            tos,
+        });
         w.drain_repairs(&mut enc, peer, send);
     }
 
@@ -588,10 +593,10 @@ impl UdpPeer {
                     let n = w.seal_out(flen);
                     add(&w.metrics.global.keepalives_sent, 1);
                     send.transmit(Transmit {
- bytes: &w.out[..n],
- dest: peer,
- tos: w.repair_tos(),
- });
+                        bytes: &w.out[..n],
+                        dest: peer,
+                        tos: w.repair_tos(),
+                    });
                 }
             }
         }
@@ -672,7 +677,12 @@ impl Worker {
         }
     }
 
-    fn drain_repairs(&mut self, enc: &mut Encoder, peer: SocketAddr, send: &mut impl TransmitSink<SocketAddr>) {
+    fn drain_repairs(
+        &mut self,
+        enc: &mut Encoder,
+        peer: SocketAddr,
+        send: &mut impl TransmitSink<SocketAddr>,
+    ) {
         let tos = self.repair_tos();
         while let Some(r) = enc.poll_repair() {
             let repr = UdpRepr::Repair {
@@ -689,10 +699,10 @@ impl Worker {
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
             send.transmit(Transmit {
- bytes: &self.out[..n],
- dest: peer,
- tos: tos,
- });
+                bytes: &self.out[..n],
+                dest: peer,
+                tos,
+            });
         }
     }
 
@@ -752,10 +762,10 @@ impl Worker {
             let n = self.seal_out(flen);
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
             send.transmit(Transmit {
- bytes: &self.out[..n],
- dest: peer,
- tos: tos,
- });
+                bytes: &self.out[..n],
+                dest: peer,
+                tos,
+            });
         }
     }
 }
@@ -865,7 +875,10 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
             None
         }
         Role::Client => {
-            let r = cfg.remote.as_deref().context("remote: required on a client")?;
+            let r = cfg
+                .remote
+                .as_deref()
+                .context("remote: required on a client")?;
             let ra = r
                 .to_socket_addrs()?
                 .next()

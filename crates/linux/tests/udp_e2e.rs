@@ -376,7 +376,6 @@ fn udp_tunnel_both_ways_with_address_change() {
     server.stop();
 }
 
-
 /// TCP through the UDP tunnel with TUN offloads (the default), IPv4 one way and IPv6 the
 /// other, 2% random loss per datagram on the underlay both ways: every byte arrives intact,
 /// the senders' TUN devices handed hirt TSO packets that it cut into segments, and the

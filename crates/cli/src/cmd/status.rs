@@ -83,4 +83,3 @@ fn print_out(s: &str) -> anyhow::Result<()> {
         _ => Ok(()),
     }
 }
-

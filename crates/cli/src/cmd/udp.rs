@@ -150,7 +150,11 @@ mod tests {
             a: UdpArgs,
         }
         let path = std::env::temp_dir().join(format!("hirt-udp-cfg-{}.toml", std::process::id()));
-        std::fs::write(&path, "role = \"server\"\nkey = \"k\"\nthreads = 4\nmtu = 1300\n").unwrap();
+        std::fs::write(
+            &path,
+            "role = \"server\"\nkey = \"k\"\nthreads = 4\nmtu = 1300\n",
+        )
+        .unwrap();
         let p = path.to_str().unwrap();
         let c = Cli::parse_from(["hirt", "--config", p, "--mtu", "1200", "--no-tun-offload"])
             .a

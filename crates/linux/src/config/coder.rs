@@ -43,7 +43,10 @@ impl Default for CoderSettings {
 /// `ms` as a duration within `0..=10000` ms; 0 is `None` (off).
 fn millis(key: &'static str, ms: f64) -> Result<Option<Duration>, ConfigError> {
     if !(ms.is_finite() && (0.0..=10_000.0).contains(&ms)) {
-        return Err(ConfigError::new(key, format!("{ms}: must be within 0..=10000")));
+        return Err(ConfigError::new(
+            key,
+            format!("{ms}: must be within 0..=10000"),
+        ));
     }
     Ok((ms > 0.0).then(|| Duration::from_secs_f64(ms / 1e3)))
 }
@@ -108,14 +111,8 @@ mod tests {
     #[test]
     fn settings_and_bad_values_are_refused() {
         let d = CoderSettings::default();
-        let from_defaults = CoderSettings::new(
-            d.overload_threshold,
-            5.0,
-            d.repair_retries,
-            None,
-            0.0,
-        )
-        .unwrap();
+        let from_defaults =
+            CoderSettings::new(d.overload_threshold, 5.0, d.repair_retries, None, 0.0).unwrap();
         assert_eq!(from_defaults, d);
         let s = CoderSettings::new(1.0, 1.0, 3, Some(0.25), 30.0).unwrap();
         assert_eq!(s.overload_threshold, 1.0);
@@ -127,10 +124,22 @@ mod tests {
         let off = CoderSettings::new(0.9, 0.0, 1, None, 0.0).unwrap();
         assert_eq!((off.repair_delay, off.in_order), (None, None));
         for (bad, key) in [
-            (CoderSettings::new(1.5, 5.0, 1, None, 0.0), "overload-threshold"),
-            (CoderSettings::new(0.9, -1.0, 1, None, 0.0), "repair-delay-ms"),
-            (CoderSettings::new(0.9, 5.0, 1, Some(0.0), 0.0), "repair-retry-gap-ms"),
-            (CoderSettings::new(0.9, 5.0, 1, None, f64::NAN), "in-order-ms"),
+            (
+                CoderSettings::new(1.5, 5.0, 1, None, 0.0),
+                "overload-threshold",
+            ),
+            (
+                CoderSettings::new(0.9, -1.0, 1, None, 0.0),
+                "repair-delay-ms",
+            ),
+            (
+                CoderSettings::new(0.9, 5.0, 1, Some(0.0), 0.0),
+                "repair-retry-gap-ms",
+            ),
+            (
+                CoderSettings::new(0.9, 5.0, 1, None, f64::NAN),
+                "in-order-ms",
+            ),
         ] {
             assert_eq!(bad.unwrap_err().key, key);
         }

@@ -39,7 +39,11 @@ impl ConfigError {
 }
 
 /// Fails with `message` about `key` unless `ok`.
-fn ensure(ok: bool, key: &'static str, message: impl FnOnce() -> String) -> Result<(), ConfigError> {
+fn ensure(
+    ok: bool,
+    key: &'static str,
+    message: impl FnOnce() -> String,
+) -> Result<(), ConfigError> {
     if ok {
         Ok(())
     } else {
@@ -394,9 +398,11 @@ impl Srv6Config {
             })?;
             ensure(!self.xdp.is_empty(), k, || "needs xdp devices".into())?;
             ensure(self.threads == 1, k, || "needs threads = 1".into())?;
-            ensure(self.role.encodes() || self.behavior == Behavior::Dt6, k, || {
-                "on a decoder is the End.DT6 behaviour (behavior dt6)".into()
-            })?;
+            ensure(
+                self.role.encodes() || self.behavior == Behavior::Dt6,
+                k,
+                || "on a decoder is the End.DT6 behaviour (behavior dt6)".into(),
+            )?;
             ensure(!self.auth_sources && self.in_order_ms == 0.0, k, || {
                 "forwards sources before hirt sees them: not with auth-sources or in-order-ms"
                     .into()
@@ -427,7 +433,12 @@ impl Srv6Config {
         let Some(t) = &self.tlv_types else {
             return Ok(TlvTypes::default());
         };
-        let bad = || ConfigError::new("tlv-types", format!("`{t}`: want source,repair,feedback,auth (four numbers 0-255)"));
+        let bad = || {
+            ConfigError::new(
+                "tlv-types",
+                format!("`{t}`: want source,repair,feedback,auth (four numbers 0-255)"),
+            )
+        };
         let v: Vec<u8> = t
             .split(',')
             .map(|x| x.trim().parse())
@@ -741,32 +752,147 @@ mod tests {
         u.validate().unwrap();
         assert!(u.secret().unwrap().is_empty());
         assert_eq!(u.tun_addr(UdpRole::Server).unwrap().1, 24);
-        assert_eq!(u.fec_mode().unwrap(), FecMode::parse_with_window("rs:20:10", 200).unwrap());
+        assert_eq!(
+            u.fec_mode().unwrap(),
+            FecMode::parse_with_window("rs:20:10", 200).unwrap()
+        );
     }
 
     #[test]
     fn bad_srv6_values_name_the_key() {
         let cases: Vec<(Srv6Config, &str)> = vec![
-            (Srv6Config { enc_sid: None, ..srv6() }, "enc-sid: required"),
-            (Srv6Config { dec_sid: None, ..srv6() }, "dec-sid: required"),
-            (Srv6Config { fec: "bogus".into(), ..srv6() }, "fec: `bogus`"),
-            (Srv6Config { rs: Some("0:0".into()), ..srv6() }, "rs: `rs:0:0`"),
-            (Srv6Config { threads: 0, ..srv6() }, "threads: 0: must be within 1..=64"),
-            (Srv6Config { threads: 65, ..srv6() }, "threads: 65"),
-            (Srv6Config { repair_dscp: 64, ..srv6() }, "repair-dscp: 64: a DSCP is within 0..=63"),
-            (Srv6Config { dev: "a-very-long-device".into(), ..srv6() }, "dev: `a-very-long-device`"),
-            (Srv6Config { tlv_types: Some("1,2,3".into()), ..srv6() }, "tlv-types: `1,2,3`"),
-            (Srv6Config { tlv_types: Some("1,2,3,999".into()), ..srv6() }, "tlv-types"),
-            (Srv6Config { hmac_key: Some("0xabc".into()), ..srv6() }, "hmac-key: odd-length hex key"),
-            (Srv6Config { auth_sources: true, ..srv6() }, "auth-sources: needs hmac-key"),
-            (Srv6Config { overload_threshold: 1.5, ..srv6() }, "overload-threshold: 1.5"),
-            (Srv6Config { repair_delay_ms: -1.0, ..srv6() }, "repair-delay-ms: -1"),
-            (Srv6Config { repair_retry_gap_ms: Some(0.0), ..srv6() }, "repair-retry-gap-ms: must be above 0"),
-            (Srv6Config { in_order_ms: f64::NAN, ..srv6() }, "in-order-ms"),
-            (Srv6Config { repair_lag: Some(1 << 20), ..srv6() }, "repair-lag: 1048576: at most"),
-            (Srv6Config { kernel_sources: true, ..srv6() }, "kernel-sources: is for an encoder or a decoder"),
             (
-                Srv6Config { kernel_sources: true, role: Srv6Role::Encoder, ..srv6() },
+                Srv6Config {
+                    enc_sid: None,
+                    ..srv6()
+                },
+                "enc-sid: required",
+            ),
+            (
+                Srv6Config {
+                    dec_sid: None,
+                    ..srv6()
+                },
+                "dec-sid: required",
+            ),
+            (
+                Srv6Config {
+                    fec: "bogus".into(),
+                    ..srv6()
+                },
+                "fec: `bogus`",
+            ),
+            (
+                Srv6Config {
+                    rs: Some("0:0".into()),
+                    ..srv6()
+                },
+                "rs: `rs:0:0`",
+            ),
+            (
+                Srv6Config {
+                    threads: 0,
+                    ..srv6()
+                },
+                "threads: 0: must be within 1..=64",
+            ),
+            (
+                Srv6Config {
+                    threads: 65,
+                    ..srv6()
+                },
+                "threads: 65",
+            ),
+            (
+                Srv6Config {
+                    repair_dscp: 64,
+                    ..srv6()
+                },
+                "repair-dscp: 64: a DSCP is within 0..=63",
+            ),
+            (
+                Srv6Config {
+                    dev: "a-very-long-device".into(),
+                    ..srv6()
+                },
+                "dev: `a-very-long-device`",
+            ),
+            (
+                Srv6Config {
+                    tlv_types: Some("1,2,3".into()),
+                    ..srv6()
+                },
+                "tlv-types: `1,2,3`",
+            ),
+            (
+                Srv6Config {
+                    tlv_types: Some("1,2,3,999".into()),
+                    ..srv6()
+                },
+                "tlv-types",
+            ),
+            (
+                Srv6Config {
+                    hmac_key: Some("0xabc".into()),
+                    ..srv6()
+                },
+                "hmac-key: odd-length hex key",
+            ),
+            (
+                Srv6Config {
+                    auth_sources: true,
+                    ..srv6()
+                },
+                "auth-sources: needs hmac-key",
+            ),
+            (
+                Srv6Config {
+                    overload_threshold: 1.5,
+                    ..srv6()
+                },
+                "overload-threshold: 1.5",
+            ),
+            (
+                Srv6Config {
+                    repair_delay_ms: -1.0,
+                    ..srv6()
+                },
+                "repair-delay-ms: -1",
+            ),
+            (
+                Srv6Config {
+                    repair_retry_gap_ms: Some(0.0),
+                    ..srv6()
+                },
+                "repair-retry-gap-ms: must be above 0",
+            ),
+            (
+                Srv6Config {
+                    in_order_ms: f64::NAN,
+                    ..srv6()
+                },
+                "in-order-ms",
+            ),
+            (
+                Srv6Config {
+                    repair_lag: Some(1 << 20),
+                    ..srv6()
+                },
+                "repair-lag: 1048576: at most",
+            ),
+            (
+                Srv6Config {
+                    kernel_sources: true,
+                    ..srv6()
+                },
+                "kernel-sources: is for an encoder or a decoder",
+            ),
+            (
+                Srv6Config {
+                    kernel_sources: true,
+                    role: Srv6Role::Encoder,
+                    ..srv6()
+                },
                 "kernel-sources: needs xdp devices",
             ),
             (
@@ -789,17 +915,65 @@ mod tests {
     #[test]
     fn bad_udp_values_name_the_key() {
         let cases: Vec<(UdpConfig, &str)> = vec![
-            (UdpConfig { role: None, ..udp() }, "role: required"),
+            (
+                UdpConfig {
+                    role: None,
+                    ..udp()
+                },
+                "role: required",
+            ),
             (UdpConfig { key: None, ..udp() }, "key: required"),
-            (UdpConfig { remote: None, ..udp() }, "remote: required on a client"),
+            (
+                UdpConfig {
+                    remote: None,
+                    ..udp()
+                },
+                "remote: required on a client",
+            ),
             (UdpConfig { window: 0, ..udp() }, "window: must be above 0"),
             (UdpConfig { mtu: 100, ..udp() }, "mtu: 100"),
-            (UdpConfig { keepalive_ms: 0, ..udp() }, "keepalive-ms: must be at least 1"),
-            (UdpConfig { tun_addr: Some("10.0.0.1".into()), ..udp() }, "tun-addr: address needs /prefix"),
-            (UdpConfig { tun_addr: Some("10.0.0.1/40".into()), ..udp() }, "tun-addr: prefix 40"),
-            (UdpConfig { tun_addr6: Some("zz/64".into()), ..udp() }, "tun-addr6: `zz`"),
-            (UdpConfig { repair_dscp: 99, ..udp() }, "repair-dscp: 99"),
-            (UdpConfig { threads: 0, ..udp() }, "threads: 0"),
+            (
+                UdpConfig {
+                    keepalive_ms: 0,
+                    ..udp()
+                },
+                "keepalive-ms: must be at least 1",
+            ),
+            (
+                UdpConfig {
+                    tun_addr: Some("10.0.0.1".into()),
+                    ..udp()
+                },
+                "tun-addr: address needs /prefix",
+            ),
+            (
+                UdpConfig {
+                    tun_addr: Some("10.0.0.1/40".into()),
+                    ..udp()
+                },
+                "tun-addr: prefix 40",
+            ),
+            (
+                UdpConfig {
+                    tun_addr6: Some("zz/64".into()),
+                    ..udp()
+                },
+                "tun-addr6: `zz`",
+            ),
+            (
+                UdpConfig {
+                    repair_dscp: 99,
+                    ..udp()
+                },
+                "repair-dscp: 99",
+            ),
+            (
+                UdpConfig {
+                    threads: 0,
+                    ..udp()
+                },
+                "threads: 0",
+            ),
         ];
         for (c, want) in cases {
             let e = err(c.validate());

@@ -268,7 +268,10 @@ impl<X> StreamCoder<X> {
     /// When the timers of this worker's slots are due next.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let a = self.slots.enc(self.stream).and_then(|e| e.poll_timeout());
-        let b = self.slots.dec(self.stream).and_then(|d| d.dec.poll_timeout());
+        let b = self
+            .slots
+            .dec(self.stream)
+            .and_then(|d| d.dec.poll_timeout());
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -446,5 +449,86 @@ impl Workers {
 impl Drop for Workers {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(n: usize, encode: bool) -> Arc<CoderSlots<u32>> {
+        let fec: FecMode = "fixed:w=16,step=4".parse().unwrap();
+        CoderSlots::new(
+            &SlotsConfig {
+                fec: &fec,
+                coder: &CoderSettings::default(),
+                slots: n,
+                encode,
+                decode: true,
+                enc_seed: 1,
+                dec_seed: 2,
+            },
+            || 7,
+        )
+    }
+
+    #[test]
+    fn streams_share_slots_modulo_the_worker_count() {
+        let s = slots(2, true);
+        let now = Instant::now();
+        // Stream 3 is coded in slot 1: worker 1 sees its sources.
+        s.enc(3).unwrap().handle_source(3, &[1u8; 100], now);
+        assert!(s.enc(1).unwrap().streams().any(|x| x == 3));
+        assert!(!s.enc(0).unwrap().streams().any(|x| x == 3));
+        assert_eq!(s.dec(5).unwrap().extra, 7);
+        assert!(s.encodes());
+        let d = slots(1, false);
+        assert!(d.enc(0).is_none() && !d.encodes());
+    }
+
+    #[test]
+    fn a_worker_publishes_its_load_drops_and_stats() {
+        let m = Metrics::new(2, "test");
+        let c = StreamCoder::new(slots(2, true), 1, m.clone());
+        c.set_cpu_load(0.25);
+        assert_eq!(m.stream(1).worker_load_ppm.load(Ordering::Relaxed), 250_000);
+        c.set_cpu_load(f64::NAN);
+        assert_eq!(
+            m.stream(1).worker_load_ppm.load(Ordering::Relaxed),
+            1_000_000
+        );
+        c.add_local_drops(3);
+        c.add_local_drops(0);
+        assert_eq!(m.stream(1).local_drops.load(Ordering::Relaxed), 3);
+        // A source leaves its protection due to the repair timer.
+        let now = Instant::now();
+        c.slots().enc(1).unwrap().handle_source(1, &[0u8; 64], now);
+        assert!(c.poll_timeout().is_some_and(|t| t > now));
+        c.set_controller(&"fixed:step=2".parse().unwrap());
+        c.publish_stats();
+        assert_eq!(
+            m.stream(1).controller_ratio_ppm.load(Ordering::Relaxed),
+            500_000
+        );
+    }
+
+    #[test]
+    fn workers_stop_and_join() {
+        let mut w = Workers::default();
+        let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        for i in 0..3 {
+            let ran = ran.clone();
+            w.spawn(format!("test-{i}"), move |stop| {
+                while !stop.stopped() {
+                    std::thread::yield_now();
+                }
+                ran.fetch_add(1, Ordering::Relaxed);
+            })
+            .unwrap();
+        }
+        assert!(!w.stopped());
+        w.stop();
+        assert!(w.stopped());
+        assert_eq!(ran.load(Ordering::Relaxed), 3);
     }
 }
