@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use hirt_core::{ControllerConfig, Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
@@ -217,17 +217,6 @@ impl Srv6Node {
     /// The engine's side of this worker: timers, load, controller, stats.
     pub fn coder(&self) -> &StreamCoder<HopLimits> {
         &self.coder
-    }
-
-    /// Switches the encoder's repair-rate controller (live change from the control socket).
-    pub fn set_controller(&mut self, c: &ControllerConfig) {
-        self.coder.set_controller(c);
-        self.cfg.fec.controller = c.clone();
-    }
-
-    /// See [`StreamCoder::set_cpu_load`].
-    pub fn set_cpu_load(&mut self, load: f64) {
-        self.coder.set_cpu_load(load);
     }
 
     /// Reports `n` packets dropped at the SID device's queue before the worker read them.
@@ -666,11 +655,6 @@ impl Srv6Node {
             tx,
         );
         res
-    }
-
-    /// See [`StreamCoder::publish_stats`].
-    pub fn publish_stats(&self) {
-        self.coder.publish_stats();
     }
 }
 

@@ -533,5 +533,5 @@ fn worker(
             publish_untagged(u, &m);
         }
     }
-    node.publish_stats();
+    node.coder().publish_stats();
 }

@@ -60,7 +60,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
 use crate::config::CoderSettings;
@@ -374,22 +374,6 @@ impl UdpPeer {
         &self.coder
     }
 
-    /// Switches this worker's encoder controller (live change).
-    pub fn set_controller(&mut self, c: &ControllerConfig) {
-        self.coder.set_controller(c);
-    }
-
-    /// See [`StreamCoder::set_cpu_load`].
-    pub fn set_cpu_load(&mut self, load: f64) {
-        self.coder.set_cpu_load(load);
-    }
-
-    /// Reports `n` datagrams dropped at this worker's socket (its receive buffer was full)
-    /// before it read them: passed on in feedback (`local_drops`).
-    pub fn add_local_drops(&mut self, n: u64) {
-        self.coder.add_local_drops(n);
-    }
-
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
     /// place and hands the datagram (and any repairs) to `send`.
     pub fn handle_tun(
@@ -600,11 +584,6 @@ impl UdpPeer {
                 }
             }
         }
-    }
-
-    /// See [`StreamCoder::publish_stats`].
-    pub fn publish_stats(&self) {
-        self.coder.publish_stats();
     }
 }
 
@@ -1125,7 +1104,7 @@ fn worker(
             }
         });
     }
-    peer.publish_stats();
+    peer.coder().publish_stats();
 }
 
 #[cfg(test)]

@@ -173,18 +173,60 @@ pub struct AuthKey {
     pub sources: bool,
 }
 
-/// Which SIDs an SRv6 instance owns.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Srv6Role {
-    /// The encoder SID only.
-    Encoder,
-    /// The decoder SID only.
-    Decoder,
-    /// Both ends of a tunnel in one process.
-    #[default]
-    Both,
+/// An enum configured by keyword: serde, `FromStr` and [`as_str`](Srv6Role::as_str) use the
+/// same names.
+macro_rules! keyword_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+        #[serde(try_from = "String")]
+        pub enum $name {
+            $($(#[$vm])* $v),+
+        }
+
+        impl $name {
+            /// The keyword.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$v => $s),+
+                }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($s => Ok($name::$v),)+
+                    _ => Err(format!("must be one of {}, not `{s}`", [$($s),+].join(", "))),
+                }
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+
+            fn try_from(s: String) -> Result<Self, String> {
+                s.parse()
+            }
+        }
+    };
 }
+
+keyword_enum!(
+    /// Which SIDs an SRv6 instance owns.
+    #[derive(Default)]
+    Srv6Role {
+        /// The encoder SID only.
+        Encoder = "encoder",
+        /// The decoder SID only.
+        Decoder = "decoder",
+        /// Both ends of a tunnel in one process.
+        #[default]
+        Both = "both",
+    }
+);
 
 impl Srv6Role {
     /// Whether the instance runs the encoder.
@@ -196,66 +238,21 @@ impl Srv6Role {
     pub fn decodes(self) -> bool {
         self != Srv6Role::Encoder
     }
+}
 
-    /// `encoder`, `decoder` or `both`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Srv6Role::Encoder => "encoder",
-            Srv6Role::Decoder => "decoder",
-            Srv6Role::Both => "both",
-        }
+keyword_enum!(
+    /// How the `--xdp` program is attached.
+    #[derive(Default)]
+    XdpMode {
+        /// Native, generic if the driver refuses.
+        #[default]
+        Auto = "auto",
+        /// Native (driver) mode only.
+        Native = "native",
+        /// Generic (socket buffer) mode only.
+        Generic = "generic",
     }
-}
-
-impl std::str::FromStr for Srv6Role {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "encoder" => Ok(Srv6Role::Encoder),
-            "decoder" => Ok(Srv6Role::Decoder),
-            "both" => Ok(Srv6Role::Both),
-            _ => Err(format!("must be encoder, decoder or both, not `{s}`")),
-        }
-    }
-}
-
-/// How the `--xdp` program is attached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum XdpMode {
-    /// Native, generic if the driver refuses.
-    #[default]
-    Auto,
-    /// Native (driver) mode only.
-    Native,
-    /// Generic (socket buffer) mode only.
-    Generic,
-}
-
-impl XdpMode {
-    /// `auto`, `native` or `generic`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            XdpMode::Auto => "auto",
-            XdpMode::Native => "native",
-            XdpMode::Generic => "generic",
-        }
-    }
-}
-
-impl std::str::FromStr for XdpMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(XdpMode::Auto),
-            "native" => Ok(XdpMode::Native),
-            "generic" => Ok(XdpMode::Generic),
-            _ => Err(format!("must be auto, native or generic, not `{s}`")),
-        }
-    }
-}
+);
 
 /// `hirt srv6`: the encoder and/or decoder SID of an SRv6 FEC tunnel. Field docs give the
 /// default; `examples/hirt-srv6.toml` explains each key.
@@ -495,15 +492,15 @@ impl Srv6Config {
     }
 }
 
-/// Which end of a UDP tunnel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UdpRole {
-    /// Listens; learns the client's address.
-    Server,
-    /// Connects to a fixed server address.
-    Client,
-}
+keyword_enum!(
+    /// Which end of a UDP tunnel.
+    UdpRole {
+        /// Listens; learns the client's address.
+        Server = "server",
+        /// Connects to a fixed server address.
+        Client = "client",
+    }
+);
 
 /// `hirt udp`: one end of a FEC tunnel over UDP. Field docs give the default;
 /// `examples/hirt-udp.toml` explains each key.

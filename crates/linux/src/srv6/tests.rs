@@ -669,14 +669,14 @@ fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
         (sources, repairs)
     };
     // Fully busy (load 1.0 > 0.9): skip probability 1, every source still forwarded.
-    enc.set_cpu_load(1.0);
+    enc.coder().set_cpu_load(1.0);
     assert_eq!(em.stream(0).worker_load_ppm.load(rel), 1_000_000);
     let (s, r) = send(&mut enc, 0, 100);
     assert_eq!((s, r), (100, 0));
-    enc.publish_stats();
+    enc.coder().publish_stats();
     assert!(em.stream(0).overload_skips.load(rel) >= 20, "skips counted");
     // Below the threshold: repairs again (fixed step 4 -> ~25 per 100 sources).
-    enc.set_cpu_load(0.5);
+    enc.coder().set_cpu_load(0.5);
     let (s, r) = send(&mut enc, 100, 100);
     assert_eq!(s, 100);
     assert!(r >= 20, "repairs {r}");
@@ -684,7 +684,7 @@ fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
     let mut c = cfg(true, false, Behavior::Dt6, None);
     c.coder.overload_threshold = 1.0;
     let mut off = Srv6Node::new(c, Metrics::new(1, "enc")).unwrap();
-    off.set_cpu_load(1.0);
+    off.coder().set_cpu_load(1.0);
     let (_, r) = send(&mut off, 0, 100);
     assert!(r >= 20, "repairs {r}");
 }
@@ -696,7 +696,7 @@ fn a_saturated_decoder_leaves_repairs_unsolved() {
     let mut c = cfg(false, true, Behavior::Dt6, None);
     c.coder.overload_threshold = 0.5;
     p.dec = Srv6Node::new(c, p.dm.clone()).unwrap();
-    p.dec.set_cpu_load(1.0);
+    p.dec.coder().set_cpu_load(1.0);
     let segs = [a(DEC), a(ENC)];
     let (decap, _) = run(
         &mut p,
@@ -706,7 +706,7 @@ fn a_saturated_decoder_leaves_repairs_unsolved() {
         |_| vec![],
     );
     assert_eq!(decap.len(), 90, "sources delivered, nothing recovered");
-    p.dec.publish_stats();
+    p.dec.coder().publish_stats();
     assert_eq!(p.dm.stream(0).recovered.load(rel), 0);
     assert!(p.dm.stream(0).overload_skips.load(rel) > 0);
 }

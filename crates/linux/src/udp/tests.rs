@@ -804,6 +804,6 @@ fn a_restarted_client_is_followed() {
         "delivered after the restart: {} of 200",
         ids.len()
     );
-    n.server.workers[0].publish_stats();
+    n.server.workers[0].coder().publish_stats();
     assert_eq!(count(&n.server.m.stream(0).decoder_restarts), 1);
 }
