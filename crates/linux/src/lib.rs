@@ -19,7 +19,7 @@
 //!   benchmarks), [`runtime`] (signals), [`xdp`];
 //! - operations: [`metrics`] (Prometheus, JSON), [`control`] (`hirt status`, live controller
 //!   change);
-//! - [`bench`]: `hirt bench dataplane`; [`bench_udp`]: `hirt bench udp`.
+//! - [`bench`](mod@bench): `hirt bench dataplane`; [`bench_udp`]: `hirt bench udp`.
 //!
 //! Modules depend downwards only: the transports use the engine, the engine uses neither.
 //!

@@ -93,7 +93,7 @@ pub struct NodeConfig {
     pub repair_tclass: u8,
     /// Seed for the core's randomness.
     pub seed: u64,
-    /// Repair timers, overload control (see [`Srv6Node::set_cpu_load`]) and in-order release.
+    /// Repair timers, overload control (see [`crate::engine::StreamCoder::set_cpu_load`]) and in-order release.
     pub coder: CoderSettings,
 }
 

@@ -310,7 +310,7 @@ pub struct Srv6Config {
     pub tlv_types: Option<String>,
     /// Serve Prometheus metrics on this address.
     pub metrics: Option<SocketAddr>,
-    /// Control socket for `hirt status` (/run/hirt-<dev>.sock).
+    /// Control socket for `hirt status` (`/run/hirt-<dev>.sock`).
     pub control: Option<PathBuf>,
     /// MTU of the TUN device (9000).
     pub mtu: u32,
@@ -547,7 +547,7 @@ pub struct UdpConfig {
     pub ecn_ce: bool,
     /// Serve Prometheus metrics on this address.
     pub metrics: Option<SocketAddr>,
-    /// Control socket for `hirt status` (/run/hirt-<dev>.sock).
+    /// Control socket for `hirt status` (`/run/hirt-<dev>.sock`).
     pub control: Option<PathBuf>,
     /// Time-driven repair delay in ms (5; 0 = off).
     pub repair_delay_ms: f64,

@@ -18,6 +18,10 @@
 //! - [`Transmit`]: what a mode's state machine hands its driver to send: bytes, where they go
 //!   and the outer DSCP/ECN. The driver batches them ([`TransmitSink`]).
 //!
+//! The slot locks are the engine's: a transport's handler asks [`CoderSlots`] for the slot of
+//! the stream a packet names (known only once the packet is parsed and authenticated) and holds
+//! it for that packet; nothing else a worker does per packet takes a lock.
+//!
 //! A mode is a *transport*: how a source is tagged (an SRv6 TLV or a UDP frame header), what a
 //! repair or feedback packet looks like, where it goes ([`Transmit::dest`]: an SRv6 egress, a
 //! UDP peer address), and how packets are read and written in batches (TUN, AF_XDP, UDP
