@@ -20,7 +20,8 @@
 //!
 //! The slot locks are the engine's: a transport's handler asks [`CoderSlots`] for the slot of
 //! the stream a packet names (known only once the packet is parsed and authenticated) and holds
-//! it for that packet; nothing else a worker does per packet takes a lock.
+//! it for that packet. A transport's own shared state (replay windows of authenticated
+//! packets, learned peer addresses) has a lock of its own, also held for one packet.
 //!
 //! A mode is a *transport*: how a source is tagged (an SRv6 TLV or a UDP frame header), what a
 //! repair or feedback packet looks like, where it goes ([`Transmit::dest`]: an SRv6 egress, a
