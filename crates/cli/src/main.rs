@@ -3,9 +3,8 @@
 //! With no arguments it runs `hirt demo`: a short Starlink-like lab comparing 10 kB HTTP requests
 //! without and with FEC.
 
-mod cmd;
-
 use clap::{Parser, Subcommand};
+use hirt_cli::cmd;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -27,11 +26,11 @@ enum Command {
     /// Deterministic simulation of one scenario or a sweep.
     Sim(cmd::sim::SimArgs),
     /// Run hirt as an SRv6 network function (encoder and/or decoder SIDs).
-    Srv6(hirt_linux::cli::Srv6Args),
+    Srv6(cmd::srv6::Srv6Args),
     /// Run hirt as a UDP tunnel between two peers (tinyfecVPN-like).
-    Udp(hirt_linux::cli::UdpArgs),
+    Udp(cmd::udp::UdpArgs),
     /// Show the counters of a running instance.
-    Status(hirt_linux::cli::StatusArgs),
+    Status(cmd::status::StatusArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -54,9 +53,9 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Demo(args)) => cmd::lab::run_demo(args),
         Some(Command::Lab(args)) => cmd::lab::run_lab(args),
         Some(Command::Sim(args)) => cmd::sim::run(args),
-        Some(Command::Srv6(args)) => hirt_linux::cli::run_srv6(args),
-        Some(Command::Udp(args)) => hirt_linux::cli::run_udp(args),
-        Some(Command::Status(args)) => hirt_linux::cli::run_status(args),
+        Some(Command::Srv6(args)) => cmd::srv6::run(args),
+        Some(Command::Udp(args)) => cmd::udp::run(args),
+        Some(Command::Status(args)) => cmd::status::run(args),
         Some(Command::Bench(cmd)) => cmd::bench::run(cmd),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }

@@ -20,10 +20,12 @@ use hirt_lab::netns;
 use hirt_lab::topo::Topology;
 use hirt_lab::tunnel::TunnelMode;
 
+/// The `hirt udp` / `hirt srv6` command lines the lab starts: the CLI's flags, mapped onto the
+/// dataplane's configuration.
 #[derive(Parser)]
 enum Dataplane {
-    Udp(hirt_linux::cli::UdpArgs),
-    Srv6(hirt_linux::cli::Srv6Args),
+    Udp(hirt_cli::cmd::udp::UdpArgs),
+    Srv6(hirt_cli::cmd::srv6::Srv6Args),
 }
 
 fn main() {
@@ -32,8 +34,8 @@ fn main() {
         let r = match Dataplane::parse_from(
             std::iter::once("hirt".to_string()).chain(argv[1..].iter().cloned()),
         ) {
-            Dataplane::Udp(a) => hirt_linux::cli::run_udp(a),
-            Dataplane::Srv6(a) => hirt_linux::cli::run_srv6(a),
+            Dataplane::Udp(a) => a.into_config().and_then(hirt_linux::udp::run),
+            Dataplane::Srv6(a) => a.into_config().and_then(hirt_linux::srv6_run::run),
         };
         if let Err(e) = r {
             eprintln!("dataplane: {e:#}");

@@ -1,24 +1,52 @@
-//! Counters of a running instance, per stream, exported as Prometheus text (`--metrics ADDR`)
-//! and as JSON through the control socket (`hirt status`).
+//! Counters of a running instance, per stream, exported in the Prometheus exposition format
+//! through `prometheus-client` (`--metrics ADDR`: `# HELP` and `# TYPE` lines, counters named
+//! `_total`, a `stream` label per stream) and as JSON through the control socket
+//! (`hirt status`). Whether a value is a counter or a gauge is declared beside it.
 //!
 //! Workers own their streams, so every counter has a single writer: relaxed atomic adds are
 //! enough and cost no more than a plain increment on x86.
 
-use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use serde::Serialize;
 
+/// Whether a value only grows (a Prometheus counter, exposed as `<name>_total`) or goes up
+/// and down (a gauge).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only grows.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
 macro_rules! counters {
-    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
+    ($(#[$m:meta])* $name:ident {
+        $($(#[doc = $doc:literal])* $f:ident: $kind:ident),* $(,)?
+    }) => {
         $(#[$m])*
         #[derive(Debug, Default)]
-        pub struct $name { $($(#[$fm])* pub $f: AtomicU64,)* }
+        pub struct $name { $($(#[doc = $doc])* pub $f: AtomicU64,)* }
 
         impl $name {
+            /// Name, help text and kind of every value, in field order.
+            pub const FIELDS: &'static [(&'static str, &'static str, Kind)] =
+                &[$((stringify!($f), concat!($($doc),*), Kind::$kind)),*];
+
+            /// Every value, in the order of [`Self::FIELDS`].
+            pub fn values(&self) -> Vec<u64> {
+                vec![$(self.$f.load(Ordering::Relaxed)),*]
+            }
+
             /// A plain copy of every counter.
             pub fn snapshot(&self) -> std::collections::BTreeMap<&'static str, u64> {
                 let mut m = std::collections::BTreeMap::new();
@@ -33,62 +61,62 @@ counters!(
     /// Counters of one stream (one encoder/decoder pair, HIRT Fig. 3).
     StreamCounters {
         /// Source packets taken in by the encoder.
-        enc_packets_in,
+        enc_packets_in: Counter,
         /// Source packets the encoder forwarded (tagged).
-        enc_packets_out,
+        enc_packets_out: Counter,
         /// Repair packets sent.
-        repairs_sent,
+        repairs_sent: Counter,
         /// Of those, repairs sent by the time-driven timer (sources left unprotected for the
-        /// repair delay) rather than by the rate controller or the code (gauge of the
+        /// repair delay) rather than by the rate controller or the code (copied from the
         /// encoder's count).
-        repairs_timer,
+        repairs_timer: Counter,
         /// Repair bytes sent (payload).
-        repair_bytes_sent,
+        repair_bytes_sent: Counter,
         /// Source bytes sent (tagged packets).
-        source_bytes_sent,
+        source_bytes_sent: Counter,
         /// Feedback packets taken by the encoder.
-        feedback_in,
+        feedback_in: Counter,
         /// Source packets received by the decoder.
-        dec_packets_in,
+        dec_packets_in: Counter,
         /// Packets the decoder delivered (received + recovered).
-        dec_packets_out,
+        dec_packets_out: Counter,
         /// Of the sources received, those the kernel delivered itself while the decoder only
         /// took a copy (SRv6 `--kernel-sources`).
-        delivered_by_kernel,
+        delivered_by_kernel: Counter,
         /// Repair packets received by the decoder.
-        repairs_received,
+        repairs_received: Counter,
         /// Repair packets that led to at least one recovery.
-        repairs_used,
+        repairs_used: Counter,
         /// Packets recovered.
-        recovered,
+        recovered: Counter,
         /// Losses the decoder detected (ESI gaps).
-        losses,
+        losses: Counter,
         /// Losses that were never recovered.
-        unrecoverable,
+        unrecoverable: Counter,
         /// Duplicates suppressed.
-        duplicates,
+        duplicates: Counter,
         /// Received sources held back by in-order release (behind a missing one).
-        held,
+        held: Counter,
         /// Missing sources that in-order release stopped waiting for.
-        order_skipped,
+        order_skipped: Counter,
         /// Times the decoder followed a restarted encoder (its ESIs began again).
-        decoder_restarts,
+        decoder_restarts: Counter,
         /// Feedback packets sent by the decoder.
-        feedback_sent,
+        feedback_sent: Counter,
         /// Packets this host dropped before the decoder read them (SID device queue in SRv6
         /// mode, the socket's receive buffer in UDP mode), reported in feedback so the encoder
         /// does not answer them with more repairs.
-        local_drops,
+        local_drops: Counter,
         /// Repairs or recoveries skipped because of overload.
-        overload_skips,
+        overload_skips: Counter,
         /// Current repair ratio x 1e6 (controller state).
-        controller_ratio_ppm,
+        controller_ratio_ppm: Gauge,
         /// Repair/feedback/tunnel packets dropped for failed authentication or replay.
-        auth_failures,
+        auth_failures: Counter,
         /// Load of the worker owning this stream (SRv6: worker i owns stream i), x 1e6: the
         /// fraction of the last ~10 ms it was not blocked waiting for packets (gauge; drives
         /// overload control).
-        worker_load_ppm,
+        worker_load_ppm: Gauge,
     }
 );
 
@@ -96,39 +124,39 @@ counters!(
     /// Counters not tied to a stream.
     GlobalCounters {
         /// Packets that could not be parsed and were dropped.
-        malformed,
+        malformed: Counter,
         /// Packets on the SID device not addressed to one of our SIDs (the kernel's own
         /// link-local traffic, e.g. MLD reports), dropped.
-        not_ours,
+        not_ours: Counter,
         /// Packets forwarded without protection (not for our SIDs' segment lists).
-        unprotected,
+        unprotected: Counter,
         /// Packets dropped because of authentication failure (before a stream is known).
-        auth_failures,
+        auth_failures: Counter,
         /// Packets dropped because a send failed.
-        send_errors,
+        send_errors: Counter,
         /// Keepalives sent.
-        keepalives_sent,
+        keepalives_sent: Counter,
         /// Times the UDP server switched to a new peer address.
-        peer_address_changes,
+        peer_address_changes: Counter,
         /// Packets handed to another worker (decoder steering by stream id).
-        steered,
+        steered: Counter,
         /// TSO packets read from the TUN device and cut into segments (UDP mode offloads).
-        tun_segmented,
+        tun_segmented: Counter,
         /// Writes to the TUN device that carried a coalesced run of segments (UDP mode
         /// offloads).
-        tun_coalesced,
+        tun_coalesced: Counter,
         /// Packets taken from AF_XDP sockets (SRv6 `--xdp`).
-        xdp_received,
+        xdp_received: Counter,
         /// Packets hirt transmitted itself on an AF_XDP socket (SRv6 `--xdp`).
-        xdp_sent,
+        xdp_sent: Counter,
         /// Sources for the encoder SID that the `--kernel-sources` XDP program passed to the
         /// kernel's End untagged, so unprotected: they came in on a receive queue other than 0,
         /// were longer than it copies (2040 bytes), or found its ring buffer full.
-        kernel_untagged,
+        kernel_untagged: Counter,
         /// Packets of an `--xdp` instance that went through the kernel's forwarding instead:
         /// next hop not (yet) resolved or not on an `--xdp` device, too big for its MTU, hop
         /// limit expiring, or the socket's transmit ring full.
-        xdp_to_kernel,
+        xdp_to_kernel: Counter,
     }
 );
 
@@ -185,27 +213,54 @@ impl Metrics {
         }
     }
 
-    /// Prometheus text exposition format (version 0.0.4).
-    pub fn prometheus(&self) -> String {
+    /// The Prometheus exposition (OpenMetrics text): `hirt_<name>` for instance-wide values,
+    /// `hirt_stream_<name>{stream="<id>"}` per stream; counters end in `_total`.
+    pub fn prometheus(self: &Arc<Self>) -> String {
+        let mut registry = Registry::with_prefix("hirt");
+        registry.register_collector(Box::new(Exposition(self.clone())));
         let mut out = String::new();
-        for (k, v) in self.global.snapshot() {
-            let _ = writeln!(out, "# TYPE hirt_{k} counter\nhirt_{k} {v}");
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+        out
+    }
+}
+
+/// Encodes [`Metrics`] at scrape time: the workers keep plain atomics, read only here.
+#[derive(Debug)]
+struct Exposition(Arc<Metrics>);
+
+fn encode_value(kind: Kind, v: u64, enc: MetricEncoder<'_>) -> std::fmt::Result {
+    match kind {
+        Kind::Counter => ConstCounter::new(v).encode(enc),
+        Kind::Gauge => ConstGauge::new(v).encode(enc),
+    }
+}
+
+fn metric_type(kind: Kind) -> MetricType {
+    match kind {
+        Kind::Counter => MetricType::Counter,
+        Kind::Gauge => MetricType::Gauge,
+    }
+}
+
+impl Collector for Exposition {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> std::fmt::Result {
+        let m = &self.0;
+        for (&(name, help, kind), v) in GlobalCounters::FIELDS.iter().zip(m.global.values()) {
+            let e = encoder.encode_descriptor(name, help.trim(), None, metric_type(kind))?;
+            encode_value(kind, v, e)?;
         }
-        let snaps: Vec<_> = self.streams.iter().map(|s| s.snapshot()).collect();
-        if let Some(first) = snaps.first() {
-            for k in first.keys() {
-                let ty = if matches!(*k, "controller_ratio_ppm" | "worker_load_ppm") {
-                    "gauge"
-                } else {
-                    "counter"
-                };
-                let _ = writeln!(out, "# TYPE hirt_stream_{k} {ty}");
-                for (i, s) in snaps.iter().enumerate() {
-                    let _ = writeln!(out, "hirt_stream_{k}{{stream=\"{i}\"}} {}", s[k]);
-                }
+        let per_stream: Vec<Vec<u64>> = m.streams.iter().map(StreamCounters::values).collect();
+        for (i, &(name, help, kind)) in StreamCounters::FIELDS.iter().enumerate() {
+            let name = format!("stream_{name}");
+            let mut family =
+                encoder.encode_descriptor(&name, help.trim(), None, metric_type(kind))?;
+            for (stream, values) in per_stream.iter().enumerate() {
+                let labels = [("stream", stream.to_string())];
+                encode_value(kind, values[i], family.encode_family(&labels)?)?;
             }
         }
-        out
+        Ok(())
     }
 }
 
@@ -228,7 +283,7 @@ pub fn serve_prometheus(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Res
             let body = metrics.prometheus();
             let _ = write!(
                 conn,
-                "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{}",
+                "HTTP/1.0 200 OK\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\n\r\n{}",
                 body.len(),
                 body
             );
@@ -246,10 +301,24 @@ mod tests {
         let m = Metrics::new(2, "srv6");
         add(&m.stream(1).recovered, 7);
         add(&m.global.malformed, 3);
+        m.stream(0)
+            .worker_load_ppm
+            .store(250_000, Ordering::Relaxed);
         let t = m.prometheus();
-        assert!(t.contains("hirt_stream_recovered{stream=\"1\"} 7"), "{t}");
-        assert!(t.contains("hirt_stream_recovered{stream=\"0\"} 0"));
-        assert!(t.contains("hirt_malformed 3"));
+        assert!(
+            t.contains("hirt_stream_recovered_total{stream=\"1\"} 7"),
+            "{t}"
+        );
+        assert!(t.contains("hirt_stream_recovered_total{stream=\"0\"} 0"));
+        assert!(t.contains("hirt_malformed_total 3"));
+        assert!(t.contains("# TYPE hirt_stream_recovered counter"));
+        assert!(
+            t.contains("# HELP hirt_stream_recovered Packets recovered."),
+            "{t}"
+        );
+        assert!(t.contains("# TYPE hirt_stream_worker_load_ppm gauge"));
+        assert!(t.contains("hirt_stream_worker_load_ppm{stream=\"0\"} 250000"));
+        assert!(t.ends_with("# EOF\n"));
         let s = m.snapshot();
         assert_eq!(s.streams[1]["recovered"], 7);
         // Served over HTTP.
@@ -259,7 +328,7 @@ mod tests {
         let mut body = String::new();
         c.read_to_string(&mut body).unwrap();
         assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
-        assert!(body.contains("hirt_stream_recovered{stream=\"1\"} 7"));
+        assert!(body.contains("hirt_stream_recovered_total{stream=\"1\"} 7"));
         // Out-of-range stream ids do not panic.
         add(&m.stream(900).losses, 1);
         assert_eq!(m.snapshot().streams[1]["losses"], 1);

@@ -1,8 +1,9 @@
 //! The SRv6 network function: what happens to each packet that reaches one of our SIDs.
 //!
 //! This module holds no sockets: [`Srv6Node::handle_packet`] takes a packet the kernel routed to
-//! the TUN device and hands every packet to emit to a callback with an [`Egress`] telling which
-//! device to write it to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
+//! the TUN device and puts every packet to send into the driver's batch as a
+//! [`crate::engine::Transmit`] whose destination, an [`Egress`], tells which device to write it
+//! to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
 //! [`crate::srv6_run`] does the I/O; the unit tests below run an encoder and a decoder back to
 //! back with losses, in memory.
 //!
@@ -33,15 +34,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
 
-use crate::coder::CoderSettings;
+pub use crate::config::{AuthKey, Behavior, CoderSettings};
+pub use crate::ecn::mark_ce;
+use crate::engine::{
+    lock, CoderSlots, DecoderSlot, SlotsConfig, StreamCoder, Transmit, TransmitSink,
+};
 use crate::metrics::{add, Metrics};
 
-pub mod load;
 pub mod xdp_io;
 
 /// Buffer size for one packet (jumbo frame plus our headers).
@@ -52,38 +56,6 @@ const NH_IPV4: u8 = 4;
 const NH_NONE: u8 = 59;
 const NH_ROUTING: u8 = 43;
 
-/// What the decoder SID does with a decoded packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Behavior {
-    /// Decapsulate and route the inner packet (in the table given to the runtime).
-    Dt6,
-    /// Decapsulate and send the inner packet to a fixed next hop.
-    Dx6(Ipv6Addr),
-    /// Go to the next segment (SL = 0: decapsulate and route, see module docs).
-    End,
-}
-
-impl std::str::FromStr for Behavior {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "dt6" | "End.DT6" => Ok(Behavior::Dt6),
-            "end" | "End" => Ok(Behavior::End),
-            _ => match s
-                .strip_prefix("dx6:")
-                .or_else(|| s.strip_prefix("End.DX6:"))
-            {
-                Some(nh) => nh
-                    .parse()
-                    .map(Behavior::Dx6)
-                    .map_err(|e| format!("next hop: {e}")),
-                None => Err(format!("unknown behavior `{s}` (dt6, dx6:NEXTHOP, end)")),
-            },
-        }
-    }
-}
-
 /// Where to write a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Egress {
@@ -92,23 +64,6 @@ pub enum Egress {
     /// A decapsulated packet: written to the decapsulation device (policy-routed for DX6 / a
     /// DT6 table), or the SID device when none is configured.
     Decap,
-}
-
-/// Key for the auth TLV on repair and feedback packets (and, with `sources`, source packets).
-#[derive(Clone, Debug)]
-pub struct AuthKey {
-    /// Key id carried in the TLV.
-    pub key_id: u32,
-    /// The secret.
-    pub key: Vec<u8>,
-    /// Also add a real RFC 8754 HMAC TLV (H flag) to repair and feedback packets.
-    pub rfc8754: bool,
-    /// Authenticate source packets too (`--auth-sources`): the encoder adds the auth TLV to
-    /// every source packet, the decoder drops and counts sources without a valid, fresh one
-    /// (and unprotected packets to its SID), so nothing forged is delivered from the tunnel.
-    /// Sources get hirt's auth TLV only, never the RFC 8754 HMAC TLV: that one would make
-    /// every Linux SID on the path check it, and the ingress may already have added its own.
-    pub sources: bool,
 }
 
 /// Configuration of one worker's node.
@@ -138,36 +93,23 @@ pub struct NodeConfig {
     pub repair_tclass: u8,
     /// Seed for the core's randomness.
     pub seed: u64,
-    /// Repair timers, overload control (see [`Srv6Node::set_cpu_load`]) and in-order release.
+    /// Repair timers, overload control (see [`crate::engine::StreamCoder::set_cpu_load`]) and in-order release.
     pub coder: CoderSettings,
 }
 
-/// Encoder and decoder state of an instance, shared by its workers: one slot per worker, and
-/// stream `s` lives in slot `s % slots`. A worker encodes its own stream in its own slot
-/// (uncontended lock); a repair, source or feedback of stream `s` that the kernel queued to
-/// another worker is handled in slot `s % slots` under its lock: this is how the decoder (and
-/// the encoder's feedback path) steer by stream id.
+/// The latest (hop limit, traffic class) seen per stream, kept beside each decoder slot: a
+/// recovered packet gets those of its stream.
+pub type HopLimits = Vec<(u8, u8)>;
+
+/// What the workers of an instance share: the engine's coder slots (see
+/// [`crate::engine::CoderSlots`]), the replay windows of the auth TLV and our auth sequence.
+#[derive(Debug)]
 pub struct Shared {
-    encs: Vec<Mutex<Encoder>>,
-    decs: Vec<Mutex<DecState>>,
+    slots: Arc<CoderSlots<HopLimits>>,
     /// Replay windows of the auth TLV sequence, per stream.
     replay: Mutex<Vec<ReplayWindow>>,
     /// Sequence number of our auth TLVs (one space per instance).
     auth_seq: AtomicU64,
-}
-
-struct DecState {
-    dec: Decoder,
-    /// Latest (hop limit, traffic class) seen per stream of this slot.
-    last_hl_tc: Vec<(u8, u8)>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("slots", &self.encs.len().max(self.decs.len()))
-            .finish()
-    }
 }
 
 impl Shared {
@@ -182,62 +124,45 @@ impl Shared {
             rfc8754_hmac,
         }
     }
-}
 
-impl Shared {
     /// State for `slots` workers and up to `streams` stream ids (for the replay windows).
     pub fn new(cfg: &NodeConfig, slots: usize, streams: usize) -> Arc<Shared> {
-        let slots = slots.max(1);
-        let encs = match cfg.enc_sid {
-            Some(_) => (0..slots)
-                .map(|i| {
-                    let c = cfg.coder.encoder(cfg.fec.clone());
-                    Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
-        let decs = match cfg.dec_sid {
-            Some(_) => (0..slots)
-                .map(|i| {
-                    let c = cfg.coder.decoder(cfg.fec.scheme.clone());
-                    let dec = Decoder::new(c, (cfg.seed ^ 0x5eed).wrapping_add(i as u64));
-                    Mutex::new(DecState {
-                        dec,
-                        last_hl_tc: vec![(64, 0); streams.max(1)],
-                    })
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        let streams = streams.max(1);
+        let slots = CoderSlots::new(
+            &SlotsConfig {
+                fec: &cfg.fec,
+                coder: &cfg.coder,
+                slots,
+                encode: cfg.enc_sid.is_some(),
+                decode: cfg.dec_sid.is_some(),
+                enc_seed: cfg.seed,
+                dec_seed: cfg.seed ^ 0x5eed,
+            },
+            || vec![(64, 0); streams],
+        );
         Arc::new(Shared {
-            encs,
-            decs,
-            replay: Mutex::new((0..streams.max(1)).map(|_| ReplayWindow::new()).collect()),
+            slots,
+            replay: Mutex::new((0..streams).map(|_| ReplayWindow::new()).collect()),
             auth_seq: AtomicU64::new(crate::crypto::initial_counter()),
         })
     }
 
     fn enc(&self, stream: StreamId) -> Option<MutexGuard<'_, Encoder>> {
-        let n = self.encs.len();
-        (n > 0).then(|| lock(&self.encs[stream as usize % n]))
+        self.slots.enc(stream)
     }
 
     fn dec(&self, stream: StreamId) -> Option<MutexGuard<'_, DecState>> {
-        let n = self.decs.len();
-        (n > 0).then(|| lock(&self.decs[stream as usize % n]))
+        self.slots.dec(stream)
     }
 }
 
-/// Locks, ignoring poisoning (a panicking worker must not stop the others).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+type DecState = DecoderSlot<HopLimits>;
 
 /// One worker: its configuration (its own stream), the shared state, scratch buffers.
 pub struct Srv6Node {
     cfg: NodeConfig,
     shared: Arc<Shared>,
+    coder: StreamCoder<HopLimits>,
     metrics: Arc<Metrics>,
     /// Scratch for building repair / feedback / recovered packets.
     out: Vec<u8>,
@@ -274,9 +199,11 @@ impl Srv6Node {
 
     /// A worker of a multi-worker instance; `cfg.stream` is the worker's index (its slot).
     pub fn with_shared(cfg: NodeConfig, metrics: Arc<Metrics>, shared: Arc<Shared>) -> Srv6Node {
+        let coder = StreamCoder::new(shared.slots.clone(), cfg.stream, metrics.clone());
         Srv6Node {
             cfg,
             shared,
+            coder,
             metrics,
             out: vec![0u8; BUF_LEN],
         }
@@ -287,37 +214,9 @@ impl Srv6Node {
         &self.cfg
     }
 
-    /// Switches the encoder's repair-rate controller (live change from the control socket).
-    pub fn set_controller(&mut self, c: &ControllerConfig) {
-        if let Some(mut e) = self.shared.enc(self.cfg.stream) {
-            e.set_controller(c);
-        }
-        self.cfg.fec.controller = c.clone();
-    }
-
-    /// Tells the core how busy this worker is: `load` is the worker's load over the last
-    /// measurement period (~10 ms), 0.0..=1.0, as [`load::LoadMeter`] measures it (per period
-    /// 1.0 when its device's queue dropped packets, else its CPU time over wall time; smoothed). Applied to the encoder and decoder slot this worker owns (stream
-    /// `cfg.stream`); above `overload_threshold` they skip repair generation / repair solving
-    /// with probability `(load - threshold) / (1 - threshold)` (HIRT §V), so FEC stops adding
-    /// work when the worker is already saturated. Also published as the stream's
-    /// `worker_load_ppm`.
-    pub fn set_cpu_load(&mut self, load: f64) {
-        let load = if load.is_finite() {
-            load.clamp(0.0, 1.0)
-        } else {
-            1.0
-        };
-        if let Some(mut e) = self.shared.enc(self.cfg.stream) {
-            e.set_cpu_load(load);
-        }
-        if let Some(mut d) = self.shared.dec(self.cfg.stream) {
-            d.dec.set_cpu_load(load);
-        }
-        self.metrics
-            .stream(self.cfg.stream)
-            .worker_load_ppm
-            .store((load * 1e6) as u64, Ordering::Relaxed);
+    /// The engine's side of this worker: timers, load, controller, stats.
+    pub fn coder(&self) -> &StreamCoder<HopLimits> {
+        &self.coder
     }
 
     /// Reports `n` packets dropped at the SID device's queue before the worker read them.
@@ -325,44 +224,22 @@ impl Srv6Node {
     /// `local_drops`): on a node with both roles the queue also holds sources still to be
     /// encoded, whose drops the decoder never sees as losses.
     pub fn add_local_drops(&mut self, n: u64) {
-        if n == 0 || !self.shared.encs.is_empty() {
-            return;
-        }
-        if let Some(mut d) = self.shared.dec(self.cfg.stream) {
-            d.dec.add_local_drops(n.min(u64::from(u32::MAX)) as u32);
-            add(&self.metrics.stream(self.cfg.stream).local_drops, n);
+        if !self.shared.slots.encodes() {
+            self.coder.add_local_drops(n);
         }
     }
 
     /// When [`Self::handle_timeout`] should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let a = self
-            .shared
-            .enc(self.cfg.stream)
-            .and_then(|e| e.poll_timeout());
-        let b = self
-            .shared
-            .dec(self.cfg.stream)
-            .and_then(|d| d.dec.poll_timeout());
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.coder.poll_timeout()
     }
 
     /// Time-driven work (sparse-traffic repairs, feedback); emits what it produces.
-    pub fn handle_timeout(&mut self, now: Instant, emit: &mut dyn FnMut(Egress, &[u8])) {
+    pub fn handle_timeout(&mut self, now: Instant, tx: &mut impl TransmitSink<Egress>) {
         let shared = self.shared.clone();
         if let Some(mut e) = shared.enc(self.cfg.stream) {
             e.handle_timeout(now);
-            drain_repairs(
-                &self.cfg,
-                &self.metrics,
-                &shared,
-                &mut self.out,
-                &mut e,
-                emit,
-            );
+            drain_repairs(&self.cfg, &self.metrics, &shared, &mut self.out, &mut e, tx);
         }
         if let Some(mut d) = shared.dec(self.cfg.stream) {
             d.dec.handle_timeout(now);
@@ -373,7 +250,7 @@ impl Srv6Node {
                 &mut self.out,
                 &mut d,
                 now,
-                emit,
+                tx,
             );
         };
     }
@@ -385,7 +262,7 @@ impl Srv6Node {
         buf: &mut [u8],
         len: usize,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         if len < 40 {
             return self.count_drop(Drop::Malformed);
@@ -405,9 +282,9 @@ impl Srv6Node {
             return self.count_drop(Drop::NotOurs);
         }
         if Some(da) == self.cfg.enc_sid {
-            self.encoder_packet(buf, len, now, emit)
+            self.encoder_packet(buf, len, now, tx)
         } else if Some(da) == self.cfg.dec_sid {
-            self.decoder_packet(buf, len, now, true, emit)
+            self.decoder_packet(buf, len, now, true, tx)
         } else {
             self.count_drop(Drop::NotOurs)
         }
@@ -461,7 +338,7 @@ impl Srv6Node {
         len: usize,
         esi: u32,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
             return self.count_drop(Drop::Malformed);
@@ -496,7 +373,7 @@ impl Srv6Node {
             &shared,
             &mut self.out,
             &mut enc,
-            emit,
+            tx,
         );
         Ok(())
     }
@@ -510,7 +387,7 @@ impl Srv6Node {
         buf: &mut [u8],
         len: usize,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         if len < 40 || buf[0] >> 4 != 6 || buf[6] != NH_ROUTING {
             return self.count_drop(Drop::Malformed);
@@ -518,7 +395,7 @@ impl Srv6Node {
         if buf[24..40] != self.cfg.dec_sid.map_or([0; 16], |s| s.octets()) {
             return self.count_drop(Drop::NotOurs);
         }
-        self.decoder_packet(buf, len, now, false, emit)
+        self.decoder_packet(buf, len, now, false, tx)
     }
 
     fn count_drop(&self, d: Drop) -> Result<(), Drop> {
@@ -563,7 +440,7 @@ impl Srv6Node {
         buf: &mut [u8],
         len: usize,
         now: Instant,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
             return self.count_drop(Drop::Malformed);
@@ -587,14 +464,7 @@ impl Srv6Node {
             let shared = self.shared.clone();
             if let Some(mut e) = shared.enc(stream) {
                 e.handle_feedback(&fb, now);
-                drain_repairs(
-                    &self.cfg,
-                    &self.metrics,
-                    &shared,
-                    &mut self.out,
-                    &mut e,
-                    emit,
-                );
+                drain_repairs(&self.cfg, &self.metrics, &shared, &mut self.out, &mut e, tx);
             }
             return Ok(());
         }
@@ -614,7 +484,7 @@ impl Srv6Node {
         let Some(dec_idx) = self.decoder_index(&buf[..len], &l, sl) else {
             // Not a tunnel we protect: forward as a plain End.
             add(&self.metrics.global.unprotected, 1);
-            emit(Egress::Kernel, &buf[..len]);
+            send(tx, Egress::Kernel, &buf[..len]);
             return Ok(());
         };
         let c = self.metrics.stream(enc_stream);
@@ -635,13 +505,13 @@ impl Srv6Node {
             Ok(n) => {
                 add(&c.enc_packets_out, 1);
                 add(&c.source_bytes_sent, n as u64);
-                emit(Egress::Kernel, &buf[..n]);
+                send(tx, Egress::Kernel, &buf[..n]);
             }
             Err(_) => {
                 // Too big for a TLV: forward unprotected (the symbol is already counted; the
                 // decoder will recover it if it can).
                 add(&self.metrics.global.unprotected, 1);
-                emit(Egress::Kernel, &buf[..len]);
+                send(tx, Egress::Kernel, &buf[..len]);
             }
         }
         drain_repairs(
@@ -650,7 +520,7 @@ impl Srv6Node {
             &shared,
             &mut self.out,
             &mut enc,
-            emit,
+            tx,
         );
         Ok(())
     }
@@ -662,7 +532,7 @@ impl Srv6Node {
         len: usize,
         now: Instant,
         deliver: bool,
-        emit: &mut dyn FnMut(Egress, &[u8]),
+        tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
             return self.count_drop(Drop::Malformed);
@@ -699,7 +569,7 @@ impl Srv6Node {
                 &mut self.out,
                 &mut d,
                 now,
-                emit,
+                tx,
             );
             return Ok(());
         }
@@ -715,7 +585,7 @@ impl Srv6Node {
             }
             // Unprotected traffic to our decoder SID: apply the behaviour directly.
             add(&self.metrics.global.unprotected, 1);
-            behave(&self.cfg, &self.metrics, 0, buf, len, false, emit);
+            behave(&self.cfg, &self.metrics, 0, buf, len, false, tx);
             return Ok(());
         };
         let len = if tlvs.auth.is_some() {
@@ -745,8 +615,8 @@ impl Srv6Node {
         let Some(mut d) = shared.dec(src.stream) else {
             return self.count_drop(Drop::NotOurs);
         };
-        let slot = (src.stream as usize).min(d.last_hl_tc.len() - 1);
-        d.last_hl_tc[slot] = (hl, tc);
+        let slot = (src.stream as usize).min(d.extra.len() - 1);
+        d.extra[slot] = (hl, tc);
         buf[7] = 0;
         set_traffic_class(buf, 0);
         // Hop limit and traffic class are not part of the symbol: a held packet keeps its own.
@@ -763,7 +633,7 @@ impl Srv6Node {
                 Ok(())
             }
             Verdict::Deliver => {
-                behave(&self.cfg, &self.metrics, src.stream, buf, len, false, emit);
+                behave(&self.cfg, &self.metrics, src.stream, buf, len, false, tx);
                 Ok(())
             }
             Verdict::Duplicate => {
@@ -782,41 +652,9 @@ impl Srv6Node {
             &mut self.out,
             &mut d,
             now,
-            emit,
+            tx,
         );
         res
-    }
-
-    /// Copies the core's view (losses, residual, controller rate, overload skips) into the
-    /// metrics. Called periodically by the runtime, not per packet.
-    pub fn publish_stats(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        if let Some(e) = self.shared.enc(self.cfg.stream) {
-            for s in e.streams() {
-                if let Some(st) = e.stats(s) {
-                    let c = self.metrics.stream(s);
-                    c.controller_ratio_ppm
-                        .store((st.rate * 1e6) as u64, Relaxed);
-                    c.overload_skips.store(st.overload_skips, Relaxed);
-                    c.repairs_timer.store(st.repairs_timer, Relaxed);
-                }
-            }
-        }
-        let no_enc = self.shared.encs.is_empty();
-        if let Some(d) = self.shared.dec(self.cfg.stream) {
-            for s in d.dec.streams() {
-                if let Some(st) = d.dec.stats(s) {
-                    let c = self.metrics.stream(s);
-                    c.losses.store(st.lost, Relaxed);
-                    c.unrecoverable.store(st.residual, Relaxed);
-                    c.order_skipped.store(st.order_skipped, Relaxed);
-                    c.decoder_restarts.store(st.restarts, Relaxed);
-                    if no_enc {
-                        c.overload_skips.store(st.overload_skips, Relaxed);
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -827,7 +665,7 @@ fn drain_repairs(
     shared: &Shared,
     out: &mut [u8],
     enc: &mut Encoder,
-    emit: &mut dyn FnMut(Egress, &[u8]),
+    tx: &mut impl TransmitSink<Egress>,
 ) {
     let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
     let dst = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
@@ -852,7 +690,7 @@ fn drain_repairs(
             Ok(n) => {
                 add(&c.repairs_sent, 1);
                 add(&c.repair_bytes_sent, r.payload.len() as u64);
-                emit(Egress::Kernel, &out[..n]);
+                send(tx, Egress::Kernel, &out[..n]);
             }
             Err(_) => add(&metrics.global.send_errors, 1),
         }
@@ -882,9 +720,12 @@ fn drain_decoder(
     out: &mut [u8],
     st: &mut DecState,
     now: Instant,
-    emit: &mut dyn FnMut(Egress, &[u8]),
+    tx: &mut impl TransmitSink<Egress>,
 ) {
-    let DecState { dec, last_hl_tc } = st;
+    let DecoderSlot {
+        dec,
+        extra: last_hl_tc,
+    } = st;
     while let Some(r) = dec.poll_recovered() {
         let n = r.data.len();
         if n < 40 || n > out.len() {
@@ -894,7 +735,7 @@ fn drain_decoder(
         if r.original {
             out[7] = r.meta as u8;
             set_traffic_class(out, (r.meta >> 8) as u8);
-            behave(cfg, metrics, r.stream, out, n, false, emit);
+            behave(cfg, metrics, r.stream, out, n, false, tx);
             continue;
         }
         let slot = (r.stream as usize).min(last_hl_tc.len() - 1);
@@ -902,7 +743,7 @@ fn drain_decoder(
         out[7] = hl;
         set_traffic_class(out, tc);
         add(&metrics.stream(r.stream).recovered, 1);
-        behave(cfg, metrics, r.stream, out, n, true, emit);
+        behave(cfg, metrics, r.stream, out, n, true, tx);
     }
     let src = cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
     let dst = [cfg.enc_sid.unwrap_or(cfg.peer_enc_sid)];
@@ -928,9 +769,20 @@ fn drain_decoder(
         });
         if let Ok(n) = built {
             add(&metrics.stream(fb.stream).feedback_sent, 1);
-            emit(Egress::Kernel, &out[..n]);
+            send(tx, Egress::Kernel, &out[..n]);
         }
     }
+}
+
+/// Hands `bytes` for `dest` to the driver's batch. An SRv6 packet carries its traffic class
+/// itself: the transmit's outer TOS is unused.
+#[inline]
+fn send(tx: &mut impl TransmitSink<Egress>, dest: Egress, bytes: &[u8]) {
+    tx.transmit(Transmit {
+        bytes,
+        dest,
+        tos: 0,
+    });
 }
 
 /// Applies the decoder behaviour to a decoded packet in `buf[..len]` and emits the result.
@@ -941,7 +793,7 @@ fn behave(
     buf: &mut [u8],
     len: usize,
     recovered: bool,
-    emit: &mut dyn FnMut(Egress, &[u8]),
+    tx: &mut impl TransmitSink<Egress>,
 ) {
     let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
         add(&m.global.malformed, 1);
@@ -954,7 +806,7 @@ fn behave(
                 mark_ce(buf);
             }
             stream_out(m);
-            emit(Egress::Kernel, &buf[..len]);
+            send(tx, Egress::Kernel, &buf[..len]);
         }
         return;
     }
@@ -965,37 +817,9 @@ fn behave(
                 mark_ce(&mut buf[inner.clone()]);
             }
             stream_out(m);
-            emit(Egress::Decap, &buf[inner]);
+            send(tx, Egress::Decap, &buf[inner]);
         }
         _ => add(&m.global.malformed, 1),
-    }
-}
-
-/// Sets ECN-CE on an IPv4/IPv6 packet whose ECN field says ECT(0)/ECT(1). IPv4 gets its header
-/// checksum patched (RFC 1624).
-pub fn mark_ce(pkt: &mut [u8]) {
-    match pkt.first().map(|b| b >> 4) {
-        Some(6) if pkt.len() >= 40 => {
-            let tc = traffic_class(pkt);
-            if tc & 3 != 0 {
-                set_traffic_class(pkt, tc | 3);
-            }
-        }
-        Some(4) if pkt.len() >= 20 => {
-            let tos = pkt[1];
-            if tos & 3 != 0 && tos & 3 != 3 {
-                let old = u16::from_be_bytes([pkt[0], pkt[1]]);
-                pkt[1] = tos | 3;
-                let new = u16::from_be_bytes([pkt[0], pkt[1]]);
-                let ck = u16::from_be_bytes([pkt[10], pkt[11]]);
-                let mut sum = u32::from(!ck) + u32::from(!old) + u32::from(new);
-                while sum > 0xffff {
-                    sum = (sum & 0xffff) + (sum >> 16);
-                }
-                pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-            }
-        }
-        _ => {}
     }
 }
 

@@ -13,57 +13,50 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use hirt_core::{ControllerConfig, FecMode};
-use hirt_wire::tlv::TlvTypes;
+use anyhow::Context;
 
-use crate::cli::Srv6Args;
-use crate::coder::CoderSettings;
-use crate::control::{self, Control};
+use crate::config::Srv6Config;
+use crate::control::Control;
+use crate::engine::load::{DropWatch, LOAD_PERIOD};
+use crate::engine::{
+    Housekeeping, Operations, QueueDrops, Transmit, TransmitSink, Workers, TUN_TXQLEN,
+};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Installed, Netlink, Route, Rule, Seg6Local};
 use crate::runtime::{self, StopFlag};
-use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
 use crate::srv6::xdp_io::XdpIo;
-use crate::srv6::{AuthKey, Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
+use crate::srv6::{Behavior, Egress, NodeConfig, Shared, Srv6Node, BUF_LEN};
 use crate::tun::{poll_readable, Tun};
 use crate::xdp::{RingBuf, SidFilter, SourceTag, SourceTap, XdpProgram};
 
 /// Default table hirt fills for End.DX6.
 pub const DX6_TABLE: u32 = 4869;
 const MAIN_TABLE: u32 = 254;
-/// Transmit queue length of our TUN devices (the kernel default is 500).
-pub const TUN_TXQLEN: u32 = 8192;
 
 /// A running SRv6 instance (in-process; the CLI waits on it).
 #[derive(Debug)]
 pub struct Srv6Handle {
-    stop: Arc<StopFlag>,
-    workers: Vec<std::thread::JoinHandle<()>>,
     /// Counters.
     pub metrics: Arc<Metrics>,
+    // Field order is drop order: routes first (closing the TUN queues deletes the device and
+    // its routes with it), then the workers, then the XDP programs and the control socket.
     installed: Installed,
-    _control: Option<control::ControlServer>,
+    workers: Workers,
     /// XDP programs of `--xdp`, detached when dropped (after the workers stopped).
     _xdp: Vec<SidFilter>,
+    _ops: Operations,
 }
 
 impl Srv6Handle {
     /// Stops the workers, removes routes and rules.
     pub fn stop(mut self) {
-        // Routes first: closing the TUN queues deletes the device and its routes with it.
         self.installed.remove_all();
-        self.stop.stop();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
+        self.workers.stop();
     }
 
     /// Waits until a signal asks to stop, then stops.
     pub fn wait(self) {
-        while !self.stop.stopped() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.workers.wait_for_stop();
         self.stop();
     }
 }
@@ -71,116 +64,37 @@ impl Srv6Handle {
 impl Drop for Srv6Handle {
     fn drop(&mut self) {
         self.installed.remove_all();
-        self.stop.stop();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
+        self.workers.stop();
     }
 }
 
 /// Runs `hirt srv6` until SIGINT/SIGTERM.
-pub fn run(args: Srv6Args) -> anyhow::Result<()> {
+pub fn run(cfg: Srv6Config) -> anyhow::Result<()> {
     runtime::install_signal_handlers();
-    let h = start(args)?;
+    let h = start(cfg)?;
     tracing::info!("hirt srv6 running");
     h.wait();
     Ok(())
 }
 
 /// Starts an instance in the calling thread's network namespace (workers inherit it).
-pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
-    let role = args.role.as_deref().unwrap_or("both");
-    let (enc, dec) = match role {
-        "encoder" => (true, false),
-        "decoder" => (false, true),
-        "both" => (true, true),
-        r => bail!("--role must be encoder, decoder or both, not `{r}`"),
-    };
-    let enc_sid = args.enc_sid.context("--enc-sid is required")?;
-    let dec_sid = args.dec_sid.context("--dec-sid is required")?;
-    let behavior: Behavior = args
-        .behavior
-        .as_deref()
-        .unwrap_or("dt6")
-        .parse()
-        .map_err(anyhow::Error::msg)?;
-    let fec_s = crate::cli::fec_string(args.fec.as_deref(), args.rs.as_deref());
-    let fec = FecMode::parse_with_window(&fec_s, args.window.unwrap_or(hirt_core::DEFAULT_WINDOW))
-        .map_err(|e| anyhow::anyhow!("--fec {fec_s}: {e}"))?;
-    let threads = args.threads.unwrap_or(1).clamp(1, 64);
-    let dev = args.dev.clone().unwrap_or_else(|| "hirt0".into());
-    let mut tlv = TlvTypes::default();
-    if let Some(t) = &args.tlv_types {
-        let v: Vec<u8> = t
-            .split(',')
-            .map(|x| x.trim().parse())
-            .collect::<Result<_, _>>()?;
-        anyhow::ensure!(
-            v.len() == 4,
-            "--tlv-types wants source,repair,feedback,auth"
-        );
-        tlv = TlvTypes {
-            source: v[0],
-            repair: v[1],
-            feedback: v[2],
-            auth: v[3],
-        };
-    }
-    let auth = match &args.hmac_key {
-        Some(k) => Some(AuthKey {
-            key_id: args.key_id.unwrap_or(1),
-            key: crate::cli::parse_key(k)?,
-            rfc8754: args.rfc8754_hmac,
-            sources: args.auth_sources,
-        }),
-        None => {
-            anyhow::ensure!(!args.auth_sources, "--auth-sources needs --hmac-key");
-            None
-        }
-    };
-    let mut coder = CoderSettings::from_flags(
-        args.overload_threshold,
-        args.repair_delay_ms,
-        args.repair_retries,
-        args.repair_retry_gap_ms,
-        args.in_order_ms,
-    )?;
-    let kernel_sources = args.kernel_sources;
-    coder.repair_lag = match args.repair_lag {
-        Some(lag) => {
-            anyhow::ensure!(
-                lag <= hirt_fec::rlc::MAX_REPAIR_LAG,
-                "--repair-lag {lag}: at most {}",
-                hirt_fec::rlc::MAX_REPAIR_LAG
-            );
-            lag
-        }
-        None if kernel_sources => KERNEL_SOURCES_REPAIR_LAG,
-        None => 0,
-    };
-    if kernel_sources {
-        anyhow::ensure!(
-            enc != dec,
-            "--kernel-sources is for an encoder or a decoder (--role encoder|decoder)"
-        );
-        anyhow::ensure!(
-            args.xdp.as_ref().is_some_and(|d| !d.is_empty()),
-            "--kernel-sources needs --xdp"
-        );
-        anyhow::ensure!(threads == 1, "--kernel-sources needs --threads 1");
-        anyhow::ensure!(
-            enc || behavior == Behavior::Dt6,
-            "--kernel-sources on a decoder is the End.DT6 behaviour (--behavior dt6)"
-        );
-        anyhow::ensure!(
-            !args.auth_sources && args.in_order_ms.is_none(),
-            "--kernel-sources forwards sources before hirt sees them: not with --auth-sources \
-             or --in-order-ms"
-        );
-    }
-    let repair_tclass = args.repair_dscp.unwrap_or(0).min(63) << 2;
-    let seed = args.seed.unwrap_or_else(crate::crypto::initial_counter);
-    let metrics = Metrics::new(threads, &format!("srv6 {role}"));
+pub fn start(cfg: Srv6Config) -> anyhow::Result<Srv6Handle> {
+    cfg.validate()?;
+    let role = cfg.role;
+    let (enc, dec) = (role.encodes(), role.decodes());
+    let enc_sid = cfg.enc_sid()?;
+    let dec_sid = cfg.dec_sid()?;
+    let behavior = cfg.behavior;
+    let fec = cfg.fec_mode()?;
+    let threads = cfg.threads;
+    let dev = cfg.dev.clone();
+    let tlv = cfg.tlv()?;
+    let auth = cfg.auth()?;
+    let coder = cfg.coder()?;
+    let kernel_sources = cfg.kernel_sources;
+    let repair_tclass = cfg.repair_dscp << 2;
+    let seed = cfg.seed.unwrap_or_else(crate::crypto::initial_counter);
+    let metrics = Metrics::new(threads, &format!("srv6 {}", role.as_str()));
 
     // Devices.
     let mut queues = Vec::with_capacity(threads);
@@ -193,7 +107,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     // group): the device only carries our SIDs. Set before the link goes up.
     nl.link_addr_gen_mode_none(idx)
         .context("addrgenmode none on the SID device")?;
-    let table = args.table;
+    let table = cfg.table;
     let decap_needed = matches!(behavior, Behavior::Dx6(_))
         || (behavior != Behavior::End && table.is_some_and(|t| t != MAIN_TABLE));
     let decap_name = format!("{}x", &dev[..dev.len().min(14)]);
@@ -206,9 +120,9 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     }
     // A long queue absorbs bursts while a worker is busy (a drop here happens before the encoder
     // numbers the packet, or after the tunnel at the decoder, where it would look like loss).
-    nl.link_up_qlen(idx, Some(args.mtu.unwrap_or(9000)), Some(TUN_TXQLEN))?;
+    nl.link_up_qlen(idx, Some(cfg.mtu), Some(TUN_TXQLEN))?;
     let mut installed = Installed::default();
-    if !args.no_routes {
+    if !cfg.no_routes {
         let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
             .iter()
             .filter(|(on, _)| *on)
@@ -237,7 +151,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
     }
     if !decap_queues.is_empty() {
         let didx = if_index(&decap_name)?;
-        nl.link_up_qlen(didx, Some(args.mtu.unwrap_or(9000)), Some(TUN_TXQLEN))?;
+        nl.link_up_qlen(didx, Some(cfg.mtu), Some(TUN_TXQLEN))?;
         let t = match behavior {
             Behavior::Dx6(_) => table.unwrap_or(DX6_TABLE),
             _ => table.unwrap_or(MAIN_TABLE),
@@ -266,12 +180,11 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         )?;
     }
 
-    let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
-    let control_path = args
+    let control_path = cfg
         .control
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from(format!("/run/hirt-{dev}.sock")));
-    let control_srv = control::start_operations(&control_path, &ctl, args.metrics, &metrics)?;
+    let ops = Operations::start(&metrics, &fec, &control_path, cfg.metrics)?;
 
     // AF_XDP fast path: a program per device, a socket per worker and device.
     let mut filters = Vec::new();
@@ -288,10 +201,10 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         source_tlv: tlv.source,
         stream: 0,
     });
-    let xdp_mode = args.xdp_mode.as_deref().unwrap_or("auto");
+    let xdp_mode = cfg.xdp_mode.as_str();
     let modes = crate::xdp::AttachMode::parse_list(xdp_mode)
-        .with_context(|| format!("--xdp-mode must be auto, native or generic, not `{xdp_mode}`"))?;
-    if let Some(devs) = args.xdp.as_ref().filter(|d| !d.is_empty()) {
+        .with_context(|| format!("xdp-mode `{xdp_mode}`"))?;
+    if let Some(devs) = Some(&cfg.xdp).filter(|d| !d.is_empty()) {
         let own: Vec<Ipv6Addr> = [(enc, enc_sid), (dec, dec_sid)]
             .iter()
             .filter(|(on, _)| *on)
@@ -344,8 +257,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         }
     }
 
-    let stop = Arc::new(StopFlag::default());
-    let mut workers = Vec::new();
+    let mut workers = Workers::default();
     let mut decap_iter = decap_queues.into_iter();
     let base = NodeConfig {
         enc_sid: enc.then_some(enc_sid),
@@ -357,7 +269,7 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         fec: fec.clone(),
         tlv,
         auth,
-        ecn_ce: args.ecn_ce,
+        ecn_ce: cfg.ecn_ce,
         repair_tclass,
         seed,
         coder,
@@ -370,24 +282,20 @@ pub fn start(args: Srv6Args) -> anyhow::Result<Srv6Handle> {
         };
         let node = Srv6Node::with_shared(cfg, metrics.clone(), shared.clone());
         let decap = decap_iter.next();
-        let stop = stop.clone();
-        let ctl = ctl.clone();
+        let ctl = ops.ctl.clone();
         // One worker with --kernel-sources.
         let tap = tap_ring.take();
         let untagged = untagged.take();
-        workers.push(
-            std::thread::Builder::new()
-                .name(format!("hirt-srv6-{i}"))
-                .spawn(move || worker(node, q, decap, xdp, Kernel { tap, untagged }, stop, ctl))?,
-        );
+        workers.spawn(format!("hirt-srv6-{i}"), move |stop| {
+            worker(node, q, decap, xdp, Kernel { tap, untagged }, stop, ctl)
+        })?;
     }
     Ok(Srv6Handle {
-        stop,
-        workers,
         metrics,
         installed,
-        _control: control_srv,
+        workers,
         _xdp: filters,
+        _ops: ops,
     })
 }
 
@@ -423,12 +331,6 @@ fn publish_untagged(counters: &OwnedFd, m: &Metrics) {
     m.global.kernel_untagged.store(total, Ordering::Relaxed);
 }
 
-/// How many ESIs a repair may trail the decoder's newest source with `--kernel-sources`:
-/// the kernel delivers sources as they come and the decoder takes their copies from its ring
-/// whenever it runs, while a repair waits for the encoder to read its own ring, code it and
-/// send it. On a busy machine the two ends can be milliseconds apart: 2048 ESIs is ~20 ms at
-/// 100 kpps. With W = 200 the decoder then keeps 4096 sources instead of 512.
-const KERNEL_SOURCES_REPAIR_LAG: u32 = 2048;
 /// Ring buffer of `--kernel-sources`: 4080 records of a 2048-byte packet, 40 ms at 100 kpps.
 const TAP_RING_BYTES: u32 = 8 << 20;
 /// The longest a `--kernel-sources` worker sleeps: the XDP programs wake it for few of the
@@ -445,9 +347,11 @@ struct Out<'a> {
     now: Instant,
 }
 
-impl Out<'_> {
-    fn emit(&mut self, e: Egress, pkt: &[u8]) {
-        let dev = match (e, self.decap) {
+impl TransmitSink<Egress> for Out<'_> {
+    #[inline]
+    fn transmit(&mut self, t: Transmit<'_, Egress>) {
+        let pkt = t.bytes;
+        let dev = match (t.dest, self.decap) {
             (Egress::Decap, Some(d)) => d,
             // A decapsulated packet without a decapsulation device is routed in the main
             // table, like anything else we forward: the fast path may take it.
@@ -493,11 +397,10 @@ fn drain_ring(
             return;
         }
         rbuf[..len].copy_from_slice(&rec[8..8 + len]);
-        let emit = &mut |e, p: &[u8]| out.emit(e, p);
         let _ = if tagged {
-            node.handle_tagged_source(rbuf, len, word(4), now, emit)
+            node.handle_tagged_source(rbuf, len, word(4), now, out)
         } else {
-            node.handle_delivered_source(rbuf, len, now, emit)
+            node.handle_delivered_source(rbuf, len, now, out)
         };
     });
 }
@@ -539,10 +442,8 @@ fn worker(
     fds.extend(xdp.iter().flat_map(|x| x.fds()));
     // Readable while records wait; the programs wake us only now and then (see `SourceTag`).
     fds.extend(tap.as_ref().map(RingBuf::fd));
-    let mut gen = ctl.generation();
-    let mut last_publish = Instant::now();
-    let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
-    // Overload = packets dropped at the SID device's queue (see `srv6::load`).
+    let mut housekeeping = Housekeeping::new(ctl.clone(), Instant::now());
+    // Overload = packets dropped at the SID device's queue (see `engine::load`).
     let mut drops = DropWatch::new(tun.name(), false, LOAD_PERIOD);
     let m = ctl.metrics.clone();
     let mut out = Out {
@@ -585,7 +486,7 @@ fn worker(
             match tun.recv(&mut buf) {
                 Ok(n) => {
                     got += 1;
-                    let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
+                    let _ = node.handle_packet(&mut buf, n, now, &mut out);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) => {
@@ -607,41 +508,32 @@ fn worker(
                 if let Some(ring) = tap.as_mut() {
                     drain_ring(ring, tagged, &mut node, &mut tap_buf, &mut out);
                 }
-                let _ = node.handle_packet(&mut buf, n, now, &mut |e, p| out.emit(e, p));
+                let _ = node.handle_packet(&mut buf, n, now, &mut out);
             }
             add(&m.global.xdp_received, got as u64);
             full |= got == BATCH;
         }
         let now = Instant::now();
         out.now = now;
-        if meter.due(now) {
-            let dropped = drops.new_drops() + out.xdp.as_mut().map_or(0, XdpIo::new_drops);
-            if dropped > 0 {
-                meter.queue_dropped();
-                node.add_local_drops(dropped);
-            }
-            node.set_cpu_load(meter.close(now, load::thread_cpu_time()));
-        }
         if node.poll_timeout().is_some_and(|t| t <= now) {
-            node.handle_timeout(now, &mut |e, p| out.emit(e, p));
+            node.handle_timeout(now, &mut out);
         }
         if let Some(x) = out.xdp.as_mut() {
             x.flush();
         }
-        let g = ctl.generation();
-        if g != gen {
-            gen = g;
-            if let Ok(c) = ctl.controller().parse::<ControllerConfig>() {
-                node.set_controller(&c);
+        // Only a decoder-only node's queue drops are the decoder's (see
+        // `Srv6Node::add_local_drops`).
+        let encodes = node.is_encoder();
+        let published = housekeeping.tick(now, node.coder(), || {
+            let dropped = drops.new_drops() + out.xdp.as_mut().map_or(0, XdpIo::new_drops);
+            QueueDrops {
+                queue_dropped: dropped > 0,
+                for_decoder: if encodes { 0 } else { dropped },
             }
-        }
-        if now.duration_since(last_publish) > Duration::from_millis(200) {
-            node.publish_stats();
-            if let Some(u) = &untagged {
-                publish_untagged(u, &m);
-            }
-            last_publish = now;
+        });
+        if let (true, Some(u)) = (published, &untagged) {
+            publish_untagged(u, &m);
         }
     }
-    node.publish_stats();
+    node.coder().publish_stats();
 }

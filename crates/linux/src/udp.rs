@@ -52,21 +52,27 @@
 pub mod io;
 pub mod offload;
 
-use crate::srv6::load::{self, DropWatch, LoadMeter, LOAD_PERIOD};
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use crate::engine::load::{self, DropWatch, LOAD_PERIOD};
+use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
+use anyhow::Context;
+use hirt_core::{Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
-use crate::cli::UdpArgs;
-use crate::coder::CoderSettings;
-use crate::control::{self, Control};
+use crate::config::CoderSettings;
+use crate::config::{parse_cidr, UdpConfig, UdpRole};
+use crate::control::Control;
 use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
+use crate::ecn::mark_ce;
+pub use crate::ecn::{decap_ecn, inner_tos};
+use crate::engine::{
+    lock, CoderSlots, DecoderSlot, Housekeeping, Operations, QueueDrops, SlotsConfig, StreamCoder,
+    Transmit, TransmitSink, Workers,
+};
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Netlink};
 use crate::runtime::{self, StopFlag};
@@ -141,9 +147,9 @@ pub struct PeerConfig {
 
 /// State every worker of one instance reaches: coder slots, the replay windows and the peer
 /// addresses. Each piece has its own lock, held for one packet.
+#[derive(Debug)]
 pub struct Shared {
-    encs: Vec<Mutex<Encoder>>,
-    decs: Vec<Mutex<Decoder>>,
+    slots: Arc<CoderSlots>,
     rx: Mutex<RxState>,
     /// Server: bumped whenever a new peer address appears; an address a worker learned before
     /// is not used until its socket hears it again (it may be the one that just went away).
@@ -151,6 +157,7 @@ pub struct Shared {
 }
 
 /// What the receive side of all workers shares.
+#[derive(Debug)]
 struct RxState {
     /// Replay windows of the peer's direction, one per sending worker.
     windows: Vec<ReplayWindow>,
@@ -213,34 +220,23 @@ impl RxState {
     }
 }
 
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("slots", &self.encs.len())
-            .finish_non_exhaustive()
-    }
-}
-
 impl Shared {
     /// State for `slots` workers (encoder and decoder slots; stream `s` lives in `s % slots`).
     pub fn new(cfg: &PeerConfig, slots: usize) -> Arc<Shared> {
-        let slots = slots.max(1);
+        let slots = CoderSlots::new(
+            &SlotsConfig {
+                fec: &cfg.fec,
+                coder: &cfg.coder,
+                slots,
+                encode: true,
+                decode: true,
+                enc_seed: cfg.seed,
+                dec_seed: cfg.seed ^ 0xdec0de,
+            },
+            || (),
+        );
         Arc::new(Shared {
-            encs: (0..slots)
-                .map(|i| {
-                    let c = cfg.coder.encoder(cfg.fec.clone());
-                    Mutex::new(Encoder::new(c, cfg.seed.wrapping_add(i as u64)))
-                })
-                .collect(),
-            decs: (0..slots)
-                .map(|i| {
-                    let c = cfg.coder.decoder(cfg.fec.scheme.clone());
-                    Mutex::new(Decoder::new(
-                        c,
-                        (cfg.seed ^ 0xdec0de).wrapping_add(i as u64),
-                    ))
-                })
-                .collect(),
+            slots,
             rx: Mutex::new(RxState {
                 windows: vec![ReplayWindow::default(); MAX_WORKERS],
                 tops: [None; MAX_WORKERS],
@@ -253,12 +249,18 @@ impl Shared {
         })
     }
 
+    /// The encoder slot of `stream` (a peer always has one).
     fn enc(&self, stream: StreamId) -> MutexGuard<'_, Encoder> {
-        lock(&self.encs[stream as usize % self.encs.len()])
+        self.slots
+            .enc(stream)
+            .expect("a UDP peer has an encoder in every slot")
     }
 
-    fn dec(&self, stream: StreamId) -> MutexGuard<'_, Decoder> {
-        lock(&self.decs[stream as usize % self.decs.len()])
+    /// The decoder slot of `stream` (a peer always has one).
+    fn dec(&self, stream: StreamId) -> MutexGuard<'_, DecoderSlot<()>> {
+        self.slots
+            .dec(stream)
+            .expect("a UDP peer has a decoder in every slot")
     }
 
     /// The address of the newest authenticated datagram, whichever worker received it.
@@ -271,14 +273,10 @@ impl Shared {
     }
 }
 
-/// Locks, ignoring poisoning (a panicking worker must not stop the others).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// One worker: the shared state and what is its own (socket-side address, scratch, sealer).
 pub struct UdpPeer {
     shared: Arc<Shared>,
+    coder: StreamCoder,
     w: Worker,
 }
 
@@ -325,9 +323,6 @@ pub enum UdpDrop {
     CeOnNotEct,
 }
 
-/// Where a datagram goes: `send(bytes, to, tos)`, `tos` = DSCP << 2 | ECN of the outer header.
-pub type Send<'a> = dyn FnMut(&[u8], SocketAddr, u8) + 'a;
-
 impl UdpPeer {
     /// A single-worker peer with its own state.
     pub fn new(cfg: PeerConfig, metrics: Arc<Metrics>, now: Instant) -> UdpPeer {
@@ -352,8 +347,10 @@ impl UdpPeer {
             counter_start(cfg.stream as usize),
         );
         let opener = Opener::new(&crypto::derive_key(&cfg.secret, rx), cfg.encrypt);
+        let coder = StreamCoder::new(shared.slots.clone(), cfg.stream, metrics.clone());
         UdpPeer {
             shared,
+            coder,
             w: Worker {
                 sealer,
                 opener,
@@ -372,45 +369,20 @@ impl UdpPeer {
         self.w.dest(&self.shared, now)
     }
 
-    /// Switches this worker's encoder controller (live change).
-    pub fn set_controller(&mut self, c: &ControllerConfig) {
-        self.shared.enc(self.w.cfg.stream).set_controller(c);
-    }
-
-    /// The measured load of this worker (see `srv6::load`): above the configured overload
-    /// threshold its encoder stream skips repairs and the decoder slot it owns skips solving.
-    pub fn set_cpu_load(&mut self, load: f64) {
-        let load = if load.is_finite() {
-            load.clamp(0.0, 1.0)
-        } else {
-            1.0
-        };
-        let s = self.w.cfg.stream;
-        self.shared.enc(s).set_cpu_load(load);
-        self.shared.dec(s).set_cpu_load(load);
-        self.w
-            .metrics
-            .stream(s)
-            .worker_load_ppm
-            .store((load * 1e6) as u64, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Reports `n` datagrams dropped at this worker's socket (its receive buffer was full)
-    /// before it read them: passed on in feedback (`local_drops`).
-    pub fn add_local_drops(&mut self, n: u64) {
-        if n == 0 {
-            return;
-        }
-        let s = self.w.cfg.stream;
-        self.shared
-            .dec(s)
-            .add_local_drops(n.min(u64::from(u32::MAX)) as u32);
-        add(&self.w.metrics.stream(s).local_drops, n);
+    /// The engine's side of this worker: timers, load, controller, stats.
+    pub fn coder(&self) -> &StreamCoder {
+        &self.coder
     }
 
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
     /// place and hands the datagram (and any repairs) to `send`.
-    pub fn handle_tun(&mut self, buf: &mut [u8], len: usize, now: Instant, send: &mut Send<'_>) {
+    pub fn handle_tun(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        now: Instant,
+        send: &mut impl TransmitSink<SocketAddr>,
+    ) {
         let (shared, w) = (&*self.shared, &mut self.w);
         let Some(peer) = w.dest(shared, now) else {
             return;
@@ -441,7 +413,11 @@ impl UdpPeer {
         let n = w.sealer.seal(buf, SOURCE_LEN + len);
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, n as u64);
-        send(&buf[..n], peer, tos);
+        send.transmit(Transmit {
+            bytes: &buf[..n],
+            dest: peer,
+            tos,
+        });
         w.drain_repairs(&mut enc, peer, send);
     }
 
@@ -453,8 +429,8 @@ impl UdpPeer {
         from: SocketAddr,
         tos: u8,
         now: Instant,
-        send: &mut Send<'_>,
-        deliver: &mut dyn FnMut(&[u8]),
+        send: &mut impl TransmitSink<SocketAddr>,
+        deliver: &mut impl FnMut(&[u8]),
     ) -> Result<(), UdpDrop> {
         let (shared, w) = (&*self.shared, &mut self.w);
         let Ok((range, counter)) = w.opener.open_unwindowed(buf, |_| true) else {
@@ -564,23 +540,18 @@ impl UdpPeer {
 
     /// When [`Self::handle_timeout`] should run next (this worker's slots and keepalive).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let s = self.w.cfg.stream;
-        [
-            self.shared.enc(s).poll_timeout(),
-            self.shared.dec(s).poll_timeout(),
-            self.w.next_keepalive,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [self.coder.poll_timeout(), self.w.next_keepalive]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Timers of this worker's slots: time-driven repairs, feedback; and its keepalive.
     pub fn handle_timeout(
         &mut self,
         now: Instant,
-        send: &mut Send<'_>,
-        deliver: &mut dyn FnMut(&[u8]),
+        send: &mut impl TransmitSink<SocketAddr>,
+        deliver: &mut impl FnMut(&[u8]),
     ) {
         let (shared, w) = (&*self.shared, &mut self.w);
         let s = w.cfg.stream;
@@ -605,37 +576,12 @@ impl UdpPeer {
                 if let Ok(flen) = repr.emit(&mut w.out[HEADER_LEN..BUF_LEN - 16]) {
                     let n = w.seal_out(flen);
                     add(&w.metrics.global.keepalives_sent, 1);
-                    send(&w.out[..n], peer, w.repair_tos());
+                    send.transmit(Transmit {
+                        bytes: &w.out[..n],
+                        dest: peer,
+                        tos: w.repair_tos(),
+                    });
                 }
-            }
-        }
-    }
-
-    /// Copies the core's counters of this worker's slots into the metrics (periodically).
-    pub fn publish_stats(&self) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let s = self.w.cfg.stream;
-        let m = &self.w.metrics;
-        {
-            let enc = self.shared.enc(s);
-            for s in enc.streams() {
-                if let Some(st) = enc.stats(s) {
-                    let c = m.stream(s);
-                    c.controller_ratio_ppm
-                        .store((st.rate * 1e6) as u64, Relaxed);
-                    c.overload_skips.store(st.overload_skips, Relaxed);
-                    c.repairs_timer.store(st.repairs_timer, Relaxed);
-                }
-            }
-        }
-        let dec = self.shared.dec(s);
-        for s in dec.streams() {
-            if let Some(st) = dec.stats(s) {
-                let c = m.stream(s);
-                c.losses.store(st.lost, Relaxed);
-                c.unrecoverable.store(st.residual, Relaxed);
-                c.order_skipped.store(st.order_skipped, Relaxed);
-                c.decoder_restarts.store(st.restarts, Relaxed);
             }
         }
     }
@@ -710,7 +656,12 @@ impl Worker {
         }
     }
 
-    fn drain_repairs(&mut self, enc: &mut Encoder, peer: SocketAddr, send: &mut Send<'_>) {
+    fn drain_repairs(
+        &mut self,
+        enc: &mut Encoder,
+        peer: SocketAddr,
+        send: &mut impl TransmitSink<SocketAddr>,
+    ) {
         let tos = self.repair_tos();
         while let Some(r) = enc.poll_repair() {
             let repr = UdpRepr::Repair {
@@ -726,7 +677,11 @@ impl Worker {
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
-            send(&self.out[..n], peer, tos);
+            send.transmit(Transmit {
+                bytes: &self.out[..n],
+                dest: peer,
+                tos,
+            });
         }
     }
 
@@ -735,8 +690,8 @@ impl Worker {
         dec: &mut Decoder,
         peer: Option<SocketAddr>,
         now: Instant,
-        send: &mut Send<'_>,
-        deliver: &mut dyn FnMut(&[u8]),
+        send: &mut impl TransmitSink<SocketAddr>,
+        deliver: &mut impl FnMut(&[u8]),
     ) {
         while let Some(r) = dec.poll_recovered() {
             let n = r.data.len();
@@ -757,7 +712,7 @@ impl Worker {
             add(&c.dec_packets_out, 1);
             if self.cfg.ecn_ce {
                 self.out[..n].copy_from_slice(r.data);
-                crate::srv6::mark_ce(&mut self.out[..n]);
+                mark_ce(&mut self.out[..n]);
                 deliver(&self.out[..n]);
             } else {
                 deliver(r.data);
@@ -785,110 +740,42 @@ impl Worker {
             // Sealed and sent by whichever worker holds the decoder slot (its own counter).
             let n = self.seal_out(flen);
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
-            send(&self.out[..n], peer, tos);
+            send.transmit(Transmit {
+                bytes: &self.out[..n],
+                dest: peer,
+                tos,
+            });
         }
-    }
-}
-
-/// RFC 6040 decapsulation (normal mode) of the outer ECN field into the inner packet: CE is
-/// copied onto an ECN-capable inner packet, ECT(1) over ECT(0) is copied; CE over Not-ECT means
-/// the packet must be dropped (returns false). Other combinations leave the inner packet as is.
-pub fn decap_ecn(outer_tos: u8, inner: &mut [u8]) -> bool {
-    let (outer, ecn) = (outer_tos & 3, inner_tos(inner) & 3);
-    match (outer, ecn) {
-        (3, 0) => false,
-        (3, 1 | 2) => {
-            set_ecn(inner, 3);
-            true
-        }
-        (1, 2) => {
-            set_ecn(inner, 1);
-            true
-        }
-        _ => true,
-    }
-}
-
-/// The TOS (IPv4) / traffic class (IPv6) byte of an IP packet; 0 for anything else.
-pub fn inner_tos(pkt: &[u8]) -> u8 {
-    match pkt.first().map(|b| b >> 4) {
-        Some(4) if pkt.len() >= 20 => pkt[1],
-        Some(6) if pkt.len() >= 40 => (pkt[0] << 4) | (pkt[1] >> 4),
-        _ => 0,
-    }
-}
-
-/// Sets the ECN field of an IP packet (IPv4: header checksum patched, RFC 1624).
-fn set_ecn(pkt: &mut [u8], ecn: u8) {
-    match pkt.first().map(|b| b >> 4) {
-        Some(4) if pkt.len() >= 20 => {
-            let old = u16::from_be_bytes([pkt[0], pkt[1]]);
-            pkt[1] = (pkt[1] & !3) | (ecn & 3);
-            let new = u16::from_be_bytes([pkt[0], pkt[1]]);
-            let ck = u16::from_be_bytes([pkt[10], pkt[11]]);
-            let mut sum = u32::from(!ck) + u32::from(!old) + u32::from(new);
-            while sum > 0xffff {
-                sum = (sum & 0xffff) + (sum >> 16);
-            }
-            pkt[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-        }
-        Some(6) if pkt.len() >= 40 => {
-            // Traffic class = low nibble of byte 0 . high nibble of byte 1; ECN is its low two
-            // bits, i.e. bits 5-4 of byte 1.
-            pkt[1] = (pkt[1] & 0xcf) | ((ecn & 3) << 4);
-        }
-        _ => {}
     }
 }
 
 /// A running UDP-mode instance.
 #[derive(Debug)]
 pub struct UdpHandle {
-    stop: Arc<StopFlag>,
-    workers: Vec<std::thread::JoinHandle<()>>,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// The bound UDP address of worker 0's socket (the server: the listening address).
     pub local: SocketAddr,
     /// Every worker's bound address (the client: one source port per worker).
     pub locals: Vec<SocketAddr>,
-    _control: Option<control::ControlServer>,
+    workers: Workers,
+    _ops: Operations,
 }
 
 impl UdpHandle {
     /// Stops the workers.
     pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.stop();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
-    }
-}
-
-impl Drop for UdpHandle {
-    fn drop(&mut self) {
-        self.halt();
+        self.workers.stop();
     }
 }
 
 /// Runs `hirt udp` until SIGINT/SIGTERM.
-pub fn run(args: UdpArgs) -> anyhow::Result<()> {
+pub fn run(cfg: UdpConfig) -> anyhow::Result<()> {
     runtime::install_signal_handlers();
-    let h = start(args)?;
-    while !runtime::shutdown_requested() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let h = start(cfg)?;
+    h.workers.wait_for_stop();
     h.stop();
     Ok(())
-}
-
-fn parse_cidr(s: &str) -> anyhow::Result<(IpAddr, u8)> {
-    let (a, p) = s.split_once('/').context("address needs /prefix")?;
-    Ok((a.parse()?, p.parse()?))
 }
 
 /// Requested receive and send buffer of the tunnel sockets (the kernel caps it at
@@ -916,26 +803,20 @@ fn udp_socket(addr: SocketAddr, reuse: bool) -> anyhow::Result<UdpSocket> {
 }
 
 /// Starts an instance in the calling thread's network namespace (workers inherit it).
-pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
-    let role = match (args.server, args.client) {
-        (true, false) => Role::Server,
-        (false, true) => Role::Client,
-        _ => bail!("give exactly one of -s (server) or -c (client)"),
+pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
+    cfg.validate()?;
+    let role = match cfg.role()? {
+        UdpRole::Server => Role::Server,
+        UdpRole::Client => Role::Client,
     };
-    let secret = match (&args.key, args.insecure) {
-        (Some(k), _) => k.as_bytes().to_vec(),
-        (None, true) => {
-            tracing::warn!("--insecure: no key, anyone can inject packets into the tunnel");
-            Vec::new()
-        }
-        (None, false) => bail!("-k KEY is required (or --insecure to run without authentication)"),
-    };
-    let fec_s = crate::cli::fec_string(args.fec.as_deref(), args.rs.as_deref());
-    let fec = FecMode::parse_with_window(&fec_s, args.window.unwrap_or(hirt_core::DEFAULT_WINDOW))
-        .map_err(|e| anyhow::anyhow!("--fec {fec_s}: {e}"))?;
-    let threads = args.threads.unwrap_or(1).clamp(1, 64);
-    let mtu = args.mtu.unwrap_or(1400);
-    let dev = args.dev.clone().unwrap_or_else(|| "hirt-udp".into());
+    let secret = cfg.secret()?;
+    if secret.is_empty() {
+        tracing::warn!("insecure: no key, anyone can inject packets into the tunnel");
+    }
+    let fec = cfg.fec_mode()?;
+    let threads = cfg.threads;
+    let mtu = cfg.mtu;
+    let dev = cfg.dev.clone();
     // Server: N sockets on the listening address in one SO_REUSEPORT group, steered by the
     // sender index in the AEAD counter (`io::steer_by_sender`). Client: N sockets with distinct
     // source ports (one NAT binding each; without the steering program the kernel's 4-tuple
@@ -943,7 +824,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     let mut socks = Vec::with_capacity(threads);
     let remote = match role {
         Role::Server => {
-            let l = args.listen.as_deref().unwrap_or("0.0.0.0:4096");
+            let l = cfg.listen.as_deref().unwrap_or("0.0.0.0:4096");
             let la = l
                 .to_socket_addrs()?
                 .next()
@@ -973,15 +854,15 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
             None
         }
         Role::Client => {
-            let r = args
+            let r = cfg
                 .remote
                 .as_deref()
-                .context("-r SERVER:PORT is required with -c")?;
+                .context("remote: required on a client")?;
             let ra = r
                 .to_socket_addrs()?
                 .next()
                 .context("cannot resolve the server")?;
-            let bind: SocketAddr = match &args.listen {
+            let bind: SocketAddr = match &cfg.listen {
                 Some(l) => l
                     .to_socket_addrs()?
                     .next()
@@ -1005,7 +886,7 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
         .iter()
         .map(|s| s.local_addr())
         .collect::<Result<Vec<_>, _>>()?;
-    let offload = !args.no_tun_offload;
+    let offload = !cfg.no_tun_offload;
     let mut queues = Vec::with_capacity(threads);
     for _ in 0..threads {
         let q = Tun::open_with(&dev, threads > 1, offload)
@@ -1022,15 +903,11 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
     }
     let mut nl = Netlink::open()?;
     let idx = if_index(&dev)?;
-    nl.link_up_qlen(idx, Some(mtu), Some(crate::srv6_run::TUN_TXQLEN))?;
-    let tun_addr = args.tun_addr.clone().unwrap_or_else(|| match role {
-        Role::Server => "10.77.0.1/24".into(),
-        Role::Client => "10.77.0.2/24".into(),
-    });
-    let (a, p) = parse_cidr(&tun_addr)?;
+    nl.link_up_qlen(idx, Some(mtu), Some(crate::engine::TUN_TXQLEN))?;
+    let (a, p) = cfg.tun_addr(cfg.role()?)?;
     nl.add_addr(idx, a, p)?;
-    if let Some(a6) = &args.tun_addr6 {
-        let (a, p) = parse_cidr(a6)?;
+    if let Some(a6) = &cfg.tun_addr6 {
+        let (a, p) = parse_cidr(a6).map_err(anyhow::Error::msg)?;
         nl.add_addr(idx, a, p)?;
     }
     let metrics = Metrics::new(
@@ -1044,57 +921,46 @@ pub fn start(args: UdpArgs) -> anyhow::Result<UdpHandle> {
             }
         ),
     );
-    let coder = CoderSettings::from_flags(
-        args.overload_threshold,
-        args.repair_delay_ms,
-        args.repair_retries,
-        args.repair_retry_gap_ms,
-        args.in_order_ms,
-    )?;
+    let coder = cfg.coder()?;
     let base = PeerConfig {
         role,
         secret,
-        encrypt: !args.no_encrypt,
+        encrypt: !cfg.no_encrypt,
         fec: fec.clone(),
         stream: 0,
-        mss_mtu: (!args.no_mss_clamp).then_some(mtu.min(65535) as u16),
-        ecn_ce: args.ecn_ce,
-        repair_dscp: args.repair_dscp.unwrap_or(0).min(63),
-        keepalive: Duration::from_millis(args.keepalive_ms.unwrap_or(1000).max(1)),
+        mss_mtu: (!cfg.no_mss_clamp).then_some(mtu.min(65535) as u16),
+        ecn_ce: cfg.ecn_ce,
+        repair_dscp: cfg.repair_dscp,
+        keepalive: Duration::from_millis(cfg.keepalive_ms),
         remote,
-        seed: args.seed.unwrap_or_else(crypto::initial_counter),
+        seed: cfg.seed.unwrap_or_else(crypto::initial_counter),
         coder,
     };
-    let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
-    let control_path = args
+    let control_path = cfg
         .control
         .clone()
         .unwrap_or_else(|| format!("/run/hirt-{dev}.sock").into());
-    let control_srv = control::start_operations(&control_path, &ctl, args.metrics, &metrics)?;
-    let stop = Arc::new(StopFlag::default());
+    let ops = Operations::start(&metrics, &fec, &control_path, cfg.metrics)?;
     let shared = Shared::new(&base, threads);
     let now = Instant::now();
-    let mut workers = Vec::with_capacity(threads);
+    let mut workers = Workers::default();
     for (i, (q, sock)) in queues.into_iter().zip(socks).enumerate() {
         let cfg = PeerConfig {
             stream: i as StreamId,
             ..base.clone()
         };
         let peer = UdpPeer::with_shared(cfg, metrics.clone(), shared.clone(), now);
-        let (stop, ctl) = (stop.clone(), ctl.clone());
-        workers.push(
-            std::thread::Builder::new()
-                .name(format!("hirt-udp-{i}"))
-                .spawn(move || worker(peer, q, offload, sock, stop, ctl))?,
-        );
+        let ctl = ops.ctl.clone();
+        workers.spawn(format!("hirt-udp-{i}"), move |stop| {
+            worker(peer, q, offload, sock, stop, ctl)
+        })?;
     }
     Ok(UdpHandle {
-        stop,
-        workers,
         metrics,
         local: locals[0],
         locals,
-        _control: control_srv,
+        workers,
+        _ops: ops,
     })
 }
 
@@ -1123,11 +989,9 @@ fn worker(
     let mut outb = io::TosBatch::default();
     let fds = [tun.as_raw_fd(), sock.as_raw_fd()];
     let m = ctl.metrics.clone();
-    let mut gen = ctl.generation();
-    let mut last_publish = Instant::now();
-    // Overload (see `srv6::load`): drops at our TUN device's queue (packets to encode that we
+    let mut housekeeping = Housekeeping::new(ctl.clone(), Instant::now());
+    // Overload (see `engine::load`): drops at our TUN device's queue (packets to encode that we
     // did not read in time) or at UDP receive buffers (datagrams to decode) make a period 1.0.
-    let mut meter = LoadMeter::new(last_publish, load::thread_cpu_time(), LOAD_PERIOD);
     let mut drops = DropWatch::new(tun.name(), true, LOAD_PERIOD);
     let mut sock_drops = load::socket_drops(sfd).unwrap_or(0);
     // After a full batch on either side more is very likely queued: skip the `poll`.
@@ -1145,10 +1009,10 @@ fn worker(
         }
         full = false;
         {
-            let mut send = |d: &[u8], to: SocketAddr, tos: u8| {
-                if !outb.push(d, to, tos) {
+            let mut send = |t: Transmit<'_, SocketAddr>| {
+                if !outb.push(t.bytes, t.dest, t.tos) {
                     outb.send(sfd);
-                    outb.push(d, to, tos);
+                    outb.push(t.bytes, t.dest, t.tos);
                 }
             };
             // TUN -> UDP.
@@ -1226,32 +1090,21 @@ fn worker(
         if !outb.is_empty() {
             outb.send(sfd);
         }
-        let g = ctl.generation();
-        if g != gen {
-            gen = g;
-            if let Ok(c) = ctl.controller().parse::<ControllerConfig>() {
-                peer.set_controller(&c);
-            }
-        }
-        let now = Instant::now();
-        if meter.due(now) {
-            if drops.new_drops() > 0 {
-                meter.queue_dropped();
-            }
+        housekeeping.tick(Instant::now(), peer.coder(), || {
             // This socket's own receive-buffer drops (not the namespace's) are the decoder's
             // local drops.
+            let mut for_decoder = 0;
             if let Some(d) = load::socket_drops(sfd) {
-                peer.add_local_drops(d.saturating_sub(sock_drops));
+                for_decoder = d.saturating_sub(sock_drops);
                 sock_drops = d;
             }
-            peer.set_cpu_load(meter.close(now, load::thread_cpu_time()));
-        }
-        if now.duration_since(last_publish) > Duration::from_millis(200) {
-            peer.publish_stats();
-            last_publish = now;
-        }
+            QueueDrops {
+                queue_dropped: drops.new_drops() > 0,
+                for_decoder,
+            }
+        });
     }
-    peer.publish_stats();
+    peer.coder().publish_stats();
 }
 
 #[cfg(test)]

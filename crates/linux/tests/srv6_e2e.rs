@@ -10,13 +10,15 @@
 //! a TCP transfer completes with a matching digest, the kernel End SID in the middle forwards our
 //! packets (it validates the SRH), and tshark decodes them as SRH.
 
+mod common;
+use common::big_rcvbuf;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use hirt_linux::cli::Srv6Args;
+use hirt_linux::config::Srv6Config;
 use hirt_linux::netns::{self, veth, Hook, NetNs};
 use hirt_linux::srv6_run;
 use sha2::{Digest, Sha256};
@@ -120,14 +122,14 @@ fn payload(i: u32) -> Vec<u8> {
     p
 }
 
-fn args(role: &str, control: &str) -> Srv6Args {
-    Srv6Args {
-        role: Some(role.into()),
+fn args(role: &str, control: &str) -> Srv6Config {
+    Srv6Config {
+        role: role.parse().unwrap(),
         enc_sid: Some(ENC.parse().unwrap()),
         dec_sid: Some(DEC.parse().unwrap()),
-        behavior: Some(format!("dx6:{SERVER}")),
-        dev: Some("hirt0".into()),
-        fec: Some("fixed:w=32,step=4".into()),
+        behavior: format!("dx6:{SERVER}").parse().unwrap(),
+        dev: "hirt0".into(),
+        fec: "fixed:w=32,step=4".into(),
         hmac_key: Some("e2e-secret".into()),
         // Sources authenticated too: forged ones would be dropped (unit-tested), and the
         // kernel's End SID in the middle must accept the extra TLV.
@@ -135,9 +137,9 @@ fn args(role: &str, control: &str) -> Srv6Args {
         // Overload control off: on a busy CI machine a descheduled worker looks saturated and
         // would skip repairs, which this test (every datagram exactly once) must not depend
         // on. Overload control is tested in `srv6::tests`.
-        overload_threshold: Some(1.0),
+        overload_threshold: 1.0,
         // In-order release on: exactly-once delivery must hold with it too.
-        in_order_ms: Some(30.0),
+        in_order_ms: 30.0,
         control: Some(std::env::temp_dir().join(control)),
         ..Default::default()
     }
@@ -198,13 +200,15 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
     let tag = t.e.name().to_string();
     let enc = {
         let mut a = args("encoder", &format!("{tag}-enc.sock"));
-        a.xdp = xdp.then(|| vec![t.v[1].clone(), t.v[2].clone()]);
+        if xdp {
+            a.xdp = vec![t.v[1].clone(), t.v[2].clone()];
+        }
         if kernel_sources {
             // The XDP program tags the sources and the kernel forwards them; it cannot sign
             // them (repairs and feedback keep their HMAC).
             a.kernel_sources = true;
             a.auth_sources = false;
-            a.in_order_ms = None;
+            a.in_order_ms = 0.0;
         }
         t.e.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
             .join()
@@ -216,13 +220,13 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
         if xdp {
             // End.DT6: decapsulated packets are routed in the main table, so they leave by
             // the decoder's own socket on the server's link too.
-            a.xdp = Some(vec![t.v[5].clone(), t.v[6].clone()]);
-            a.behavior = Some("dt6".into());
+            a.xdp = vec![t.v[5].clone(), t.v[6].clone()];
+            a.behavior = hirt_linux::srv6::Behavior::Dt6;
         }
         if kernel_sources {
             // The kernel delivers the sources: nothing to hold back for in-order release.
             a.kernel_sources = true;
-            a.in_order_ms = None;
+            a.in_order_ms = 0.0;
             a.auth_sources = false;
         }
         t.d.spawn(move || srv6_run::start(a).map_err(std::io::Error::other))
@@ -491,21 +495,4 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
         !String::from_utf8_lossy(&routes.stdout).contains(ENC),
         "SID route left behind"
     );
-}
-
-/// A big receive buffer (root: beyond rmem_max), so a receiver thread starved of CPU on a busy
-/// machine does not drop datagrams that the tunnel delivered.
-fn big_rcvbuf(sock: &UdpSocket) {
-    use std::os::fd::AsRawFd;
-    let sz: libc::c_int = 16 << 20;
-    // SAFETY: setsockopt with a c_int on a socket we own.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&sz as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        );
-    }
 }

@@ -6,11 +6,13 @@
 //! inner packets' DSCP and repairs/feedback/keepalives `--repair-dscp`; an ECN CE mark set on
 //! the outer header (nft, like a congested router) reaches the inner packets.
 
+mod common;
+use common::big_rcvbuf;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use hirt_linux::cli::UdpArgs;
+use hirt_linux::config::{UdpConfig, UdpRole};
 use hirt_linux::metrics::{Metrics, StreamCounters};
 use hirt_linux::netns::{self, NetNs};
 use hirt_linux::udp;
@@ -92,23 +94,30 @@ fn check(got: &[Vec<u8>], n: u32, dir: u8) {
     assert!(bad.is_empty(), "direction {dir}: not exactly once: {bad:?}");
 }
 
-fn args(server: bool, tag: &str) -> UdpArgs {
-    UdpArgs {
-        server,
-        client: !server,
+fn role(server: bool) -> Option<UdpRole> {
+    Some(if server {
+        UdpRole::Server
+    } else {
+        UdpRole::Client
+    })
+}
+
+fn args(server: bool, tag: &str) -> UdpConfig {
+    UdpConfig {
+        role: role(server),
         listen: server.then(|| "0.0.0.0:4096".into()),
         remote: (!server).then(|| "192.168.77.1:4096".into()),
         key: Some("e2e shared secret".into()),
-        fec: Some("fixed:w=32,step=4".into()),
-        dev: Some("hu0".into()),
-        keepalive_ms: Some(200),
-        threads: Some(2),
+        fec: "fixed:w=32,step=4".into(),
+        dev: "hu0".into(),
+        keepalive_ms: 200,
+        threads: 2,
         // Overload control off, as in srv6_e2e: a worker starved on a busy CI machine must not
         // skip repairs (it is covered by unit tests).
-        overload_threshold: Some(1.0),
+        overload_threshold: 1.0,
         // In-order release at the server's decoder only: both delivery paths are covered.
-        in_order_ms: server.then_some(30.0),
-        repair_dscp: Some(REPAIR_DSCP),
+        in_order_ms: if server { 30.0 } else { 0.0 },
+        repair_dscp: REPAIR_DSCP,
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
     }
@@ -367,23 +376,6 @@ fn udp_tunnel_both_ways_with_address_change() {
     server.stop();
 }
 
-/// A big receive buffer (root: beyond rmem_max), so a receiver thread starved of CPU on a busy
-/// machine does not drop datagrams that the tunnel delivered.
-fn big_rcvbuf(sock: &UdpSocket) {
-    use std::os::fd::AsRawFd;
-    let sz: libc::c_int = 16 << 20;
-    // SAFETY: setsockopt with a c_int on a socket we own.
-    unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&sz as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        );
-    }
-}
-
 /// TCP through the UDP tunnel with TUN offloads (the default), IPv4 one way and IPv6 the
 /// other, 2% random loss per datagram on the underlay both ways: every byte arrives intact,
 /// the senders' TUN devices handed hirt TSO packets that it cut into segments, and the
@@ -402,13 +394,12 @@ fn tcp_with_tun_offloads_both_ways() {
     u.lose(4097, 0.02).unwrap();
     let (c, s) = (&u.client, &u.server);
     let tag = base.clone();
-    let mk = |server: bool| UdpArgs {
-        server,
-        client: !server,
+    let mk = |server: bool| UdpConfig {
+        role: role(server),
         listen: server.then(|| "0.0.0.0:4097".into()),
         remote: (!server).then(|| "192.168.78.1:4097".into()),
         key: Some("e2e offload secret".into()),
-        dev: Some("ht0".into()),
+        dev: "ht0".into(),
         tun_addr: Some(
             if server {
                 "10.78.0.1/24"
@@ -418,8 +409,8 @@ fn tcp_with_tun_offloads_both_ways() {
             .into(),
         ),
         tun_addr6: Some(if server { "fd78::1/64" } else { "fd78::2/64" }.into()),
-        overload_threshold: Some(1.0),
-        in_order_ms: Some(30.0),
+        overload_threshold: 1.0,
+        in_order_ms: 30.0,
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
     };

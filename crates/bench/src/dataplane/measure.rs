@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use hirt_linux::cli::Srv6Args;
+use hirt_linux::config::{Srv6Config, XdpMode};
+use hirt_linux::srv6::Behavior;
 use hirt_linux::srv6_run;
 
 use super::config::{Dataplane, DataplaneConfig};
@@ -48,26 +49,38 @@ pub fn one_run(
         _ => "none".to_string(),
     };
     let fec_on = matches!(mode, Mode::Hirt { fec: true });
-    let mk = |role: &str| Srv6Args {
-        xdp: args.dataplane.xdp().then(|| match role {
-            "encoder" => t.e_devs.to_vec(),
-            _ => t.d_devs.to_vec(),
-        }),
+    let mk = |role: &str| Srv6Config {
+        xdp: if args.dataplane.xdp() {
+            match role {
+                "encoder" => t.e_devs.to_vec(),
+                _ => t.d_devs.to_vec(),
+            }
+        } else {
+            Vec::new()
+        },
         kernel_sources: args.dataplane == Dataplane::KernelSources,
         // On veth, native XDP copies each frame into an XDP buffer and back into a socket
         // buffer for what it passes on: generic is cheaper for --kernel-sources.
-        xdp_mode: (args.dataplane == Dataplane::KernelSources).then(|| "generic".into()),
+        xdp_mode: if args.dataplane == Dataplane::KernelSources {
+            XdpMode::Generic
+        } else {
+            XdpMode::Auto
+        },
         hmac_key: (args.auth_sources && fec_on).then(|| "0x5eed5eed5eed5eed".into()),
         auth_sources: args.auth_sources && fec_on,
-        overload_threshold: args.overload_threshold,
-        repair_delay_ms: args.repair_delay_ms,
-        role: Some(role.into()),
+        overload_threshold: args
+            .overload_threshold
+            .unwrap_or(Srv6Config::default().overload_threshold),
+        repair_delay_ms: args
+            .repair_delay_ms
+            .unwrap_or(Srv6Config::default().repair_delay_ms),
+        role: role.parse().expect("role"),
         enc_sid: Some(ENC.parse().expect("sid")),
         dec_sid: Some(DEC.parse().expect("sid")),
-        behavior: Some("dt6".into()),
-        dev: Some("hb0".into()),
-        fec: Some(fec.clone()),
-        window: Some(args.window),
+        behavior: Behavior::Dt6,
+        dev: "hb0".into(),
+        fec: fec.clone(),
+        window: args.window,
         control: Some(std::env::temp_dir().join(format!("{}-{role}.sock", t.e.name()))),
         ..Default::default()
     };

@@ -39,7 +39,7 @@ mod tests {
             .name("bench-cpu-probe".into())
             .spawn(move || {
                 let mut x = 0u64;
-                while hirt_linux::srv6::load::thread_cpu_time() < Duration::from_millis(60) {
+                while hirt_linux::engine::load::thread_cpu_time() < Duration::from_millis(60) {
                     x = std::hint::black_box(x.wrapping_add(1));
                 }
                 done_tx.send(()).unwrap();

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use hirt_linux::cli::UdpArgs;
+use hirt_linux::config::{UdpConfig, UdpRole};
 use hirt_linux::netns::{self, NetNs};
 use hirt_linux::udp;
 
@@ -59,15 +59,18 @@ const SERVER: &str = "10.79.0.1";
 /// The tunnel server's UDP port.
 const TUNNEL_PORT: u16 = 4098;
 
-fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> UdpArgs {
-    UdpArgs {
-        server,
-        client: !server,
+fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> UdpConfig {
+    UdpConfig {
+        role: Some(if server {
+            UdpRole::Server
+        } else {
+            UdpRole::Client
+        }),
         listen: server.then(|| "0.0.0.0:4098".into()),
         remote: (!server).then(|| "192.168.79.1:4098".into()),
         key: Some("hirt bench udp".into()),
-        fec: Some(args.fec.clone()),
-        dev: Some("hbu0".into()),
+        fec: args.fec.clone(),
+        dev: "hbu0".into(),
         tun_addr: Some(
             if server {
                 "10.79.0.1/24"
@@ -76,9 +79,11 @@ fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> U
             }
             .into(),
         ),
-        threads: Some(args.threads),
+        threads: args.threads,
         no_tun_offload: !offload,
-        overload_threshold: args.overload_threshold,
+        overload_threshold: args
+            .overload_threshold
+            .unwrap_or(UdpConfig::default().overload_threshold),
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
         ..Default::default()
     }

@@ -132,7 +132,8 @@ fn run(
             buf[..pkt.len()].copy_from_slice(&pkt);
             let mut out = Vec::new();
             p.enc
-                .handle_packet(&mut buf, pkt.len(), now, &mut |e, b| {
+                .handle_packet(&mut buf, pkt.len(), now, &mut |t: Transmit<'_, Egress>| {
+                    let (e, b) = (t.dest, t.bytes);
                     out.push((e, b.to_vec()))
                 })
                 .unwrap();
@@ -163,7 +164,10 @@ fn run(
         } else {
             now += Duration::from_millis(50);
             let mut out = Vec::new();
-            p.enc.handle_timeout(now, &mut |_, b| out.push(b.to_vec()));
+            p.enc.handle_timeout(now, &mut |t: Transmit<'_, Egress>| {
+                let (_, b) = (t.dest, t.bytes);
+                out.push(b.to_vec())
+            });
             for mut b in out {
                 transit(&mut b);
                 to_dec.push(b);
@@ -172,9 +176,12 @@ fn run(
         for pkt in to_dec.drain(..) {
             buf[..pkt.len()].copy_from_slice(&pkt);
             let mut out = Vec::new();
-            let _ = p.dec.handle_packet(&mut buf, pkt.len(), now, &mut |e, b| {
-                out.push((e, b.to_vec()))
-            });
+            let _ = p
+                .dec
+                .handle_packet(&mut buf, pkt.len(), now, &mut |t: Transmit<'_, Egress>| {
+                    let (e, b) = (t.dest, t.bytes);
+                    out.push((e, b.to_vec()))
+                });
             for (e, b) in out {
                 match e {
                     Egress::Decap => decap.push(b),
@@ -187,7 +194,7 @@ fn run(
             buf[..pkt.len()].copy_from_slice(&pkt);
             let _ = p
                 .enc
-                .handle_packet(&mut buf, pkt.len(), now, &mut |_, _| {});
+                .handle_packet(&mut buf, pkt.len(), now, &mut |_: Transmit<'_, Egress>| {});
         }
         now += Duration::from_micros(100);
     }
@@ -339,12 +346,16 @@ fn garbage_never_panics_and_is_counted() {
     let now = Instant::now();
     for len in 0..good.len() {
         buf[..len].copy_from_slice(&good[..len]);
-        let _ = p.enc.handle_packet(&mut buf, len, now, &mut |_, _| {});
+        let _ = p
+            .enc
+            .handle_packet(&mut buf, len, now, &mut |_: Transmit<'_, Egress>| {});
         buf[..len].copy_from_slice(&good[..len]);
         if len >= 40 {
             buf[24..40].copy_from_slice(&a(DEC).octets());
         }
-        let _ = p.dec.handle_packet(&mut buf, len, now, &mut |_, _| {});
+        let _ = p
+            .dec
+            .handle_packet(&mut buf, len, now, &mut |_: Transmit<'_, Egress>| {});
     }
     assert!(
         p.em.global
@@ -421,7 +432,10 @@ fn decoder_workers_steer_by_stream_through_shared_state() {
         buf[..pkt.len()].copy_from_slice(&pkt);
         let mut out = Vec::new();
         encs[(i % 2) as usize]
-            .handle_packet(&mut buf, pkt.len(), now, &mut |_, b| out.push(b.to_vec()))
+            .handle_packet(&mut buf, pkt.len(), now, &mut |t: Transmit<'_, Egress>| {
+                let (_, b) = (t.dest, t.bytes);
+                out.push(b.to_vec())
+            })
             .unwrap();
         for b in out {
             k += 1;
@@ -430,25 +444,32 @@ fn decoder_workers_steer_by_stream_through_shared_state() {
             }
             buf[..b.len()].copy_from_slice(&b);
             let w = (k.wrapping_mul(2654435761) >> 7) as usize % 2;
-            let _ = decs[w].handle_packet(&mut buf, b.len(), now, &mut |e, d| {
-                if e == Egress::Decap {
-                    delivered.push(d.to_vec())
-                }
-            });
+            let _ =
+                decs[w].handle_packet(&mut buf, b.len(), now, &mut |t: Transmit<'_, Egress>| {
+                    let (e, d) = (t.dest, t.bytes);
+                    if e == Egress::Decap {
+                        delivered.push(d.to_vec())
+                    }
+                });
         }
     }
     // Flush: time-driven repairs of both encoder workers.
     let later = now + Duration::from_millis(200);
     for e in encs.iter_mut() {
         let mut out = Vec::new();
-        e.handle_timeout(later, &mut |_, b| out.push(b.to_vec()));
+        e.handle_timeout(later, &mut |t: Transmit<'_, Egress>| {
+            let (_, b) = (t.dest, t.bytes);
+            out.push(b.to_vec())
+        });
         for b in out {
             buf[..b.len()].copy_from_slice(&b);
-            let _ = decs[0].handle_packet(&mut buf, b.len(), later, &mut |e, d| {
-                if e == Egress::Decap {
-                    delivered.push(d.to_vec())
-                }
-            });
+            let _ =
+                decs[0].handle_packet(&mut buf, b.len(), later, &mut |t: Transmit<'_, Egress>| {
+                    let (e, d) = (t.dest, t.bytes);
+                    if e == Egress::Decap {
+                        delivered.push(d.to_vec())
+                    }
+                });
         }
     }
     check_exactly_once(&delivered, 400, inner);
@@ -536,13 +557,19 @@ fn authenticated_sources_recover_and_forged_sources_are_dropped() {
     buf[..pkt.len()].copy_from_slice(&pkt);
     let mut out = Vec::new();
     q.enc
-        .handle_packet(&mut buf, pkt.len(), now, &mut |_, b| out.push(b.to_vec()))
+        .handle_packet(&mut buf, pkt.len(), now, &mut |t: Transmit<'_, Egress>| {
+            let (_, b) = (t.dest, t.bytes);
+            out.push(b.to_vec())
+        })
         .unwrap();
     let src = out.remove(0);
     buf[..src.len()].copy_from_slice(&src);
-    let _ = q.dec.handle_packet(&mut buf, src.len(), now, &mut |e, _| {
-        forged_delivered += (e == Egress::Decap) as u32
-    });
+    let _ = q
+        .dec
+        .handle_packet(&mut buf, src.len(), now, &mut |t: Transmit<'_, Egress>| {
+            let (e, _) = (t.dest, t.bytes);
+            forged_delivered += (e == Egress::Decap) as u32
+        });
     assert_eq!(
         forged_delivered, 1,
         "no auth TLV on sources without the flag"
@@ -554,7 +581,9 @@ fn authenticated_sources_recover_and_forged_sources_are_dropped() {
     let mut delivered = 0;
     let res = r
         .dec
-        .handle_packet(&mut buf, src.len(), now, &mut |_, _| delivered += 1);
+        .handle_packet(&mut buf, src.len(), now, &mut |_: Transmit<'_, Egress>| {
+            delivered += 1
+        });
     assert_eq!(res, Err(Drop::Auth));
     assert_eq!(delivered, 0);
     assert_eq!(r.dm.stream(0).auth_failures.load(rel), 1);
@@ -590,9 +619,11 @@ fn kernel_link_local_traffic_is_not_counted_as_malformed() {
     ptb[40] = 2;
     for pkt in [&mld, &v4, &rs, &ptb] {
         buf[..pkt.len()].copy_from_slice(pkt);
-        let r = p.dec.handle_packet(&mut buf, pkt.len(), now, &mut |_, _| {
-            panic!("nothing is emitted")
-        });
+        let r = p
+            .dec
+            .handle_packet(&mut buf, pkt.len(), now, &mut |_: Transmit<'_, Egress>| {
+                panic!("nothing is emitted")
+            });
         assert_eq!(r, Err(Drop::NotOurs));
     }
     let rel = std::sync::atomic::Ordering::Relaxed;
@@ -602,7 +633,9 @@ fn kernel_link_local_traffic_is_not_counted_as_malformed() {
     let good = encapsulated(&[a(DEC), a(ENC)], 1);
     buf[..50].copy_from_slice(&good[..50]);
     buf[24..40].copy_from_slice(&a(DEC).octets());
-    let _ = p.dec.handle_packet(&mut buf, 50, now, &mut |_, _| {});
+    let _ = p
+        .dec
+        .handle_packet(&mut buf, 50, now, &mut |_: Transmit<'_, Egress>| {});
     assert_eq!(p.dm.global.malformed.load(rel), 1);
 }
 
@@ -621,7 +654,8 @@ fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
         for i in from..from + n {
             let pkt = encapsulated(&segs, i);
             buf[..pkt.len()].copy_from_slice(&pkt);
-            enc.handle_packet(&mut buf, pkt.len(), now, &mut |_, b| {
+            enc.handle_packet(&mut buf, pkt.len(), now, &mut |t: Transmit<'_, Egress>| {
+                let (_, b) = (t.dest, t.bytes);
                 let l = Srv6Layout::parse(b).unwrap();
                 let t = HirtTlvs::parse(&b[l.tlv_range()], &TlvTypes::default()).unwrap();
                 if t.repair.is_some() {
@@ -635,14 +669,14 @@ fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
         (sources, repairs)
     };
     // Fully busy (load 1.0 > 0.9): skip probability 1, every source still forwarded.
-    enc.set_cpu_load(1.0);
+    enc.coder().set_cpu_load(1.0);
     assert_eq!(em.stream(0).worker_load_ppm.load(rel), 1_000_000);
     let (s, r) = send(&mut enc, 0, 100);
     assert_eq!((s, r), (100, 0));
-    enc.publish_stats();
+    enc.coder().publish_stats();
     assert!(em.stream(0).overload_skips.load(rel) >= 20, "skips counted");
     // Below the threshold: repairs again (fixed step 4 -> ~25 per 100 sources).
-    enc.set_cpu_load(0.5);
+    enc.coder().set_cpu_load(0.5);
     let (s, r) = send(&mut enc, 100, 100);
     assert_eq!(s, 100);
     assert!(r >= 20, "repairs {r}");
@@ -650,7 +684,7 @@ fn a_saturated_worker_skips_repairs_but_forwards_every_source() {
     let mut c = cfg(true, false, Behavior::Dt6, None);
     c.coder.overload_threshold = 1.0;
     let mut off = Srv6Node::new(c, Metrics::new(1, "enc")).unwrap();
-    off.set_cpu_load(1.0);
+    off.coder().set_cpu_load(1.0);
     let (_, r) = send(&mut off, 0, 100);
     assert!(r >= 20, "repairs {r}");
 }
@@ -662,7 +696,7 @@ fn a_saturated_decoder_leaves_repairs_unsolved() {
     let mut c = cfg(false, true, Behavior::Dt6, None);
     c.coder.overload_threshold = 0.5;
     p.dec = Srv6Node::new(c, p.dm.clone()).unwrap();
-    p.dec.set_cpu_load(1.0);
+    p.dec.coder().set_cpu_load(1.0);
     let segs = [a(DEC), a(ENC)];
     let (decap, _) = run(
         &mut p,
@@ -672,7 +706,7 @@ fn a_saturated_decoder_leaves_repairs_unsolved() {
         |_| vec![],
     );
     assert_eq!(decap.len(), 90, "sources delivered, nothing recovered");
-    p.dec.publish_stats();
+    p.dec.coder().publish_stats();
     assert_eq!(p.dm.stream(0).recovered.load(rel), 0);
     assert!(p.dm.stream(0).overload_skips.load(rel) > 0);
 }
@@ -708,12 +742,14 @@ fn auth_sources_cost() {
             let p = &pkts[i % pkts.len()];
             buf[..p.len()].copy_from_slice(p);
             let mut m = 0;
-            let _ = enc.handle_packet(&mut buf, p.len(), now, &mut |_, b| {
+            let _ = enc.handle_packet(&mut buf, p.len(), now, &mut |t: Transmit<'_, Egress>| {
+                let (_, b) = (t.dest, t.bytes);
                 mid[..b.len()].copy_from_slice(b);
                 m = b.len();
             });
             bytes += p.len();
-            let _ = dec.handle_packet(&mut mid, m, now, &mut |e, _| {
+            let _ = dec.handle_packet(&mut mid, m, now, &mut |t: Transmit<'_, Egress>| {
+                let (e, _) = (t.dest, t.bytes);
                 delivered += (e == Egress::Decap) as usize
             });
         }

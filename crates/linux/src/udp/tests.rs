@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use hirt_wire::udp::UdpKind;
 
+use crate::ecn::set_ecn;
+
 use super::*;
 
 const SERVER: &str = "192.0.2.1:4096";
@@ -150,15 +152,24 @@ impl Net {
                 let t = i as usize % nc;
                 let p = ip_packet(i);
                 buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
-                self.client.workers[t].handle_tun(&mut buf, p.len(), self.now, &mut |d, _, _| {
-                    wire.push((d.to_vec(), t))
-                });
+                self.client.workers[t].handle_tun(
+                    &mut buf,
+                    p.len(),
+                    self.now,
+                    &mut |tr: Transmit<'_, SocketAddr>| {
+                        let (d, _, _) = (tr.bytes, tr.dest, tr.tos);
+                        wire.push((d.to_vec(), t))
+                    },
+                );
             } else {
                 self.now += Duration::from_millis(100);
                 for (t, w) in self.client.workers.iter_mut().enumerate() {
                     w.handle_timeout(
                         self.now,
-                        &mut |d, _, _| wire.push((d.to_vec(), t)),
+                        &mut |tr: Transmit<'_, SocketAddr>| {
+                            let (d, _, _) = (tr.bytes, tr.dest, tr.tos);
+                            wire.push((d.to_vec(), t))
+                        },
                         &mut |_| {},
                     );
                 }
@@ -182,7 +193,10 @@ impl Net {
                         from,
                         0,
                         self.now,
-                        &mut |d, to, tos| back.push((d.to_vec(), to, tos)),
+                        &mut |tr: Transmit<'_, SocketAddr>| {
+                            let (d, to, tos) = (tr.bytes, tr.dest, tr.tos);
+                            back.push((d.to_vec(), to, tos))
+                        },
                         &mut |p| delivered.push(p.to_vec()),
                     );
                 }
@@ -196,7 +210,7 @@ impl Net {
                     SERVER.parse().unwrap(),
                     0,
                     self.now,
-                    &mut |_, _, _| {},
+                    &mut |_: Transmit<'_, SocketAddr>| {},
                     &mut |_| {},
                 );
             }
@@ -290,8 +304,13 @@ fn replays_across_workers_are_rejected_and_counters_are_unique() {
     for i in 0..2000u32 {
         let p = ip_packet(i);
         buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
-        client.workers[i as usize % 2]
-            .handle_tun(&mut buf, p.len(), now, &mut |d, _, _| wire.push(d.to_vec()));
+        client.workers[i as usize % 2].handle_tun(&mut buf, p.len(), now, &mut |tr: Transmit<
+            '_,
+            SocketAddr,
+        >| {
+            let (d, _, _) = (tr.bytes, tr.dest, tr.tos);
+            wire.push(d.to_vec())
+        });
     }
     let mut counters: Vec<u64> = wire
         .iter()
@@ -308,10 +327,14 @@ fn replays_across_workers_are_rejected_and_counters_are_unique() {
     let mut delivered = 0;
     for (j, d) in wire.iter().take(50).enumerate() {
         let mut a = d.clone();
-        let r =
-            server.workers[j % 2].handle_udp(&mut a, from, 0, now, &mut |_, _, _| {}, &mut |_| {
-                delivered += 1
-            });
+        let r = server.workers[j % 2].handle_udp(
+            &mut a,
+            from,
+            0,
+            now,
+            &mut |_: Transmit<'_, SocketAddr>| {},
+            &mut |_| delivered += 1,
+        );
         assert_ne!(r, Err(UdpDrop::Auth));
         let mut b = d.clone();
         let r = server.workers[(j + 1) % 2].handle_udp(
@@ -319,7 +342,7 @@ fn replays_across_workers_are_rejected_and_counters_are_unique() {
             evil,
             0,
             now,
-            &mut |_, _, _| {},
+            &mut |_: Transmit<'_, SocketAddr>| {},
             &mut |_| delivered += 1,
         );
         assert_eq!(r, Err(UdpDrop::Auth), "replay to the other worker");
@@ -342,8 +365,14 @@ fn replays_across_workers_are_rejected_and_counters_are_unique() {
                 let mut ok = 0;
                 for d in rest.iter() {
                     let mut d = d.clone();
-                    if w.handle_udp(&mut d, from, 0, now, &mut |_, _, _| {}, &mut |_| {})
-                        != Err(UdpDrop::Auth)
+                    if w.handle_udp(
+                        &mut d,
+                        from,
+                        0,
+                        now,
+                        &mut |_: Transmit<'_, SocketAddr>| {},
+                        &mut |_| {},
+                    ) != Err(UdpDrop::Auth)
                     {
                         ok += 1;
                     }
@@ -380,7 +409,11 @@ fn a_lagging_sender_is_not_taken_for_a_replay() {
         let t = usize::from(i >= 100);
         let p = ip_packet(i);
         buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
-        client.workers[t].handle_tun(&mut buf, p.len(), now, &mut |d, _, _| {
+        client.workers[t].handle_tun(&mut buf, p.len(), now, &mut |tr: Transmit<
+            '_,
+            SocketAddr,
+        >| {
+            let (d, _, _) = (tr.bytes, tr.dest, tr.tos);
             per_worker[t].push(d.to_vec())
         });
     }
@@ -389,10 +422,14 @@ fn a_lagging_sender_is_not_taken_for_a_replay() {
     let order: Vec<&Vec<u8>> = per_worker[1].iter().chain(&per_worker[0]).collect();
     for (k, d) in order.iter().chain(order.iter()).enumerate() {
         let mut d = d.to_vec();
-        let _ =
-            server.workers[k % 2].handle_udp(&mut d, from, 0, now, &mut |_, _, _| {}, &mut |p| {
-                delivered.push(p.to_vec())
-            });
+        let _ = server.workers[k % 2].handle_udp(
+            &mut d,
+            from,
+            0,
+            now,
+            &mut |_: Transmit<'_, SocketAddr>| {},
+            &mut |p| delivered.push(p.to_vec()),
+        );
     }
     assert_eq!(
         count(&server.m.global.auth_failures),
@@ -424,7 +461,11 @@ fn forged_and_replayed_datagrams_change_nothing() {
             let p = ip_packet(100_000 + j);
             own[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
             let mut out = Vec::new();
-            attacker.handle_tun(&mut own, p.len(), Instant::now(), &mut |d, _, _| {
+            attacker.handle_tun(&mut own, p.len(), Instant::now(), &mut |tr: Transmit<
+                '_,
+                SocketAddr,
+            >| {
+                let (d, _, _) = (tr.bytes, tr.dest, tr.tos);
                 out.push((d.to_vec(), evil))
             });
             let mut v = vec![(d.to_vec(), evil), (forged, evil)];
@@ -484,7 +525,11 @@ fn a_silent_socket_falls_back_to_the_newest_address() {
         let p = ip_packet(77);
         buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
         let mut wire = Vec::new();
-        n.client.workers[0].handle_tun(&mut buf, p.len(), n.now, &mut |d, _, _| {
+        n.client.workers[0].handle_tun(&mut buf, p.len(), n.now, &mut |tr: Transmit<
+            '_,
+            SocketAddr,
+        >| {
+            let (d, _, _) = (tr.bytes, tr.dest, tr.tos);
             wire.push(d.to_vec())
         });
         for mut d in wire {
@@ -493,7 +538,7 @@ fn a_silent_socket_falls_back_to_the_newest_address() {
                 from,
                 0,
                 n.now,
-                &mut |_, _, _| {},
+                &mut |_: Transmit<'_, SocketAddr>| {},
                 &mut |_| {},
             );
         }
@@ -576,7 +621,8 @@ fn every_datagram_gets_its_own_traffic_class() {
         let p = ip_packet_tos(i, want);
         buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
         let mut wire: Wire = Vec::new();
-        client.handle_tun(&mut buf, p.len(), t, &mut |d, to, tos| {
+        client.handle_tun(&mut buf, p.len(), t, &mut |tr: Transmit<'_, SocketAddr>| {
+            let (d, to, tos) = (tr.bytes, tr.dest, tr.tos);
             wire.push((d.to_vec(), to, tos))
         });
         for (mut d, _, tos) in wire {
@@ -590,7 +636,10 @@ fn every_datagram_gets_its_own_traffic_class() {
                 from,
                 0,
                 t,
-                &mut |d, to, tos| back.push((d.to_vec(), to, tos)),
+                &mut |tr: Transmit<'_, SocketAddr>| {
+                    let (d, to, tos) = (tr.bytes, tr.dest, tr.tos);
+                    back.push((d.to_vec(), to, tos))
+                },
                 &mut |_| {},
             );
         }
@@ -599,7 +648,8 @@ fn every_datagram_gets_its_own_traffic_class() {
     t += Duration::from_secs(1);
     client.handle_timeout(
         t,
-        &mut |d, _, tos| {
+        &mut |tr: Transmit<'_, SocketAddr>| {
+            let (d, _, tos) = (tr.bytes, tr.dest, tr.tos);
             seen.entry(kind_of(d, Direction::ClientToServer))
                 .or_default()
                 .push(tos)
@@ -608,7 +658,10 @@ fn every_datagram_gets_its_own_traffic_class() {
     );
     server.handle_timeout(
         t,
-        &mut |d, to, tos| back.push((d.to_vec(), to, tos)),
+        &mut |tr: Transmit<'_, SocketAddr>| {
+            let (d, to, tos) = (tr.bytes, tr.dest, tr.tos);
+            back.push((d.to_vec(), to, tos))
+        },
         &mut |_| {},
     );
     let reps = &seen[&UdpKind::Repair];
@@ -692,16 +745,25 @@ fn outer_ce_reaches_the_inner_packet() {
         let p = ip_packet_tos(i, if i % 2 == 0 { 0x02 } else { 0 });
         buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
         let mut wire: Vec<(Vec<u8>, u8)> = Vec::new();
-        client.handle_tun(&mut buf, p.len(), now, &mut |d, _, tos| {
+        client.handle_tun(&mut buf, p.len(), now, &mut |tr: Transmit<
+            '_,
+            SocketAddr,
+        >| {
+            let (d, _, tos) = (tr.bytes, tr.dest, tr.tos);
             wire.push((d.to_vec(), tos))
         });
         for (j, (mut d, tos)) in wire.into_iter().enumerate() {
             if j == 0 && i % 8 == 6 {
                 continue;
             }
-            let r = server.handle_udp(&mut d, from, tos | 3, now, &mut |_, _, _| {}, &mut |p| {
-                got.push(p.to_vec())
-            });
+            let r = server.handle_udp(
+                &mut d,
+                from,
+                tos | 3,
+                now,
+                &mut |_: Transmit<'_, SocketAddr>| {},
+                &mut |p| got.push(p.to_vec()),
+            );
             if r == Err(UdpDrop::CeOnNotEct) {
                 drops += 1;
             }
@@ -742,6 +804,6 @@ fn a_restarted_client_is_followed() {
         "delivered after the restart: {} of 200",
         ids.len()
     );
-    n.server.workers[0].publish_stats();
+    n.server.workers[0].coder().publish_stats();
     assert_eq!(count(&n.server.m.stream(0).decoder_restarts), 1);
 }

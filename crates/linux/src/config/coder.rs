@@ -1,9 +1,11 @@
-//! The core settings both dataplane modes take from the same flags (time-driven repairs,
+//! The core settings both dataplane modes take from the same configuration keys (time-driven repairs,
 //! overload control, in-order release), checked once and turned into encoder/decoder configs.
 
 use std::time::Duration;
 
 use hirt_core::{DecoderConfig, EncoderConfig, FecMode, SchemeConfig};
+
+use super::ConfigError;
 
 /// Settings of every encoder and decoder an instance runs, besides its FEC mode.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,53 +41,47 @@ impl Default for CoderSettings {
 }
 
 /// `ms` as a duration within `0..=10000` ms; 0 is `None` (off).
-fn millis(flag: &str, ms: f64) -> anyhow::Result<Option<Duration>> {
-    anyhow::ensure!(
-        ms.is_finite() && (0.0..=10_000.0).contains(&ms),
-        "{flag} {ms}: must be within 0..=10000"
-    );
+fn millis(key: &'static str, ms: f64) -> Result<Option<Duration>, ConfigError> {
+    if !(ms.is_finite() && (0.0..=10_000.0).contains(&ms)) {
+        return Err(ConfigError::new(
+            key,
+            format!("{ms}: must be within 0..=10000"),
+        ));
+    }
     Ok((ms > 0.0).then(|| Duration::from_secs_f64(ms / 1e3)))
 }
 
 impl CoderSettings {
-    /// From `--overload-threshold`, `--repair-delay-ms`, `--repair-retries`,
-    /// `--repair-retry-gap-ms` and `--in-order-ms` (unset: the defaults).
-    pub fn from_flags(
-        overload_threshold: Option<f64>,
-        repair_delay_ms: Option<f64>,
-        repair_retries: Option<u8>,
+    /// From the `overload-threshold`, `repair-delay-ms`, `repair-retries`,
+    /// `repair-retry-gap-ms` (`None`: the repair delay) and `in-order-ms` settings; a
+    /// repair lag of 0.
+    pub fn new(
+        overload_threshold: f64,
+        repair_delay_ms: f64,
+        repair_retries: u8,
         repair_retry_gap_ms: Option<f64>,
-        in_order_ms: Option<f64>,
-    ) -> anyhow::Result<Self> {
-        let d = CoderSettings::default();
-        let overload_threshold = overload_threshold.unwrap_or(d.overload_threshold);
-        anyhow::ensure!(
-            (0.0..=1.0).contains(&overload_threshold),
-            "--overload-threshold must be within 0..=1 (1 = off)"
-        );
-        let repair_delay = match repair_delay_ms {
-            None => d.repair_delay,
-            Some(ms) => millis("--repair-delay-ms", ms)?,
-        };
+        in_order_ms: f64,
+    ) -> Result<Self, ConfigError> {
+        if !(0.0..=1.0).contains(&overload_threshold) {
+            return Err(ConfigError::new(
+                "overload-threshold",
+                format!("{overload_threshold}: must be within 0..=1 (1 = off)"),
+            ));
+        }
         let repair_retry_gap = match repair_retry_gap_ms {
             None => None,
-            Some(ms) => {
-                let gap = millis("--repair-retry-gap-ms", ms)?;
-                anyhow::ensure!(gap.is_some(), "--repair-retry-gap-ms must be above 0");
-                gap
-            }
-        };
-        let in_order = match in_order_ms {
-            None => None,
-            Some(ms) => millis("--in-order-ms", ms)?,
+            Some(ms) => match millis("repair-retry-gap-ms", ms)? {
+                None => return Err(ConfigError::new("repair-retry-gap-ms", "must be above 0")),
+                gap => gap,
+            },
         };
         Ok(CoderSettings {
             overload_threshold,
-            repair_delay,
-            repair_retries: repair_retries.unwrap_or(d.repair_retries),
+            repair_delay: millis("repair-delay-ms", repair_delay_ms)?,
+            repair_retries,
             repair_retry_gap,
-            in_order,
-            repair_lag: d.repair_lag,
+            in_order: millis("in-order-ms", in_order_ms)?,
+            repair_lag: 0,
         })
     }
 
@@ -113,28 +109,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flags_give_the_settings_and_bad_values_are_refused() {
-        assert_eq!(
-            CoderSettings::from_flags(None, None, None, None, None).unwrap(),
-            CoderSettings::default()
-        );
-        let s = CoderSettings::from_flags(Some(1.0), Some(1.0), Some(3), Some(0.25), Some(30.0))
-            .unwrap();
+    fn settings_and_bad_values_are_refused() {
+        let d = CoderSettings::default();
+        let from_defaults =
+            CoderSettings::new(d.overload_threshold, 5.0, d.repair_retries, None, 0.0).unwrap();
+        assert_eq!(from_defaults, d);
+        let s = CoderSettings::new(1.0, 1.0, 3, Some(0.25), 30.0).unwrap();
         assert_eq!(s.overload_threshold, 1.0);
         assert_eq!(s.repair_delay, Some(Duration::from_millis(1)));
         assert_eq!(s.repair_retries, 3);
         assert_eq!(s.repair_retry_gap, Some(Duration::from_micros(250)));
         assert_eq!(s.in_order, Some(Duration::from_millis(30)));
         // 0 turns the timer and the hold off.
-        let off = CoderSettings::from_flags(None, Some(0.0), None, None, Some(0.0)).unwrap();
+        let off = CoderSettings::new(0.9, 0.0, 1, None, 0.0).unwrap();
         assert_eq!((off.repair_delay, off.in_order), (None, None));
-        for bad in [
-            CoderSettings::from_flags(Some(1.5), None, None, None, None),
-            CoderSettings::from_flags(None, Some(-1.0), None, None, None),
-            CoderSettings::from_flags(None, None, None, Some(0.0), None),
-            CoderSettings::from_flags(None, None, None, None, Some(f64::NAN)),
+        for (bad, key) in [
+            (
+                CoderSettings::new(1.5, 5.0, 1, None, 0.0),
+                "overload-threshold",
+            ),
+            (
+                CoderSettings::new(0.9, -1.0, 1, None, 0.0),
+                "repair-delay-ms",
+            ),
+            (
+                CoderSettings::new(0.9, 5.0, 1, Some(0.0), 0.0),
+                "repair-retry-gap-ms",
+            ),
+            (
+                CoderSettings::new(0.9, 5.0, 1, None, f64::NAN),
+                "in-order-ms",
+            ),
         ] {
-            assert!(bad.is_err());
+            assert_eq!(bad.unwrap_err().key, key);
         }
         let e = s.encoder("ours".parse().unwrap());
         assert_eq!(e.repair_retry_gap, s.repair_retry_gap);

@@ -1,0 +1,228 @@
+//! `hirt srv6`: flags of an SRv6 instance, mapped onto [`Srv6Config`].
+
+use std::path::PathBuf;
+
+use hirt_linux::config::{Srv6Config, Srv6Role, XdpMode};
+use hirt_linux::srv6::Behavior;
+
+use super::apply_flags;
+
+/// `hirt srv6`: run the encoder and/or decoder SID of an SRv6 FEC tunnel. Every flag may also
+/// come from `--config FILE` (TOML, keys = long flag names, see `examples/hirt-srv6.toml`);
+/// flags on the command line win.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct Srv6Args {
+    /// TOML file with any of these flags (long names as keys).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// encoder, decoder or both (default both).
+    #[arg(long)]
+    pub role: Option<Srv6Role>,
+    /// The encoder SID (owned when role is encoder/both; feedback goes there otherwise).
+    #[arg(long)]
+    pub enc_sid: Option<std::net::Ipv6Addr>,
+    /// The decoder SID (owned when role is decoder/both; repairs go there otherwise).
+    #[arg(long)]
+    pub dec_sid: Option<std::net::Ipv6Addr>,
+    /// Decoder behaviour after recovery: dt6 (decapsulate, route), dx6:NEXTHOP, end.
+    #[arg(long)]
+    pub behavior: Option<Behavior>,
+    /// Routing table for dt6 (default main, 254) / the table hirt fills for dx6 (default 4869).
+    #[arg(long)]
+    pub table: Option<u32>,
+    /// TUN device the SIDs are routed to (default hirt0).
+    #[arg(long)]
+    pub dev: Option<String>,
+    /// FEC mode: ours (adaptive RLC, default), hirt, fixed:w=200,step=10, rs:k:m, none, ...
+    #[arg(long)]
+    pub fec: Option<String>,
+    /// Pin a Reed-Solomon block code k:m (tinyfecVPN style), overrides --fec.
+    #[arg(short = 'f', long = "rs")]
+    pub rs: Option<String>,
+    /// Sliding window when --fec does not give one (default 200).
+    #[arg(long)]
+    pub window: Option<u16>,
+    /// Worker threads / TUN queues / encoder streams (default 1, at most 64).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Key for the auth TLV on repair and feedback packets (hex with 0x prefix, else the bytes).
+    #[arg(long)]
+    pub hmac_key: Option<String>,
+    /// Key id carried in the auth TLV (default 1).
+    #[arg(long)]
+    pub key_id: Option<u32>,
+    /// Also add a real RFC 8754 HMAC TLV to repair/feedback packets.
+    #[arg(long)]
+    pub rfc8754_hmac: bool,
+    /// Authenticate source packets too (needs --hmac-key): the decoder drops and counts
+    /// unauthenticated or replayed sources.
+    #[arg(long)]
+    pub auth_sources: bool,
+    /// Time-driven repair: a repair goes out when sources have been unprotected this long, in
+    /// ms (sparse traffic; default 5, 0 = off).
+    #[arg(long)]
+    pub repair_delay_ms: Option<f64>,
+    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
+    #[arg(long)]
+    pub repair_retries: Option<u8>,
+    /// Gap between the re-sends of a time-driven repair, in ms (default: the repair delay).
+    #[arg(long)]
+    pub repair_retry_gap_ms: Option<f64>,
+    /// Worker load (busy fraction, 0..1) above which repair generation and solving are
+    /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
+    #[arg(long)]
+    pub overload_threshold: Option<f64>,
+    /// In-order release at the decoder: sources behind a missing one wait until it is
+    /// recovered, or at most this many ms, so transports see a recovered loss as a short delay
+    /// instead of reordering (which makes QUIC and TCP cut their window). Pays off when repairs
+    /// come soon after a loss (e.g. with `--repair-delay-ms 1`); 30 is a good hold. Default off
+    /// (0): every packet is delivered at once, recovered ones out of order.
+    #[arg(long)]
+    pub in_order_ms: Option<f64>,
+    /// How many sources a repair may arrive behind the newest source the decoder has seen,
+    /// beyond what the window allows anyway: the decoder keeps that many more sources. Raise it
+    /// where repairs take a slower path than the sources. Default 0; 2048 with
+    /// --kernel-sources, whose repairs trail the sources the kernel delivers.
+    #[arg(long)]
+    pub repair_lag: Option<u32>,
+    /// Do not install routes for the SIDs (the operator routes them to --dev).
+    #[arg(long)]
+    pub no_routes: bool,
+    /// Mark recovered packets ECN-CE (if ECN-capable).
+    #[arg(long)]
+    pub ecn_ce: bool,
+    /// DSCP for repair and feedback packets (0-63).
+    #[arg(long)]
+    pub repair_dscp: Option<u8>,
+    /// TLV type values source,repair,feedback,auth (default 124,125,126,252).
+    #[arg(long)]
+    pub tlv_types: Option<String>,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9469).
+    #[arg(long)]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Control socket for `hirt status` (default /run/hirt-<dev>.sock).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+    /// MTU of the TUN device (default 9000: hirt only adds 8-32 bytes of TLVs to what it gets).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// Seed for the core's randomness (default from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// AF_XDP fast path on these devices (comma-separated): an XDP program hands packets to our
+    /// SIDs straight to hirt, which sends what it forwards out of these devices itself (next
+    /// hop from the kernel's route and neighbour tables), skipping the kernel's forwarding and
+    /// the TUN device. Everything else, and what hirt cannot resolve, still uses --dev.
+    #[arg(long, value_delimiter = ',')]
+    pub xdp: Option<Vec<String>>,
+    /// With --xdp: sources never cross user space. On an encoder the XDP program does the End,
+    /// numbers the source and inserts its TLV, and the kernel forwards it (the encoder SID
+    /// becomes a `seg6local End` route for what the program leaves alone); on a decoder
+    /// (End.DT6) the kernel's own End.DT6 delivers it (a `seg6local End.DT6` route). hirt
+    /// codes repairs and recovers from copies the programs put in a BPF ring buffer; repairs
+    /// and feedback still go through AF_XDP. All of the tunnel's packets must arrive on the
+    /// --xdp devices, on receive queue 0; needs --role encoder or decoder and --threads 1;
+    /// not with --auth-sources or --in-order-ms.
+    #[arg(long)]
+    pub kernel_sources: bool,
+    /// How the XDP program is attached: `auto` (native, generic if the driver refuses),
+    /// `native` or `generic`. On veth, native XDP turns each socket buffer into an XDP frame
+    /// and back with a copy; for what the program passes on (--kernel-sources) generic is
+    /// cheaper there.
+    #[arg(long)]
+    pub xdp_mode: Option<XdpMode>,
+}
+
+impl Srv6Args {
+    /// The configuration: `--config` (or the defaults), then the flags given.
+    pub fn into_config(self) -> anyhow::Result<Srv6Config> {
+        let a = self;
+        let mut c = match &a.config {
+            Some(path) => Srv6Config::from_file(path)?,
+            None => Srv6Config::default(),
+        };
+        apply_flags!(c, a;
+            set: role, behavior, dev, fec, window, threads, key_id, repair_delay_ms,
+                 repair_retries, overload_threshold, in_order_ms, repair_dscp, mtu, xdp, xdp_mode;
+            some: enc_sid, dec_sid, table, rs, hmac_key, repair_retry_gap_ms, repair_lag,
+                  tlv_types, metrics, control, seed;
+            flag: rfc8754_hmac, auth_sources, no_routes, ecn_ce, kernel_sources);
+        Ok(c)
+    }
+}
+
+/// Runs `hirt srv6`.
+pub fn run(args: Srv6Args) -> anyhow::Result<()> {
+    hirt_linux::srv6_run::run(args.into_config()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_file_fills_what_the_flags_leave_unset() {
+        let path = std::env::temp_dir().join(format!("hirt-cfg-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "role = \"encoder\"\nenc-sid = \"fc00::1\"\nfec = \"hirt\"\necn-ce = true\nthreads = 2\n\
+             repair-lag = 512\n",
+        )
+        .unwrap();
+        let a = Srv6Args {
+            config: Some(path.clone()),
+            fec: Some("none".into()),
+            dec_sid: Some("fc00::2".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = a.into_config().unwrap();
+        assert_eq!(c.role, Srv6Role::Encoder);
+        assert_eq!(c.enc_sid, Some("fc00::1".parse().unwrap()));
+        assert_eq!(c.dec_sid, Some("fc00::2".parse().unwrap()));
+        assert_eq!(c.fec, "none", "flag wins");
+        assert!(c.ecn_ce);
+        assert_eq!(c.threads, 2);
+        assert_eq!(c.repair_lag, Some(512));
+        assert_eq!(c.dev, "hirt0", "default");
+        c.validate().unwrap();
+        std::fs::write(&path, "bogus = 1\n").unwrap();
+        let a = Srv6Args {
+            config: Some(path.clone()),
+            ..Default::default()
+        };
+        assert!(a.into_config().is_err(), "unknown keys are refused");
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn flags_parse_onto_the_config() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: Srv6Args,
+        }
+        let cli = Cli::parse_from([
+            "hirt",
+            "--role",
+            "decoder",
+            "--behavior",
+            "dx6:fc00::9",
+            "--xdp",
+            "a,b",
+            "--xdp-mode",
+            "generic",
+            "-f",
+            "20:10",
+            "--rfc8754-hmac",
+        ]);
+        let c = cli.a.into_config().unwrap();
+        assert_eq!(c.role, Srv6Role::Decoder);
+        assert_eq!(c.behavior, Behavior::Dx6("fc00::9".parse().unwrap()));
+        assert_eq!(c.xdp, vec!["a".to_string(), "b".into()]);
+        assert_eq!(c.xdp_mode, XdpMode::Generic);
+        assert_eq!(c.rs.as_deref(), Some("20:10"));
+        assert!(c.rfc8754_hmac);
+        assert!(Cli::try_parse_from(["hirt", "--role", "middle"]).is_err());
+    }
+}

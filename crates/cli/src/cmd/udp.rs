@@ -1,0 +1,175 @@
+//! `hirt udp`: flags of a UDP tunnel peer, mapped onto [`UdpConfig`].
+
+use std::path::PathBuf;
+
+use hirt_linux::config::{UdpConfig, UdpRole};
+
+use super::apply_flags;
+
+/// `hirt udp`: a FEC tunnel between two peers over UDP (tinyfecVPN-like). Every flag may also
+/// come from `--config FILE` (TOML, keys = long flag names and `role = "server"|"client"`, see
+/// `examples/hirt-udp.toml`); flags on the command line win.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct UdpArgs {
+    /// TOML file with any of these flags (long names as keys).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Run as the server (listens, learns the client's address).
+    #[arg(short = 's', long)]
+    pub server: bool,
+    /// Run as the client.
+    #[arg(short = 'c', long)]
+    pub client: bool,
+    /// Server: address to listen on, e.g. 0.0.0.0:4096 or [::]:4096.
+    #[arg(short = 'l', long)]
+    pub listen: Option<String>,
+    /// Client: the server's address.
+    #[arg(short = 'r', long)]
+    pub remote: Option<String>,
+    /// Shared secret (any string; both peers must use the same).
+    #[arg(short = 'k', long)]
+    pub key: Option<String>,
+    /// Authenticate only, do not encrypt (for traffic that is already encrypted).
+    #[arg(long)]
+    pub no_encrypt: bool,
+    /// Run with no key at all (anyone can inject packets): must be explicit.
+    #[arg(long)]
+    pub insecure: bool,
+    /// FEC mode: ours (adaptive RLC, default), hirt, fixed:w=..,step=.., none, ...
+    #[arg(long)]
+    pub fec: Option<String>,
+    /// Pin a Reed-Solomon block code k:m (like tinyfecVPN -f 20:10), overrides --fec.
+    #[arg(short = 'f', long = "rs")]
+    pub rs: Option<String>,
+    /// Sliding window when --fec does not give one (default 200).
+    #[arg(long)]
+    pub window: Option<u16>,
+    /// TUN device name (default hirt-udp).
+    #[arg(long)]
+    pub dev: Option<String>,
+    /// Address of our end of the tunnel (default 10.77.0.1/24 server, 10.77.0.2/24 client).
+    #[arg(long)]
+    pub tun_addr: Option<String>,
+    /// Extra IPv6 address of our end (e.g. fd77::1/64).
+    #[arg(long)]
+    pub tun_addr6: Option<String>,
+    /// TUN MTU (default 1400; see docs for the arithmetic).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// Do not clamp the TCP MSS of SYNs crossing the tunnel.
+    #[arg(long)]
+    pub no_mss_clamp: bool,
+    /// Do not use TUN segmentation offloads (by default the kernel hands hirt TCP packets of
+    /// up to 64 KiB, which hirt cuts into segments, and takes runs of segments back in one
+    /// write; see docs/dataplane.md).
+    #[arg(long)]
+    pub no_tun_offload: bool,
+    /// Keepalive interval in ms (default 1000).
+    #[arg(long)]
+    pub keepalive_ms: Option<u64>,
+    /// Worker threads (default 1, at most 64; the decoder steers by stream id).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// DSCP for repair packets (0-63).
+    #[arg(long)]
+    pub repair_dscp: Option<u8>,
+    /// Mark recovered packets ECN-CE (if ECN-capable).
+    #[arg(long)]
+    pub ecn_ce: bool,
+    /// Serve Prometheus metrics on this address.
+    #[arg(long)]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Control socket for `hirt status` (default /run/hirt-<dev>.sock).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+    /// Time-driven repair: a repair goes out when sources have been unprotected this long, in
+    /// ms (sparse traffic; default 5, 0 = off).
+    #[arg(long)]
+    pub repair_delay_ms: Option<f64>,
+    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
+    #[arg(long)]
+    pub repair_retries: Option<u8>,
+    /// Gap between the re-sends of a time-driven repair, in ms (default: the repair delay).
+    #[arg(long)]
+    pub repair_retry_gap_ms: Option<f64>,
+    /// Worker load (busy fraction, 0..1) above which repair generation and solving are
+    /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
+    #[arg(long)]
+    pub overload_threshold: Option<f64>,
+    /// In-order release at the decoder: sources behind a missing one wait until it is
+    /// recovered, or at most this many ms, so transports see a recovered loss as a short delay
+    /// instead of reordering (which makes QUIC and TCP cut their window). Pays off when repairs
+    /// come soon after a loss (e.g. with `--repair-delay-ms 1`); 30 is a good hold. Default off
+    /// (0): every packet is delivered at once, recovered ones out of order.
+    #[arg(long)]
+    pub in_order_ms: Option<f64>,
+    /// Seed for the core's randomness (default from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl UdpArgs {
+    /// The configuration: `--config` (or the defaults), then the flags given.
+    pub fn into_config(self) -> anyhow::Result<UdpConfig> {
+        let a = self;
+        let mut c = match &a.config {
+            Some(path) => UdpConfig::from_file(path)?,
+            None => UdpConfig::default(),
+        };
+        match (a.server, a.client) {
+            (true, true) => anyhow::bail!("give exactly one of -s (server) or -c (client)"),
+            (true, false) => c.role = Some(UdpRole::Server),
+            (false, true) => c.role = Some(UdpRole::Client),
+            (false, false) => {}
+        }
+        apply_flags!(c, a;
+            set: fec, window, dev, mtu, keepalive_ms, threads, repair_dscp, repair_delay_ms,
+                 repair_retries, overload_threshold, in_order_ms;
+            some: listen, remote, key, rs, tun_addr, tun_addr6, metrics, control,
+                  repair_retry_gap_ms, seed;
+            flag: no_encrypt, insecure, no_mss_clamp, no_tun_offload, ecn_ce);
+        Ok(c)
+    }
+}
+
+/// Runs `hirt udp`.
+pub fn run(args: UdpArgs) -> anyhow::Result<()> {
+    hirt_linux::udp::run(args.into_config()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_and_file_make_the_config() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: UdpArgs,
+        }
+        let path = std::env::temp_dir().join(format!("hirt-udp-cfg-{}.toml", std::process::id()));
+        std::fs::write(
+            &path,
+            "role = \"server\"\nkey = \"k\"\nthreads = 4\nmtu = 1300\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let c = Cli::parse_from(["hirt", "--config", p, "--mtu", "1200", "--no-tun-offload"])
+            .a
+            .into_config()
+            .unwrap();
+        assert_eq!(c.role, Some(UdpRole::Server));
+        assert_eq!((c.threads, c.mtu, c.no_tun_offload), (4, 1200, true));
+        c.validate().unwrap();
+        let c = Cli::parse_from(["hirt", "--config", p, "-c", "-r", "192.0.2.1:1"])
+            .a
+            .into_config()
+            .unwrap();
+        assert_eq!(c.role, Some(UdpRole::Client), "the flag wins");
+        let both = Cli::parse_from(["hirt", "-s", "-c"]).a.into_config();
+        assert!(both.unwrap_err().to_string().contains("exactly one"));
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -1,0 +1,539 @@
+//! The mode-neutral dataplane engine that SRv6 and UDP mode plug into.
+//!
+//! A running instance has N workers; worker `i` owns encoder stream `i`. What every mode needs
+//! lives here, once:
+//!
+//! - [`CoderSlots`]: the encoders and decoders of an instance, one slot per worker (stream `s`
+//!   lives in slot `s % N`, each behind its own mutex). A worker codes its own stream in its
+//!   own slot (an uncontended lock); a repair, source or feedback of stream `s` that the kernel
+//!   queued to another worker is handled in slot `s % N`: this is how the decoder, and the
+//!   encoder's feedback path, steer by stream id.
+//! - [`StreamCoder`]: one worker's view of the slots, with what the driver calls on it besides
+//!   packets: timers ([`StreamCoder::poll_timeout`]), the load meter ([`StreamCoder::set_cpu_load`],
+//!   see [`load`]), local drops, live controller changes and stats publication.
+//! - [`Housekeeping`]: the per-round work of a worker loop that is not packets: the control
+//!   socket's controller changes, the load meter's periods, stats publication.
+//! - [`Operations`]: the control socket (`hirt status`) and Prometheus endpoint of an instance;
+//!   [`Workers`]: its threads, stopped and joined as one.
+//! - [`Transmit`]: what a mode's state machine hands its driver to send: bytes, where they go
+//!   and the outer DSCP/ECN. The driver batches them ([`TransmitSink`]).
+//!
+//! The slot locks are the engine's: a transport's handler asks [`CoderSlots`] for the slot of
+//! the stream a packet names (known only once the packet is parsed and authenticated) and holds
+//! it for that packet. A transport's own shared state (replay windows of authenticated
+//! packets, learned peer addresses) has a lock of its own, also held for one packet.
+//!
+//! A mode is a *transport*: how a source is tagged (an SRv6 TLV or a UDP frame header), what a
+//! repair or feedback packet looks like, where it goes ([`Transmit::dest`]: an SRv6 egress, a
+//! UDP peer address), and how packets are read and written in batches (TUN, AF_XDP, UDP
+//! sockets). [`crate::srv6`] and [`crate::udp`] hold those parts only.
+
+pub mod load;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, StreamId};
+
+use crate::config::CoderSettings;
+use crate::control::{self, Control, ControlServer};
+use crate::metrics::{add, Metrics};
+use crate::runtime::StopFlag;
+use load::{LoadMeter, LOAD_PERIOD};
+
+/// Transmit queue length of the TUN devices of both modes (the kernel default is 500): a long
+/// queue absorbs bursts while a worker is busy.
+pub const TUN_TXQLEN: u32 = 8192;
+
+/// One datagram or packet to send: the bytes, where they go (`D`: the transport's destination,
+/// e.g. an SRv6 egress device or a UDP peer address) and the outer header's DSCP << 2 | ECN.
+#[derive(Debug, Clone, Copy)]
+pub struct Transmit<'a, D> {
+    /// The packet.
+    pub bytes: &'a [u8],
+    /// Where it goes.
+    pub dest: D,
+    /// Outer traffic class (TOS): DSCP << 2 | ECN.
+    pub tos: u8,
+}
+
+/// Where a state machine puts what it has to send; the driver's batch. Implemented for
+/// closures, so tests can collect into a `Vec`.
+pub trait TransmitSink<D> {
+    /// Queues `t` (the bytes are copied into the batch or written at once).
+    fn transmit(&mut self, t: Transmit<'_, D>);
+}
+
+impl<D, F: FnMut(Transmit<'_, D>)> TransmitSink<D> for F {
+    #[inline]
+    fn transmit(&mut self, t: Transmit<'_, D>) {
+        self(t)
+    }
+}
+
+/// Locks, ignoring poisoning (a panicking worker must not stop the others).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A decoder and the per-slot state a transport keeps beside it (`X`; e.g. the last hop limit
+/// per stream in SRv6 mode).
+#[derive(Debug)]
+pub struct DecoderSlot<X> {
+    /// The decoder.
+    pub dec: Decoder,
+    /// The transport's state of this slot.
+    pub extra: X,
+}
+
+impl<X> std::ops::Deref for DecoderSlot<X> {
+    type Target = Decoder;
+
+    fn deref(&self) -> &Decoder {
+        &self.dec
+    }
+}
+
+impl<X> std::ops::DerefMut for DecoderSlot<X> {
+    fn deref_mut(&mut self) -> &mut Decoder {
+        &mut self.dec
+    }
+}
+
+/// The encoders and decoders of an instance, one slot per worker (see the module docs).
+pub struct CoderSlots<X = ()> {
+    encs: Vec<Mutex<Encoder>>,
+    decs: Vec<Mutex<DecoderSlot<X>>>,
+}
+
+impl<X> std::fmt::Debug for CoderSlots<X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoderSlots")
+            .field("encoders", &self.encs.len())
+            .field("decoders", &self.decs.len())
+            .finish()
+    }
+}
+
+/// What [`CoderSlots::new`] builds.
+#[derive(Debug, Clone)]
+pub struct SlotsConfig<'a> {
+    /// FEC mode of the encoders (the decoders take its scheme).
+    pub fec: &'a FecMode,
+    /// Timers, overload control, in-order release.
+    pub coder: &'a CoderSettings,
+    /// Number of slots (workers).
+    pub slots: usize,
+    /// Whether the instance encodes / decodes.
+    pub encode: bool,
+    /// See `encode`.
+    pub decode: bool,
+    /// Seed of encoder slot 0 (slot `i` gets `+ i`).
+    pub enc_seed: u64,
+    /// Seed of decoder slot 0 (slot `i` gets `+ i`).
+    pub dec_seed: u64,
+}
+
+impl<X> CoderSlots<X> {
+    /// The slots of `cfg`, each decoder slot with `extra()` beside it.
+    pub fn new(cfg: &SlotsConfig<'_>, extra: impl Fn() -> X) -> Arc<CoderSlots<X>> {
+        let n = cfg.slots.max(1);
+        let encs = match cfg.encode {
+            true => (0..n)
+                .map(|i| {
+                    let c = cfg.coder.encoder(cfg.fec.clone());
+                    Mutex::new(Encoder::new(c, cfg.enc_seed.wrapping_add(i as u64)))
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        let decs = match cfg.decode {
+            true => (0..n)
+                .map(|i| {
+                    let c = cfg.coder.decoder(cfg.fec.scheme.clone());
+                    Mutex::new(DecoderSlot {
+                        dec: Decoder::new(c, cfg.dec_seed.wrapping_add(i as u64)),
+                        extra: extra(),
+                    })
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        Arc::new(CoderSlots { encs, decs })
+    }
+
+    /// The encoder slot of `stream` (locked), if the instance encodes.
+    #[inline]
+    pub fn enc(&self, stream: StreamId) -> Option<MutexGuard<'_, Encoder>> {
+        let n = self.encs.len();
+        (n > 0).then(|| lock(&self.encs[stream as usize % n]))
+    }
+
+    /// The decoder slot of `stream` (locked), if the instance decodes.
+    #[inline]
+    pub fn dec(&self, stream: StreamId) -> Option<MutexGuard<'_, DecoderSlot<X>>> {
+        let n = self.decs.len();
+        (n > 0).then(|| lock(&self.decs[stream as usize % n]))
+    }
+
+    /// Whether the instance encodes.
+    pub fn encodes(&self) -> bool {
+        !self.encs.is_empty()
+    }
+}
+
+/// One worker's view of the [`CoderSlots`]: its own stream, and the instance's metrics.
+pub struct StreamCoder<X = ()> {
+    slots: Arc<CoderSlots<X>>,
+    stream: StreamId,
+    metrics: Arc<Metrics>,
+}
+
+impl<X> std::fmt::Debug for StreamCoder<X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamCoder")
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<X> StreamCoder<X> {
+    /// Worker `stream` of the instance whose slots are `slots`.
+    pub fn new(slots: Arc<CoderSlots<X>>, stream: StreamId, metrics: Arc<Metrics>) -> Self {
+        StreamCoder {
+            slots,
+            stream,
+            metrics,
+        }
+    }
+
+    /// The instance's slots.
+    #[inline]
+    pub fn slots(&self) -> &Arc<CoderSlots<X>> {
+        &self.slots
+    }
+
+    /// The stream this worker encodes.
+    #[inline]
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// The instance's counters.
+    #[inline]
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Switches this worker's encoder to controller `c` (live change from the control socket).
+    pub fn set_controller(&self, c: &ControllerConfig) {
+        if let Some(mut e) = self.slots.enc(self.stream) {
+            e.set_controller(c);
+        }
+    }
+
+    /// Tells the core how busy this worker is: `load` is the worker's load over the last
+    /// measurement period (~10 ms), 0.0..=1.0, as [`load::LoadMeter`] measures it. Applied to
+    /// the encoder and decoder slot this worker owns; above the overload threshold they skip
+    /// repair generation / repair solving with probability `(load - threshold) / (1 -
+    /// threshold)` (HIRT §V), so FEC stops adding work when the worker is already saturated.
+    /// Also published as the stream's `worker_load_ppm`.
+    pub fn set_cpu_load(&self, load: f64) {
+        let load = if load.is_finite() {
+            load.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        if let Some(mut e) = self.slots.enc(self.stream) {
+            e.set_cpu_load(load);
+        }
+        if let Some(mut d) = self.slots.dec(self.stream) {
+            d.dec.set_cpu_load(load);
+        }
+        self.metrics
+            .stream(self.stream)
+            .worker_load_ppm
+            .store((load * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// Reports `n` packets this host dropped before the decoder read them: passed on in
+    /// feedback (`local_drops`) so the encoder does not answer them with more repairs. The
+    /// transport only reports drops of what was bound for the decoder.
+    pub fn add_local_drops(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Some(mut d) = self.slots.dec(self.stream) {
+            d.dec.add_local_drops(n.min(u64::from(u32::MAX)) as u32);
+            add(&self.metrics.stream(self.stream).local_drops, n);
+        }
+    }
+
+    /// When the timers of this worker's slots are due next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let a = self.slots.enc(self.stream).and_then(|e| e.poll_timeout());
+        let b = self
+            .slots
+            .dec(self.stream)
+            .and_then(|d| d.dec.poll_timeout());
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Copies the core's view of this worker's slots (losses, residual, controller rate,
+    /// overload skips) into the metrics. Called periodically, not per packet.
+    pub fn publish_stats(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if let Some(e) = self.slots.enc(self.stream) {
+            for s in e.streams() {
+                if let Some(st) = e.stats(s) {
+                    let c = self.metrics.stream(s);
+                    c.controller_ratio_ppm
+                        .store((st.rate * 1e6) as u64, Relaxed);
+                    c.overload_skips.store(st.overload_skips, Relaxed);
+                    c.repairs_timer.store(st.repairs_timer, Relaxed);
+                }
+            }
+        }
+        let no_enc = !self.slots.encodes();
+        if let Some(d) = self.slots.dec(self.stream) {
+            for s in d.dec.streams() {
+                if let Some(st) = d.dec.stats(s) {
+                    let c = self.metrics.stream(s);
+                    c.losses.store(st.lost, Relaxed);
+                    c.unrecoverable.store(st.residual, Relaxed);
+                    c.order_skipped.store(st.order_skipped, Relaxed);
+                    c.decoder_restarts.store(st.restarts, Relaxed);
+                    if no_enc {
+                        c.overload_skips.store(st.overload_skips, Relaxed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What a worker loop does between packets: apply controller changes from the control socket,
+/// close load-meter periods, publish stats. One per worker thread.
+#[derive(Debug)]
+pub struct Housekeeping {
+    ctl: Arc<Control>,
+    generation: u64,
+    meter: LoadMeter,
+    last_publish: Instant,
+}
+
+/// How often a worker copies the core's counters into the metrics.
+const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+
+impl Housekeeping {
+    /// Housekeeping of a worker starting at `now` on the calling thread (its CPU time is
+    /// what the load meter reads).
+    pub fn new(ctl: Arc<Control>, now: Instant) -> Housekeeping {
+        Housekeeping {
+            generation: ctl.generation(),
+            ctl,
+            meter: LoadMeter::new(now, load::thread_cpu_time(), LOAD_PERIOD),
+            last_publish: now,
+        }
+    }
+
+    /// Once per round, after the packets: `local_drops` (called once per load period) says
+    /// whether the worker's queues dropped packets (the period counts as saturated) and how
+    /// many of those were bound for the decoder. Returns true when stats were published.
+    pub fn tick<X>(
+        &mut self,
+        now: Instant,
+        coder: &StreamCoder<X>,
+        local_drops: impl FnOnce() -> QueueDrops,
+    ) -> bool {
+        let g = self.ctl.generation();
+        if g != self.generation {
+            self.generation = g;
+            if let Ok(c) = self.ctl.controller().parse::<ControllerConfig>() {
+                coder.set_controller(&c);
+            }
+        }
+        if self.meter.due(now) {
+            let d = local_drops();
+            if d.queue_dropped {
+                self.meter.queue_dropped();
+            }
+            coder.add_local_drops(d.for_decoder);
+            coder.set_cpu_load(self.meter.close(now, load::thread_cpu_time()));
+        }
+        if now.duration_since(self.last_publish) > PUBLISH_EVERY {
+            coder.publish_stats();
+            self.last_publish = now;
+            return true;
+        }
+        false
+    }
+}
+
+/// Drops at a worker's queues during one load period.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueDrops {
+    /// The worker's queues dropped packets: it cannot keep up.
+    pub queue_dropped: bool,
+    /// Of those, packets bound for the decoder (reported in feedback).
+    pub for_decoder: u64,
+}
+
+/// The control socket and Prometheus endpoint of an instance.
+#[derive(Debug)]
+pub struct Operations {
+    /// Shared with the workers (controller changes).
+    pub ctl: Arc<Control>,
+    _server: Option<ControlServer>,
+}
+
+impl Operations {
+    /// Serves `hirt status` on `path` and, when asked, Prometheus on `metrics_addr`.
+    pub fn start(
+        metrics: &Arc<Metrics>,
+        fec: &FecMode,
+        path: &std::path::Path,
+        metrics_addr: Option<std::net::SocketAddr>,
+    ) -> std::io::Result<Operations> {
+        let ctl = Control::new(metrics.clone(), &fec.controller.to_string());
+        let server = control::start_operations(path, &ctl, metrics_addr, metrics)?;
+        Ok(Operations {
+            ctl,
+            _server: server,
+        })
+    }
+}
+
+/// The worker threads of an instance and their stop flag.
+#[derive(Debug, Default)]
+pub struct Workers {
+    stop: Arc<StopFlag>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    /// Starts worker `name-{index}` running `body(stop)`.
+    pub fn spawn(
+        &mut self,
+        name: String,
+        body: impl FnOnce(Arc<StopFlag>) + Send + 'static,
+    ) -> std::io::Result<()> {
+        let stop = self.stop.clone();
+        let t = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || body(stop))?;
+        self.threads.push(t);
+        Ok(())
+    }
+
+    /// Whether a stop was asked for (by [`Self::stop`] or a signal).
+    pub fn stopped(&self) -> bool {
+        self.stop.stopped()
+    }
+
+    /// Stops the workers and waits for them.
+    pub fn stop(&mut self) {
+        self.stop.stop();
+        for w in self.threads.drain(..) {
+            let _ = w.join();
+        }
+    }
+
+    /// Waits until a signal (or [`Self::stop`]) asks the workers to stop.
+    pub fn wait_for_stop(&self) {
+        while !self.stop.stopped() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(n: usize, encode: bool) -> Arc<CoderSlots<u32>> {
+        let fec: FecMode = "fixed:w=16,step=4".parse().unwrap();
+        CoderSlots::new(
+            &SlotsConfig {
+                fec: &fec,
+                coder: &CoderSettings::default(),
+                slots: n,
+                encode,
+                decode: true,
+                enc_seed: 1,
+                dec_seed: 2,
+            },
+            || 7,
+        )
+    }
+
+    #[test]
+    fn streams_share_slots_modulo_the_worker_count() {
+        let s = slots(2, true);
+        let now = Instant::now();
+        // Stream 3 is coded in slot 1: worker 1 sees its sources.
+        s.enc(3).unwrap().handle_source(3, &[1u8; 100], now);
+        assert!(s.enc(1).unwrap().streams().any(|x| x == 3));
+        assert!(!s.enc(0).unwrap().streams().any(|x| x == 3));
+        assert_eq!(s.dec(5).unwrap().extra, 7);
+        assert!(s.encodes());
+        let d = slots(1, false);
+        assert!(d.enc(0).is_none() && !d.encodes());
+    }
+
+    #[test]
+    fn a_worker_publishes_its_load_drops_and_stats() {
+        let m = Metrics::new(2, "test");
+        let c = StreamCoder::new(slots(2, true), 1, m.clone());
+        c.set_cpu_load(0.25);
+        assert_eq!(m.stream(1).worker_load_ppm.load(Ordering::Relaxed), 250_000);
+        c.set_cpu_load(f64::NAN);
+        assert_eq!(
+            m.stream(1).worker_load_ppm.load(Ordering::Relaxed),
+            1_000_000
+        );
+        c.add_local_drops(3);
+        c.add_local_drops(0);
+        assert_eq!(m.stream(1).local_drops.load(Ordering::Relaxed), 3);
+        // A source leaves its protection due to the repair timer.
+        let now = Instant::now();
+        c.slots().enc(1).unwrap().handle_source(1, &[0u8; 64], now);
+        assert!(c.poll_timeout().is_some_and(|t| t > now));
+        c.set_controller(&"fixed:step=2".parse().unwrap());
+        c.publish_stats();
+        assert_eq!(
+            m.stream(1).controller_ratio_ppm.load(Ordering::Relaxed),
+            500_000
+        );
+    }
+
+    #[test]
+    fn workers_stop_and_join() {
+        let mut w = Workers::default();
+        let ran = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        for i in 0..3 {
+            let ran = ran.clone();
+            w.spawn(format!("test-{i}"), move |stop| {
+                while !stop.stopped() {
+                    std::thread::yield_now();
+                }
+                ran.fetch_add(1, Ordering::Relaxed);
+            })
+            .unwrap();
+        }
+        assert!(!w.stopped());
+        w.stop();
+        assert!(w.stopped());
+        assert_eq!(ran.load(Ordering::Relaxed), 3);
+    }
+}
