@@ -16,6 +16,7 @@
 //! `RLIMIT_MEMLOCK` large enough).
 
 mod bpf;
+mod reuseport;
 mod ring;
 mod xsk;
 
@@ -23,6 +24,7 @@ pub use bpf::{
     untagged, AttachMode, SidFilter, SourceTag, SourceTap, Untagged, XdpProgram, BOTH_MODES,
     MAX_DEVICES, MAX_SIDS, RING_RECORD_BYTES, TAP_MAX_PACKET, TAP_RECORD, WAKE_BEHIND,
 };
+pub use reuseport::steer_by_sender;
 pub use ring::RingBuf;
 pub use xsk::{Xsk, XskStats, FRAMES, FRAME_SIZE};
 
