@@ -90,12 +90,15 @@ mod tests {
 
         /// The socket index for `payload`. `BPF_PROG_TEST_RUN` takes an Ethernet frame and
         /// runs a socket filter with the data after the Ethernet header, where the kernel's
-        /// reuseport code has it at the UDP payload.
+        /// reuseport code has it at the UDP payload. The EtherType is one the test run does
+        /// not parse (IEEE local experimental), so that the payload may be of any length (with
+        /// IPv4 it must hold an IPv4 header).
         fn select(&mut self, payload: &[u8]) -> u32 {
+            const ETH_P_LOCAL_EXPERIMENTAL: u16 = 0x88b5;
             let prog = program(&mut self.0).unwrap();
             let fd = prog.fd().unwrap();
             let mut frame = vec![0u8; 12];
-            frame.extend_from_slice(&0x0800u16.to_be_bytes());
+            frame.extend_from_slice(&ETH_P_LOCAL_EXPERIMENTAL.to_be_bytes());
             frame.extend_from_slice(payload);
             prog_test_run(fd.as_fd(), &frame, None).unwrap().action
         }
@@ -143,5 +146,40 @@ mod tests {
                 payload.len()
             );
         }
+    }
+
+    /// In a real group, datagrams shorter than 2 bytes still reach one of the sockets.
+    #[test]
+    fn reuseport_group_delivers_short_datagrams() {
+        if not_root() {
+            return;
+        }
+        let bind = |addr: std::net::SocketAddr| {
+            let s =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+            s.set_reuse_port(true).unwrap();
+            s.bind(&addr.into()).unwrap();
+            UdpSocket::from(s)
+        };
+        let a = bind("127.0.0.1:0".parse().unwrap());
+        let addr = a.local_addr().unwrap();
+        let b = bind(addr);
+        steer_by_sender(&a, 2).unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let short: [&[u8]; 2] = [&[], &[0x04]];
+        for payload in short {
+            client.send_to(payload, addr).unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut got = Vec::new();
+        for s in [&a, &b] {
+            s.set_nonblocking(true).unwrap();
+            let mut buf = [0u8; 16];
+            while let Ok(len) = s.recv(&mut buf) {
+                got.push(buf[..len].to_vec());
+            }
+        }
+        got.sort();
+        assert_eq!(got, vec![vec![], vec![0x04]]);
     }
 }
