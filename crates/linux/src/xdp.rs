@@ -14,6 +14,10 @@
 //!
 //! Needs `CAP_NET_ADMIN` and `CAP_BPF` (root); the UMEM is locked memory (`CAP_IPC_LOCK` or
 //! `RLIMIT_MEMLOCK` large enough).
+//!
+//! The other BPF program loaded here is the UDP mode's `SO_REUSEPORT` selector
+//! ([`steer_by_sender`], `crates/linux/bpf/reuseport_steer.bpf.c`), which shares the toolchain
+//! and the loader.
 
 mod bpf;
 mod reuseport;
