@@ -16,6 +16,7 @@
 set -euo pipefail
 
 PROGRAMS=(
+    reuseport_steer
     sid_filter
 )
 CLANG_MAJOR=14

@@ -14,8 +14,13 @@
 //!
 //! Needs `CAP_NET_ADMIN` and `CAP_BPF` (root); the UMEM is locked memory (`CAP_IPC_LOCK` or
 //! `RLIMIT_MEMLOCK` large enough).
+//!
+//! The other BPF program loaded here is the UDP mode's `SO_REUSEPORT` selector
+//! ([`steer_by_sender`], `crates/linux/bpf/reuseport_steer.bpf.c`), which shares the toolchain
+//! and the loader.
 
 mod bpf;
+mod reuseport;
 mod ring;
 mod xsk;
 
@@ -23,6 +28,7 @@ pub use bpf::{
     untagged, AttachMode, SidFilter, SourceTag, SourceTap, Untagged, XdpProgram, BOTH_MODES,
     MAX_DEVICES, MAX_SIDS, RING_RECORD_BYTES, TAP_MAX_PACKET, TAP_RECORD, WAKE_BEHIND,
 };
+pub use reuseport::steer_by_sender;
 pub use ring::RingBuf;
 pub use xsk::{Xsk, XskStats, FRAMES, FRAME_SIZE};
 

@@ -12,7 +12,7 @@
 use std::io;
 use std::mem::MaybeUninit;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 
 use crate::batch::{from_storage, storage_len, to_storage, BATCH, SLOT};
 
@@ -128,45 +128,10 @@ pub fn enable_gro(fd: RawFd) -> bool {
 }
 /// Makes an `SO_REUSEPORT` group of `n` bound sockets (of which `sock` is one) hand each
 /// datagram to socket `sender mod n`, `sender` being the sending worker's index in the top 6
-/// bits of the AEAD counter (byte 1 of the UDP payload, see `udp`). Client worker `t` then
-/// always reaches server worker `t mod n`, whatever the kernel's 4-tuple hash would have chosen
-/// (with 2 workers the hash puts both client ports on one socket half the time). A classic BPF
-/// program of four instructions; the kernel falls back to its hash for a datagram shorter
-/// than 2 bytes (the load fails: the program returns 0, socket 0) or if attaching fails.
+/// bits of the AEAD counter (byte 1 of the UDP payload, see `udp`): an eBPF program,
+/// [`crate::xdp::steer_by_sender`] (docs/bpf.md).
 pub fn steer_by_sender(sock: &UdpSocket, n: usize) -> io::Result<()> {
-    // linux/filter.h: BPF_LD|BPF_B|BPF_ABS, BPF_ALU|BPF_RSH|BPF_K, BPF_ALU|BPF_MOD|BPF_K,
-    // BPF_RET|BPF_A. The program sees the datagram from the UDP payload on.
-    let op = |code: u16, k: u32| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let mut prog = [
-        op(0x30, 1),
-        op(0x74, 2),
-        op(0x94, n.max(1) as u32),
-        op(0x16, 0),
-    ];
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_mut_ptr(),
-    };
-    // SAFETY: setsockopt reads a sock_fprog that points at `prog` (4 instructions), both alive
-    // for the duration of the call; the kernel copies the program.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            (&fprog as *const libc::sock_fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as u32,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::xdp::steer_by_sender(sock, n)
 }
 
 impl TosBatch {
@@ -528,6 +493,8 @@ fn received_cmsgs(h: &libc::msghdr) -> (u8, usize, u64) {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsRawFd;
+
     use super::*;
 
     fn pair(v4: bool) -> (socket2::Socket, socket2::Socket) {
@@ -571,9 +538,14 @@ mod tests {
     }
 
     /// Datagrams whose AEAD counter names sender `t` reach socket `t mod 2` of the group, from
-    /// any source port.
+    /// any source port (loading the selector needs root).
     #[test]
     fn reuseport_group_steers_by_sender_index() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root");
+            return;
+        }
         let a = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
         a.set_reuse_port(true).unwrap();
         a.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())

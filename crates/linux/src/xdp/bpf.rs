@@ -143,7 +143,10 @@ fn errno(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
 }
 
 /// An aya error as an `io::Error` of the kind of its errno, saying what failed and why.
-fn aya_error(what: impl std::fmt::Display, e: impl std::error::Error + 'static) -> io::Error {
+pub(super) fn aya_error(
+    what: impl std::fmt::Display,
+    e: impl std::error::Error + 'static,
+) -> io::Error {
     match errno(&e) {
         Some(n) => {
             let os = io::Error::from_raw_os_error(n);
