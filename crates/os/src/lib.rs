@@ -3,8 +3,8 @@
 //!
 //! - [`netlink`]: routes (plain, `seg6` encap, `seg6local` behaviours), policy rules, links,
 //!   addresses and neighbours over rtnetlink; [`nexthop`]: cached link-layer next hops;
-//! - [`netns`]: network namespaces for tests, benchmarks and the lab, veth pairs, nftables loss
-//!   rules;
+//! - [`netns`]: network namespaces for tests, benchmarks and the lab, veth pairs; [`nft`]: their
+//!   nftables random-loss and counting rules;
 //! - [`tun`]: TUN devices; [`ethtool`]: offloads and queue counts;
 //! - [`runtime`]: shutdown on SIGINT/SIGTERM and worker loop timing.
 //!
@@ -14,5 +14,6 @@ pub mod ethtool;
 pub mod netlink;
 pub mod netns;
 pub mod nexthop;
+pub mod nft;
 pub mod runtime;
 pub mod tun;

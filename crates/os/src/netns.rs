@@ -6,7 +6,7 @@
 //! namespace, and every socket or TUN device it creates lives in that namespace.
 //!
 //! Loss and counting rules are nftables rules ([`NetNs::random_loss`], [`NetNs::count`]) with
-//! named counters ([`NetNs::counter`]), in a table `inet hirt` of the namespace.
+//! named counters ([`NetNs::counter`]), in a table `inet hirt` of the namespace ([`crate::nft`]).
 //!
 //! The lab registers what it creates instead ([`create`], [`spawn`]): everything is removed by
 //! [`Teardown`] on drop — on success, on error (unwinding) and on Ctrl-C/SIGTERM (the signal
@@ -23,6 +23,8 @@ use std::sync::{Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+
+pub use crate::nft::Hook;
 
 /// A network namespace that exists as long as this value does.
 #[derive(Debug)]
@@ -107,123 +109,6 @@ impl NetNs {
     }
 }
 
-/// Where an nftables rule of [`NetNs::random_loss`] / [`NetNs::count`] sits in the kernel's path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hook {
-    /// Every packet arriving, before routing (at raw priority, before conntrack).
-    Prerouting,
-    /// Packets for this namespace.
-    Input,
-    /// Packets routed through this namespace.
-    Forward,
-    /// Packets this namespace sends.
-    Output,
-}
-
-impl Hook {
-    fn chain(self) -> (&'static str, i32) {
-        match self {
-            Hook::Prerouting => ("prerouting", -300),
-            Hook::Input => ("input", 0),
-            Hook::Forward => ("forward", 0),
-            Hook::Output => ("output", 0),
-        }
-    }
-}
-
-/// The nftables table of the rules made here. Counter objects are named `c_<counter>` so that
-/// no counter name collides with an nft keyword.
-const NFT_TABLE: &str = "hirt";
-/// `numgen random mod` of the loss rules: the drop probability's resolution is one in this.
-const LOSS_SCALE: u32 = 1_000_000;
-
-impl NetNs {
-    /// Runs `nft` inside the namespace with `command` (one nft command line).
-    pub fn nft(&self, command: &str) -> io::Result<Output> {
-        self.exec(&["nft", command])
-    }
-
-    /// Makes the `inet hirt` table, the chain of `hook` and the named counter `counter`
-    /// (each only if missing); returns the chain's name.
-    fn nft_prepare(&self, hook: Hook, counter: &str) -> io::Result<&'static str> {
-        let (chain, priority) = hook.chain();
-        self.nft(&format!("add table inet {NFT_TABLE}"))?;
-        self.nft(&format!(
-            "add chain inet {NFT_TABLE} {chain} {{ type filter hook {chain} priority {priority} ; policy accept ; }}"
-        ))?;
-        self.nft(&format!("add counter inet {NFT_TABLE} c_{counter}"))?;
-        Ok(chain)
-    }
-
-    /// Drops a random share `p` (0..=1) of the packets matching `matches` (nft match words,
-    /// e.g. `udp dport 4096` or `oifname "v4" ip6 daddr fc00::/16`) at `hook`; the named counter
-    /// `counter` counts the packets dropped (with `p` = 0 there is no rule, and it stays 0).
-    pub fn random_loss(&self, hook: Hook, matches: &str, p: f64, counter: &str) -> io::Result<()> {
-        if !(0.0..=1.0).contains(&p) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("loss probability {p} is not in 0..=1"),
-            ));
-        }
-        let chain = self.nft_prepare(hook, counter)?;
-        let below = (p * f64::from(LOSS_SCALE)).round() as u32;
-        let random = match below {
-            0 => return Ok(()),
-            LOSS_SCALE.. => String::new(),
-            _ => format!("numgen random mod {LOSS_SCALE} < {below}"),
-        };
-        self.nft(&format!(
-            "add rule inet {NFT_TABLE} {chain} {matches} {random} counter name c_{counter} drop"
-        ))?;
-        Ok(())
-    }
-
-    /// Drops a random share `p` of the IPv6 packets to `dst` (a prefix) that this namespace
-    /// forwards out of `out_dev`, counted in `counter`: an emulated lossy link.
-    pub fn random_loss_v6(
-        &self,
-        out_dev: &str,
-        dst: &str,
-        p: f64,
-        counter: &str,
-    ) -> io::Result<()> {
-        self.random_loss(
-            Hook::Forward,
-            &format!("oifname \"{out_dev}\" ip6 daddr {dst}"),
-            p,
-            counter,
-        )
-    }
-
-    /// Counts the packets matching `matches` at `hook` in the named counter `counter`, letting
-    /// them pass.
-    pub fn count(&self, hook: Hook, matches: &str, counter: &str) -> io::Result<()> {
-        let chain = self.nft_prepare(hook, counter)?;
-        self.nft(&format!(
-            "add rule inet {NFT_TABLE} {chain} {matches} counter name c_{counter}"
-        ))?;
-        Ok(())
-    }
-
-    /// Packets counted so far by the named counter `counter` (of [`NetNs::random_loss`] or
-    /// [`NetNs::count`]).
-    pub fn counter(&self, counter: &str) -> io::Result<u64> {
-        let out = self.nft(&format!("list counter inet {NFT_TABLE} c_{counter}"))?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut words = text.split_whitespace();
-        while let Some(w) = words.next() {
-            if w == "packets" {
-                if let Some(n) = words.next().and_then(|n| n.parse().ok()) {
-                    return Ok(n);
-                }
-            }
-        }
-        Err(io::Error::other(format!(
-            "no packet count for counter {counter}: {text}"
-        )))
-    }
-}
-
 impl Drop for NetNs {
     fn drop(&mut self) {
         delete_ns(&self.name);
@@ -299,15 +184,10 @@ impl Underlay {
 
     /// Random loss `p` of the UDP datagrams of port `port` entering either side (the server's
     /// destination port, the client's source port), counted in [`Underlay::LOSS_COUNTER`] of
-    /// each namespace.
+    /// each namespace. Replaces an earlier loss of the underlay; the counters go on counting.
     pub fn lose(&self, port: u16, p: f64) -> io::Result<()> {
         for (ns, dir) in [(&self.server, "dport"), (&self.client, "sport")] {
-            ns.random_loss(
-                Hook::Input,
-                &format!("udp {dir} {port}"),
-                p,
-                Self::LOSS_COUNTER,
-            )?;
+            ns.random_loss_udp(dir, port, p, Self::LOSS_COUNTER)?;
         }
         Ok(())
     }
@@ -585,97 +465,6 @@ pub fn join<T>(h: std::thread::JoinHandle<anyhow::Result<T>>) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A loss rule drops about its share and counts exactly what it drops; a counting rule
-    /// counts what passes (ping from one namespace to another over a veth).
-    #[test]
-    fn nft_loss_and_counters() {
-        if !available() {
-            eprintln!("skipped: needs root");
-            return;
-        }
-        let a = NetNs::new(&unique_name("hfa")).unwrap();
-        let b = NetNs::new(&unique_name("hfb")).unwrap();
-        let (ia, ib) = (unique_name("fv"), unique_name("fv"));
-        veth(&a, &ia, &b, &ib).unwrap();
-        a.ip(&["addr", "add", "10.77.0.1/24", "dev", &ia]).unwrap();
-        b.ip(&["addr", "add", "10.77.0.2/24", "dev", &ib]).unwrap();
-        assert!(b
-            .random_loss(Hook::Input, "icmp type echo-request", 1.5, "x")
-            .is_err());
-        b.random_loss(Hook::Input, "icmp type echo-request", 0.5, "loss")
-            .unwrap();
-        b.count(Hook::Prerouting, "icmp type echo-request", "srh")
-            .unwrap();
-        b.random_loss(Hook::Input, "icmp type echo-request", 0.0, "none")
-            .unwrap();
-        let sent = 200u64;
-        let _ = a.exec(&[
-            "ping",
-            "-c",
-            &sent.to_string(),
-            "-i",
-            "0.002",
-            "-W",
-            "1",
-            "-q",
-            "10.77.0.2",
-        ]);
-        let (lost, seen) = (b.counter("loss").unwrap(), b.counter("srh").unwrap());
-        assert_eq!(seen, sent, "every request reaches the prerouting counter");
-        assert!((50..=150).contains(&lost), "about half dropped: {lost}");
-        assert_eq!(b.counter("none").unwrap(), 0, "p = 0 drops nothing");
-        assert!(b.counter("missing").is_err());
-    }
-
-    /// The emulated lossy link of the dataplane bench: a router drops what it forwards to a
-    /// prefix out of one device, and counts it.
-    #[test]
-    fn nft_loss_on_a_forwarded_link() {
-        if !available() {
-            eprintln!("skipped: needs root");
-            return;
-        }
-        let a = NetNs::new(&unique_name("hfa")).unwrap();
-        let r = NetNs::new(&unique_name("hfr")).unwrap();
-        let b = NetNs::new(&unique_name("hfb")).unwrap();
-        let names: Vec<String> = (0..4).map(|_| unique_name("fw")).collect();
-        veth(&a, &names[0], &r, &names[1]).unwrap();
-        veth(&r, &names[2], &b, &names[3]).unwrap();
-        r.sysctl("net.ipv6.conf.all.forwarding", "1").unwrap();
-        let addr = |ns: &NetNs, a: &str, dev: &str| {
-            ns.ip(&["-6", "addr", "add", a, "dev", dev, "nodad"])
-                .unwrap();
-        };
-        addr(&a, "fd77:1::1/64", &names[0]);
-        addr(&r, "fd77:1::2/64", &names[1]);
-        addr(&r, "fd77:2::2/64", &names[2]);
-        addr(&b, "fd77:2::1/64", &names[3]);
-        a.ip(&["-6", "route", "add", "default", "via", "fd77:1::2"])
-            .unwrap();
-        b.ip(&["-6", "route", "add", "default", "via", "fd77:2::2"])
-            .unwrap();
-        // The first packets wait for neighbour discovery on fresh links (up to about 2 s).
-        a.exec(&["ping", "-6", "-c", "1", "-w", "10", "fd77:2::1"])
-            .expect("the path works before the loss rule");
-        r.random_loss_v6(&names[2], "fd77:2::/64", 1.0, "link_loss")
-            .unwrap();
-        let sent = 20u64;
-        let lost = a.exec(&[
-            "ping",
-            "-6",
-            "-c",
-            &sent.to_string(),
-            "-i",
-            "0.01",
-            "-W",
-            "1",
-            "-q",
-            "fd77:2::1",
-        ]);
-        assert!(lost.is_err(), "no echo request gets through");
-        assert_eq!(r.counter("link_loss").unwrap(), sent);
-    }
 
     #[test]
     fn lab_names_carry_the_pid() {

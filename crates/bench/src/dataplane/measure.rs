@@ -9,12 +9,15 @@ use hirt_linux::srv6_run;
 
 use super::config::{Dataplane, DataplaneConfig};
 use super::counters::Snapshot;
-use super::loss::RandomLoss;
 use super::report::{cpu_share, percentile, GoalCheck, Latency, LoadCounters, Run};
 use super::sweep::Sweep;
 use super::topology::{Topo, DEC, ENC};
 use super::traffic::{receiver, sender};
 use crate::os;
+
+/// The nftables counter of the emulated link's random loss (SRv6 packets, destination in
+/// `fc00::/16`, that the lossy namespace forwards out of its lossy device).
+const LINK_LOSS: &str = "link_loss";
 
 #[derive(Clone, Copy, PartialEq)]
 /// What carries the packets between sender and receiver.
@@ -40,9 +43,10 @@ pub fn one_run(
     dur: Duration,
 ) -> anyhow::Result<(Run, Vec<u64>)> {
     t.steer(matches!(mode, Mode::Hirt { .. }))?;
-    let loss_rule = (loss > 0.0).then(|| RandomLoss::forwarded_srv6(&t.lossy_dev, loss));
-    if let Some(rule) = &loss_rule {
-        rule.install(t.lossy_ns())?;
+    let lossy = loss > 0.0;
+    if lossy {
+        t.lossy_ns()
+            .random_loss_v6(&t.lossy_dev, "fc00::/16", loss, LINK_LOSS)?;
     }
     let fec = match mode {
         Mode::Hirt { fec: true } => args.fec.clone(),
@@ -123,9 +127,11 @@ pub fn one_run(
     };
     // Read before and after each load so a run reports the numbers of its capacity load.
     let snap = || {
-        let link = loss_rule
-            .as_ref()
-            .map_or(0, |r| r.drops(t.lossy_ns()).unwrap_or(0));
+        let link = if lossy {
+            t.lossy_ns().counter(LINK_LOSS).unwrap_or(0)
+        } else {
+            0
+        };
         let nodes = handles.as_ref().map(|(e, d)| (&*e.metrics, &*d.metrics));
         Snapshot::read(nodes, link, if nodes.is_some() { hirt_cpu_ns() } else { 0 })
     };
@@ -207,8 +213,8 @@ pub fn one_run(
         enc.stop();
         dec.stop();
     }
-    if let Some(rule) = &loss_rule {
-        rule.remove(t.lossy_ns());
+    if lossy {
+        t.lossy_ns().remove_rules(LINK_LOSS)?;
     }
     Ok((run, lat))
 }

@@ -8,7 +8,7 @@
 //!
 //! Configurations, each with fresh hirt instances: plain kernel forwarding (no encap, no hirt),
 //! hirt with `--fec none` (tag/strip only), hirt FEC at 0% and at 3% random loss (an nftables
-//! rule on the encoder->decoder path, [`loss`]). For each, the sender offers paced 1280-byte IPv6
+//! rule on the encoder->decoder path, [`hirt_os::nft`]). For each, the sender offers paced 1280-byte IPv6
 //! packets at 10k, 20k, 40k, ... packets/s (1 s each, `sendmmsg` bursts, sleeping between
 //! bursts) until fewer than 99% arrive, then bisects four times between the last rate that
 //! passed and the first that failed; the capacity is the best delivered rate of the loads that
@@ -26,7 +26,6 @@
 
 mod config;
 mod counters;
-pub mod loss;
 mod measure;
 mod report;
 mod sweep;
@@ -36,6 +35,7 @@ mod traffic;
 use std::time::Duration;
 
 use hirt_linux::netns;
+use hirt_os::nft;
 
 pub use config::{ConfigError, Dataplane, DataplaneConfig};
 use measure::{goal_check, latency_pair, one_run, Mode};
@@ -50,10 +50,9 @@ pub fn run(args: DataplaneConfig) -> anyhow::Result<()> {
         netns::available(),
         "hirt bench dataplane needs root and iproute2"
     );
-    anyhow::ensure!(
-        args.loss == 0.0 || loss::nft_available(),
-        "hirt bench dataplane needs nft for its loss rule: apt-get install nftables"
-    );
+    if args.loss > 0.0 {
+        nft::require()?;
+    }
     let mut args = args;
     if args.dataplane.xdp() {
         if let Err(e) = probe_xdp() {

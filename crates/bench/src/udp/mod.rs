@@ -10,7 +10,7 @@
 //! best of `--rounds`. The CPU time of the hirt worker threads (both peers, from
 //! `/proc/self/task/*/stat`) gives "Gbit/s per hirt core"; the TCP senders and receivers and
 //! the kernel work done in their threads are not counted. With `--loss`, random loss per
-//! datagram on the underlay both ways (an nftables rule, [`crate::dataplane::loss`]; the veths
+//! datagram on the underlay both ways (an nftables rule, [`hirt_os::nft`]; the veths
 //! get one segment per packet, like a wire).
 
 mod config;
@@ -23,14 +23,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use hirt_linux::config::{UdpConfig, UdpRole};
-use hirt_linux::netns::{self, NetNs};
+use hirt_linux::netns::{self, Underlay};
 use hirt_linux::udp;
+use hirt_os::nft;
 
 pub use config::{UdpBenchConfig, UdpBenchConfigError};
 use cpu::threads_cpu;
 use tcp::transfer;
-
-use crate::dataplane::loss::{nft_available, RandomLoss};
 
 /// One configuration's best run.
 #[derive(Debug, Clone, Serialize)]
@@ -53,6 +52,10 @@ pub struct UdpRun {
     pub tun_segmented: u64,
     /// Coalesced writes (both peers).
     pub tun_coalesced: u64,
+    /// Datagrams the peers sent on the underlay: sources, repairs and feedback (both ways).
+    pub datagrams_sent: u64,
+    /// Of the underlay's datagrams, those the `--loss` rule dropped (both ways).
+    pub underlay_drops: u64,
 }
 
 const SERVER: &str = "10.79.0.1";
@@ -90,12 +93,12 @@ fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> U
 }
 
 fn one_run(
-    c: &NetNs,
-    s: &NetNs,
+    u: &Underlay,
     args: &UdpBenchConfig,
     name: &str,
     tunnel: Option<bool>,
 ) -> anyhow::Result<UdpRun> {
+    let (c, s) = (&u.client, &u.server);
     let dur = Duration::from_secs_f64(args.duration);
     let mut run = UdpRun {
         name: name.into(),
@@ -107,6 +110,8 @@ fn one_run(
         recovered: 0,
         tun_segmented: 0,
         tun_coalesced: 0,
+        datagrams_sent: 0,
+        underlay_drops: 0,
     };
     let Some(offload) = tunnel else {
         let bytes = transfer(c, s, "192.168.79.1:7100", args.flows, dur)?;
@@ -125,6 +130,14 @@ fn one_run(
         .spawn(move || udp::start(a).map_err(std::io::Error::other))
         .join()
         .expect("join")?;
+    let lost = || {
+        if args.loss > 0.0 {
+            u.lost().unwrap_or(0)
+        } else {
+            0
+        }
+    };
+    let lost0 = lost();
     let cpu0 = threads_cpu("hirt-udp");
     let t0 = Instant::now();
     let bytes = transfer(c, s, &format!("{SERVER}:7101"), args.flows, dur)?;
@@ -144,7 +157,11 @@ fn one_run(
         run.recovered += sum(m, |x| &x.recovered);
         run.tun_segmented += m.global.tun_segmented.load(Ordering::Relaxed);
         run.tun_coalesced += m.global.tun_coalesced.load(Ordering::Relaxed);
+        run.datagrams_sent += sum(m, |x| &x.enc_packets_out)
+            + sum(m, |x| &x.repairs_sent)
+            + sum(m, |x| &x.feedback_sent);
     }
+    run.underlay_drops = lost().saturating_sub(lost0);
     client.stop();
     server.stop();
     run.gbps = bytes as f64 * 8.0 / dur.as_secs_f64() / 1e9;
@@ -158,19 +175,14 @@ fn one_run(
 pub fn run(args: UdpBenchConfig) -> anyhow::Result<()> {
     args.validate()?;
     anyhow::ensure!(netns::available(), "hirt bench udp needs root and iproute2");
-    anyhow::ensure!(
-        args.loss == 0.0 || nft_available(),
-        "hirt bench udp --loss needs nft: apt-get install nftables"
-    );
-    let u = netns::Underlay::new(&netns::unique_name("hbu"), "192.168.79")?;
+    if args.loss > 0.0 {
+        nft::require()?;
+    }
+    let u = Underlay::new(&netns::unique_name("hbu"), "192.168.79")?;
     if args.loss > 0.0 {
         u.like_a_wire()?;
-        // The tunnel's datagrams entering either side: the server's destination port, the
-        // client's source port.
-        RandomLoss::udp_input("dport", TUNNEL_PORT, args.loss).install(&u.server)?;
-        RandomLoss::udp_input("sport", TUNNEL_PORT, args.loss).install(&u.client)?;
+        u.lose(TUNNEL_PORT, args.loss)?;
     }
-    let (c, s) = (&u.client, &u.server);
     let configs: [(&str, Option<bool>); 3] = [
         ("no_tunnel", None),
         ("tunnel_offload", Some(true)),
@@ -179,7 +191,7 @@ pub fn run(args: UdpBenchConfig) -> anyhow::Result<()> {
     let mut runs: Vec<UdpRun> = Vec::new();
     for round in 0..args.rounds.max(1) {
         for (name, tunnel) in configs {
-            let r = one_run(c, s, &args, name, tunnel)?;
+            let r = one_run(&u, &args, name, tunnel)?;
             if !args.json {
                 eprintln!(
                     "round {round} {name}: {:.2} Gbit/s, hirt {:.2} cores, {:.2} Gbit/s per hirt core",
@@ -210,6 +222,7 @@ pub fn run(args: UdpBenchConfig) -> anyhow::Result<()> {
         "flows": args.flows,
         "threads": args.threads,
         "loss": args.loss,
+        "underlay_loss_share": on.underlay_drops as f64 / on.datagrams_sent.max(1) as f64,
         "recovered_ratio": if on.losses > 0 { on.recovered as f64 / on.losses as f64 } else { 1.0 },
     });
     let report = serde_json::json!({ "runs": runs, "summary": summary });
