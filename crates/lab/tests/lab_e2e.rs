@@ -51,12 +51,7 @@ fn main() {
         );
         return;
     }
-    if !hirt_lab::sys::is_root() {
-        println!("lab_e2e: skipped (needs root for network namespaces)");
-        return;
-    }
-    let mut failed = 0;
-    for (name, t) in [
+    let tests = [
         (
             "emulator_in_namespaces",
             emulator_in_namespaces as fn() -> anyhow::Result<()>,
@@ -69,7 +64,17 @@ fn main() {
             "failing_dataplane_still_cleans_up",
             failing_dataplane_still_cleans_up,
         ),
-    ] {
+    ];
+    // Reported like libtest's summary, so a run without root shows its tests as ignored.
+    if !hirt_lab::sys::is_root() {
+        for (name, _) in &tests {
+            println!("test {name} ... ignored, needs root (network namespaces)");
+        }
+        println!("\ntest result: ok. 0 passed; 0 failed; {} ignored", tests.len());
+        return;
+    }
+    let (mut passed, mut failed) = (0, 0);
+    for (name, t) in tests {
         let start = std::time::Instant::now();
         let r = std::panic::catch_unwind(t);
         // Whatever happened, nothing of ours may remain.
@@ -77,7 +82,8 @@ fn main() {
         let leftovers = ours();
         match r {
             Ok(Ok(())) if leftovers.is_empty() => {
-                println!("test {name} ... ok ({:.1}s)", start.elapsed().as_secs_f64())
+                println!("test {name} ... ok ({:.1}s)", start.elapsed().as_secs_f64());
+                passed += 1;
             }
             Ok(Ok(())) => {
                 println!("test {name} ... FAILED: namespaces left behind: {leftovers:?}");
@@ -93,6 +99,8 @@ fn main() {
             }
         }
     }
+    let verdict = if failed > 0 { "FAILED" } else { "ok" };
+    println!("\ntest result: {verdict}. {passed} passed; {failed} failed; 0 ignored");
     if failed > 0 {
         std::process::exit(1);
     }

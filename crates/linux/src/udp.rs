@@ -847,7 +847,7 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
                 // counter (else the kernel's 4-tuple hash decides).
                 if let Err(e) = io::steer_by_sender(&socks[0], threads) {
                     tracing::warn!(
-                        "SO_ATTACH_REUSEPORT_CBPF: {e}; the kernel's hash spreads clients"
+                        "reuseport selector: {e}; the kernel's hash spreads clients"
                     );
                 }
             }

@@ -146,6 +146,7 @@ fn args(role: &str, control: &str) -> Srv6Config {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn srv6_tunnel_through_namespaces() {
     tunnel(false, false);
 }
@@ -154,6 +155,7 @@ fn srv6_tunnel_through_namespaces() {
 /// client's link and sends to the middle node itself, the decoder (End.DT6) takes sources and
 /// repairs from its link and sends feedback and decapsulated packets itself.
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn srv6_tunnel_with_af_xdp() {
     tunnel(true, false);
 }
@@ -162,6 +164,7 @@ fn srv6_tunnel_with_af_xdp() {
 /// the kernel forwards them; the decoder's sources are delivered by the kernel's own End.DT6.
 /// Both hirt nodes read copies from a BPF ring buffer (to code repairs, to recover).
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn srv6_tunnel_with_kernel_sources() {
     tunnel(true, true);
 }

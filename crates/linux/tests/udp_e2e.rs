@@ -124,6 +124,7 @@ fn args(server: bool, tag: &str) -> UdpConfig {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn udp_tunnel_both_ways_with_address_change() {
     if !netns::available() {
         eprintln!("skipped: needs root and iproute2");
@@ -381,6 +382,7 @@ fn udp_tunnel_both_ways_with_address_change() {
 /// the senders' TUN devices handed hirt TSO packets that it cut into segments, and the
 /// receivers wrote coalesced runs back.
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn tcp_with_tun_offloads_both_ways() {
     use std::io::{Read, Write};
     if !netns::available() {

@@ -133,6 +133,7 @@ mod tests {
     use crate::netns::{self, NetNs};
 
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn rx_queues_and_driver_of_a_veth() {
         if !netns::available() {
             eprintln!("skipped: needs root and iproute2");

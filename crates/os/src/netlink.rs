@@ -792,6 +792,7 @@ mod tests {
     /// Plain, `seg6` and `seg6local` (End, End.DX6, End.DT6) routes installed through netlink
     /// read back the same through netlink and through `ip -6 route show`, and go away again.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn seg6_routes_match_ip_route() {
         if !netns::available() {
             eprintln!("skipped: needs root");
@@ -913,6 +914,7 @@ mod tests {
     /// End.BPF, whose program attribute is built from generic attributes, installs a route the
     /// kernel shows as `ip` does.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn end_bpf_route_matches_ip_route() {
         use std::os::fd::AsRawFd;
         if !netns::available() {
@@ -956,6 +958,7 @@ mod tests {
 
     /// A refused request says what was asked and why, and keeps its error number.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn kernel_errors_name_the_request() {
         if !netns::available() {
             eprintln!("skipped: needs root");

@@ -475,6 +475,7 @@ mod tests {
 
     /// Registered namespaces and children go away at teardown.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn teardown_removes_what_was_registered() {
         if !available() {
             eprintln!("skipped: needs root");

@@ -193,6 +193,7 @@ mod tests {
     /// The kernel's answers in a namespace: a gateway route, an on-link destination, a local
     /// address (kernel path), no route, and a neighbour not resolved yet.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn resolves_routes_and_neighbours_like_ip_route_get() {
         if !netns::available() {
             eprintln!("skipping: needs root and ip netns");

@@ -374,6 +374,7 @@ mod tests {
     /// A loss rule drops about its share and counts exactly what it drops; a counting rule
     /// counts what passes (ping from one namespace to another over a veth).
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn nft_loss_and_counters() {
         if !netns_available() {
             println!("skipped: needs root");
@@ -420,6 +421,7 @@ mod tests {
     /// The emulated lossy link of the dataplane bench: a router drops what it forwards to a
     /// prefix out of one device, and counts it.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn nft_loss_on_a_forwarded_link() {
         if !netns_available() {
             println!("skipped: needs root");
@@ -475,6 +477,7 @@ mod tests {
     /// what the rule let through. Installing the loss again replaces the rule (the share stays
     /// 10%) and the counter goes on from its count; without the rule nothing is dropped.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn drops_the_configured_share_of_forwarded_packets() {
         if !netns_available() {
             println!("skipped: needs root");

@@ -7,6 +7,7 @@ use hirt_os::netns::{self, NetNs};
 use hirt_os::tun::Tun;
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn tun_routes_and_rules_in_a_namespace() {
     if !netns::available() {
         eprintln!("skipped: needs root and iproute2");
@@ -74,6 +75,7 @@ fn tun_routes_and_rules_in_a_namespace() {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn sid_device_gets_no_link_local_address() {
     if !netns::available() {
         eprintln!("skipped: needs root and iproute2");

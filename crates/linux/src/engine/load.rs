@@ -9,16 +9,16 @@
 //! - otherwise the CPU time the thread used over the period's wall time.
 //!
 //! Why queue drops and not "the queue never drained": a worker that runs at its capacity
-//! always finds packets waiting, yet loses none; counting that as saturation (the first
-//! version) made the core skip most repairs at 0.85x of the no-FEC capacity and recover 24%
-//! of the losses there (docs/dataplane.md, runs of 06:01 UTC). Overload is the state in which
-//! packets are dropped, and that is what the device counts.
+//! always finds packets waiting, yet loses none; counting that as saturation makes the core
+//! skip most repairs at 0.85x of the no-FEC capacity and recover a quarter of the losses there
+//! (docs/results/2026-dataplane-srv6.md). Overload is the state in which packets are dropped,
+//! and that is what the device counts.
 //!
 //! Why CPU time and not "wall time not spent in `poll`": on a machine where the workers share
-//! cores with other threads (the 2-core VM of docs/dataplane.md: sender, receiver, two hirt
+//! cores with other threads (a 2-core machine running the bench's sender, receiver, two hirt
 //! nodes and the kernel's forwarding), a runnable worker is often descheduled, and counting
-//! that as busy made overload control fire at a third of the capacity and skip most repairs
-//! at 3% loss (see docs/dataplane.md, Measurements). Time descheduled is not work the worker
+//! that as busy makes overload control fire at a third of the capacity and skip most repairs
+//! at 3% loss (docs/results/2026-dataplane-srv6.md). Time descheduled is not work the worker
 //! can shed by skipping repairs; a queue that overflows is, and counts as 1.0.
 //!
 //! The reported load is an exponentially weighted average of the per-period values (weight

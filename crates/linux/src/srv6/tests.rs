@@ -712,7 +712,7 @@ fn a_saturated_decoder_leaves_repairs_unsolved() {
 }
 
 /// Cost of `--auth-sources` per packet through an encoder and a decoder node (no I/O), printed
-/// for docs/dataplane.md: `cargo test -p hirt-linux --release --lib auth_sources_cost --
+/// for docs/results/2026-dataplane-srv6.md: `cargo test -p hirt-linux --release --lib auth_sources_cost --
 /// --ignored --nocapture`. Asserts nothing about time.
 #[test]
 #[ignore]

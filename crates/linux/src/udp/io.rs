@@ -540,6 +540,7 @@ mod tests {
     /// Datagrams whose AEAD counter names sender `t` reach socket `t mod 2` of the group, from
     /// any source port (loading the selector needs root).
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn reuseport_group_steers_by_sender_index() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {

@@ -107,6 +107,7 @@ mod tests {
     /// The index is the sender's index (top 6 bits of byte 1) modulo the group's size; the
     /// other bits and bytes do not matter.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn test_run_reuseport_steer_picks_sender_mod_n() {
         if not_root() {
             return;
@@ -133,6 +134,7 @@ mod tests {
     /// A datagram shorter than 2 bytes gets an index out of range: the kernel picks the socket
     /// by its hash.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn test_run_reuseport_steer_leaves_short_datagrams_to_the_kernel() {
         if not_root() {
             return;
@@ -150,6 +152,7 @@ mod tests {
 
     /// In a real group, datagrams shorter than 2 bytes still reach one of the sockets.
     #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn reuseport_group_delivers_short_datagrams() {
         if not_root() {
             return;

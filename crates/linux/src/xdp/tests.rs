@@ -142,6 +142,7 @@ fn record_packet(r: &[u8]) -> (&[u8], u32) {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn test_run_filter_redirects_sids_and_passes_the_rest() {
     if not_root() {
         return;
@@ -204,6 +205,7 @@ fn test_run_filter_redirects_sids_and_passes_the_rest() {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn test_run_tap_copies_sources_and_redirects_the_rest() {
     if not_root() {
         return;
@@ -249,6 +251,7 @@ fn test_run_tap_copies_sources_and_redirects_the_rest() {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn test_run_tag_tags_as_hirt_does_and_counts_what_it_does_not() {
     if not_root() {
         return;
@@ -346,6 +349,7 @@ fn test_run_tag_tags_as_hirt_does_and_counts_what_it_does_not() {
 /// Frames of receive queue 1 are not tagged (the tag keeps ESIs in ring order on queue 0) and
 /// the tap drops them; run on a veth with two receive queues in a namespace.
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn test_run_other_receive_queues() {
     if skip() {
         return;
@@ -409,6 +413,7 @@ fn test_run_other_receive_queues() {
 /// A frame to a SID on receive queue q goes to the socket of queue q of its device, and to the
 /// kernel when q is beyond the program's queues (never into another device's slots).
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn test_run_socket_slots_per_device_and_queue() {
     if skip() {
         return;
@@ -470,6 +475,7 @@ fn skip() -> bool {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn kernel_loads_the_largest_program() {
     if skip() {
         return;
@@ -701,11 +707,13 @@ fn kernel_receives_sid_traffic_native() {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn kernel_receives_sid_traffic_generic() {
     receives_sid_traffic(&[AttachMode::Generic], AttachMode::Generic);
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn kernel_sends_frames() {
     if skip() {
         return;
@@ -768,6 +776,7 @@ fn kernel_sends_frames() {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn kernel_detaches_on_drop_and_refuses_a_second_program() {
     if skip() {
         return;
@@ -864,6 +873,7 @@ fn send_raw(pkts: &[Vec<u8>]) -> io::Result<()> {
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn kernel_taps_sources_and_redirects_the_rest() {
     if skip() {
         return;
@@ -1040,6 +1050,7 @@ fn tag_on_b(
 }
 
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn kernel_tags_sources_as_hirt_does() {
     if skip() {
         return;
@@ -1173,6 +1184,7 @@ fn kernel_tags_sources_as_hirt_does() {
 /// The tag program wakes a reader waiting on the ring once it is `WAKE_BEHIND` records behind,
 /// and not before: sources are forwarded by the kernel without hirt being woken for each.
 #[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn kernel_tag_wakes_hirt_when_it_falls_behind() {
     if skip() {
         return;
