@@ -70,7 +70,10 @@ fn main() {
         for (name, _) in &tests {
             println!("test {name} ... ignored, needs root (network namespaces)");
         }
-        println!("\ntest result: ok. 0 passed; 0 failed; {} ignored", tests.len());
+        println!(
+            "\ntest result: ok. 0 passed; 0 failed; {} ignored",
+            tests.len()
+        );
         return;
     }
     let (mut passed, mut failed) = (0, 0);

@@ -846,9 +846,7 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
                 // Client worker t -> server worker t mod N, by the sender index in the AEAD
                 // counter (else the kernel's 4-tuple hash decides).
                 if let Err(e) = io::steer_by_sender(&socks[0], threads) {
-                    tracing::warn!(
-                        "reuseport selector: {e}; the kernel's hash spreads clients"
-                    );
+                    tracing::warn!("reuseport selector: {e}; the kernel's hash spreads clients");
                 }
             }
             None

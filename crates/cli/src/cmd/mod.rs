@@ -1,6 +1,7 @@
 //! The subcommands whose flags map onto library types.
 
 pub mod bench;
+pub mod coder;
 pub mod fec;
 pub mod lab;
 pub mod sim;

@@ -6,6 +6,7 @@ use hirt_linux::config::{Srv6Config, Srv6Role, XdpMode};
 use hirt_linux::srv6::Behavior;
 
 use super::apply_flags;
+use super::coder::{apply_shared_flags, CoderArgs, OpsArgs};
 
 /// `hirt srv6`: run the encoder and/or decoder SID of an SRv6 FEC tunnel. Every flag may also
 /// come from `--config FILE` (TOML, keys = long flag names, see `examples/hirt-srv6.toml`);
@@ -15,6 +16,10 @@ pub struct Srv6Args {
     /// TOML file with any of these flags (long names as keys).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub coder: CoderArgs,
+    #[command(flatten)]
+    pub ops: OpsArgs,
     /// encoder, decoder or both (default both).
     #[arg(long)]
     pub role: Option<Srv6Role>,
@@ -33,15 +38,6 @@ pub struct Srv6Args {
     /// TUN device the SIDs are routed to (default hirt0).
     #[arg(long)]
     pub dev: Option<String>,
-    /// FEC mode: ours (adaptive RLC, default), hirt, fixed:w=200,step=10, rs:k:m, none, ...
-    #[arg(long)]
-    pub fec: Option<String>,
-    /// Pin a Reed-Solomon block code k:m (tinyfecVPN style), overrides --fec.
-    #[arg(short = 'f', long = "rs")]
-    pub rs: Option<String>,
-    /// Sliding window when --fec does not give one (default 200).
-    #[arg(long)]
-    pub window: Option<u16>,
     /// Worker threads / TUN queues / encoder streams (default 1, at most 64).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -58,27 +54,6 @@ pub struct Srv6Args {
     /// unauthenticated or replayed sources.
     #[arg(long)]
     pub auth_sources: bool,
-    /// Time-driven repair: a repair goes out when sources have been unprotected this long, in
-    /// ms (sparse traffic; default 5, 0 = off).
-    #[arg(long)]
-    pub repair_delay_ms: Option<f64>,
-    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
-    #[arg(long)]
-    pub repair_retries: Option<u8>,
-    /// Gap between the re-sends of a time-driven repair, in ms (default: the repair delay).
-    #[arg(long)]
-    pub repair_retry_gap_ms: Option<f64>,
-    /// Worker load (busy fraction, 0..1) above which repair generation and solving are
-    /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
-    #[arg(long)]
-    pub overload_threshold: Option<f64>,
-    /// In-order release at the decoder: sources behind a missing one wait until it is
-    /// recovered, or at most this many ms, so transports see a recovered loss as a short delay
-    /// instead of reordering (which makes QUIC and TCP cut their window). Pays off when repairs
-    /// come soon after a loss (e.g. with `--repair-delay-ms 1`); 30 is a good hold. Default off
-    /// (0): every packet is delivered at once, recovered ones out of order.
-    #[arg(long)]
-    pub in_order_ms: Option<f64>,
     /// How many sources a repair may arrive behind the newest source the decoder has seen,
     /// beyond what the window allows anyway: the decoder keeps that many more sources. Raise it
     /// where repairs take a slower path than the sources. Default 0; 2048 with
@@ -88,27 +63,15 @@ pub struct Srv6Args {
     /// Do not install routes for the SIDs (the operator routes them to --dev).
     #[arg(long)]
     pub no_routes: bool,
-    /// Mark recovered packets ECN-CE (if ECN-capable).
-    #[arg(long)]
-    pub ecn_ce: bool,
     /// DSCP for repair and feedback packets (0-63).
     #[arg(long)]
     pub repair_dscp: Option<u8>,
     /// TLV type values source,repair,feedback,auth (default 124,125,126,252).
     #[arg(long)]
     pub tlv_types: Option<String>,
-    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9469).
-    #[arg(long)]
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Control socket for `hirt status` (default /run/hirt-<dev>.sock).
-    #[arg(long)]
-    pub control: Option<PathBuf>,
     /// MTU of the TUN device (default 9000: hirt only adds 8-32 bytes of TLVs to what it gets).
     #[arg(long)]
     pub mtu: Option<u32>,
-    /// Seed for the core's randomness (default from the clock).
-    #[arg(long)]
-    pub seed: Option<u64>,
     /// AF_XDP fast path on these devices (comma-separated): an XDP program hands packets to our
     /// SIDs straight to hirt, which sends what it forwards out of these devices itself (next
     /// hop from the kernel's route and neighbour tables), skipping the kernel's forwarding and
@@ -141,12 +104,11 @@ impl Srv6Args {
             Some(path) => Srv6Config::from_file(path)?,
             None => Srv6Config::default(),
         };
+        apply_shared_flags!(c, a.coder.clone(), a.ops.clone());
         apply_flags!(c, a;
-            set: role, behavior, dev, fec, window, threads, key_id, repair_delay_ms,
-                 repair_retries, overload_threshold, in_order_ms, repair_dscp, mtu, xdp, xdp_mode;
-            some: enc_sid, dec_sid, table, rs, hmac_key, repair_retry_gap_ms, repair_lag,
-                  tlv_types, metrics, control, seed;
-            flag: rfc8754_hmac, auth_sources, no_routes, ecn_ce, kernel_sources);
+            set: role, behavior, dev, threads, key_id, repair_dscp, mtu, xdp, xdp_mode;
+            some: enc_sid, dec_sid, table, hmac_key, repair_lag, tlv_types;
+            flag: rfc8754_hmac, auth_sources, no_routes, kernel_sources);
         Ok(c)
     }
 }
@@ -171,7 +133,10 @@ mod tests {
         .unwrap();
         let a = Srv6Args {
             config: Some(path.clone()),
-            fec: Some("none".into()),
+            coder: CoderArgs {
+                fec: Some("none".into()),
+                ..Default::default()
+            },
             dec_sid: Some("fc00::2".parse().unwrap()),
             ..Default::default()
         };

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use hirt_linux::config::{UdpConfig, UdpRole};
 
 use super::apply_flags;
+use super::coder::{apply_shared_flags, CoderArgs, OpsArgs};
 
 /// `hirt udp`: a FEC tunnel between two peers over UDP (tinyfecVPN-like). Every flag may also
 /// come from `--config FILE` (TOML, keys = long flag names and `role = "server"|"client"`, see
@@ -14,6 +15,10 @@ pub struct UdpArgs {
     /// TOML file with any of these flags (long names as keys).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub coder: CoderArgs,
+    #[command(flatten)]
+    pub ops: OpsArgs,
     /// Run as the server (listens, learns the client's address).
     #[arg(short = 's', long)]
     pub server: bool,
@@ -35,15 +40,6 @@ pub struct UdpArgs {
     /// Run with no key at all (anyone can inject packets): must be explicit.
     #[arg(long)]
     pub insecure: bool,
-    /// FEC mode: ours (adaptive RLC, default), hirt, fixed:w=..,step=.., none, ...
-    #[arg(long)]
-    pub fec: Option<String>,
-    /// Pin a Reed-Solomon block code k:m (like tinyfecVPN -f 20:10), overrides --fec.
-    #[arg(short = 'f', long = "rs")]
-    pub rs: Option<String>,
-    /// Sliding window when --fec does not give one (default 200).
-    #[arg(long)]
-    pub window: Option<u16>,
     /// TUN device name (default hirt-udp).
     #[arg(long)]
     pub dev: Option<String>,
@@ -73,39 +69,6 @@ pub struct UdpArgs {
     /// DSCP for repair packets (0-63).
     #[arg(long)]
     pub repair_dscp: Option<u8>,
-    /// Mark recovered packets ECN-CE (if ECN-capable).
-    #[arg(long)]
-    pub ecn_ce: bool,
-    /// Serve Prometheus metrics on this address.
-    #[arg(long)]
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Control socket for `hirt status` (default /run/hirt-<dev>.sock).
-    #[arg(long)]
-    pub control: Option<PathBuf>,
-    /// Time-driven repair: a repair goes out when sources have been unprotected this long, in
-    /// ms (sparse traffic; default 5, 0 = off).
-    #[arg(long)]
-    pub repair_delay_ms: Option<f64>,
-    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
-    #[arg(long)]
-    pub repair_retries: Option<u8>,
-    /// Gap between the re-sends of a time-driven repair, in ms (default: the repair delay).
-    #[arg(long)]
-    pub repair_retry_gap_ms: Option<f64>,
-    /// Worker load (busy fraction, 0..1) above which repair generation and solving are
-    /// randomly skipped (HIRT overload control; default 0.9, 1 = off).
-    #[arg(long)]
-    pub overload_threshold: Option<f64>,
-    /// In-order release at the decoder: sources behind a missing one wait until it is
-    /// recovered, or at most this many ms, so transports see a recovered loss as a short delay
-    /// instead of reordering (which makes QUIC and TCP cut their window). Pays off when repairs
-    /// come soon after a loss (e.g. with `--repair-delay-ms 1`); 30 is a good hold. Default off
-    /// (0): every packet is delivered at once, recovered ones out of order.
-    #[arg(long)]
-    pub in_order_ms: Option<f64>,
-    /// Seed for the core's randomness (default from the clock).
-    #[arg(long)]
-    pub seed: Option<u64>,
 }
 
 impl UdpArgs {
@@ -122,12 +85,11 @@ impl UdpArgs {
             (false, true) => c.role = Some(UdpRole::Client),
             (false, false) => {}
         }
+        apply_shared_flags!(c, a.coder.clone(), a.ops.clone());
         apply_flags!(c, a;
-            set: fec, window, dev, mtu, keepalive_ms, threads, repair_dscp, repair_delay_ms,
-                 repair_retries, overload_threshold, in_order_ms;
-            some: listen, remote, key, rs, tun_addr, tun_addr6, metrics, control,
-                  repair_retry_gap_ms, seed;
-            flag: no_encrypt, insecure, no_mss_clamp, no_tun_offload, ecn_ce);
+            set: dev, mtu, keepalive_ms, threads, repair_dscp;
+            some: listen, remote, key, tun_addr, tun_addr6;
+            flag: no_encrypt, insecure, no_mss_clamp, no_tun_offload);
         Ok(c)
     }
 }
