@@ -72,6 +72,290 @@ impl<D, F: FnMut(Transmit<'_, D>)> TransmitSink<D> for F {
     }
 }
 
+/// Which coder slot a packet needs, once its transport has parsed and authenticated it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// The encoder slot of this stream (a source to code, feedback about the stream).
+    Encoder(StreamId),
+    /// The decoder slot of this stream (a source or repair of the stream).
+    Decoder(StreamId),
+}
+
+/// A coder slot, locked by the engine for one call into a [`Transport`].
+#[derive(Debug)]
+pub enum Slot<'a, X> {
+    /// An encoder.
+    Encoder(&'a mut Encoder),
+    /// A decoder and the transport's state beside it.
+    Decoder(&'a mut DecoderSlot<X>),
+}
+
+/// What a transport learned from a packet in its first step ([`Node::process`] does the rest).
+#[derive(Debug)]
+pub struct Classified<A, S> {
+    /// What the instance's shared transport state must accept first (a replay-window entry,
+    /// a peer address), if anything.
+    pub admit: Option<A>,
+    /// The slot the packet is coded in (`None`: nothing beyond admission, e.g. a keepalive).
+    pub need: Option<Need>,
+    /// What the transport needs in its second step (offsets, stream, kind of packet).
+    pub step: S,
+}
+
+/// The route of a worker is not known without the instance's shared transport state (see
+/// [`Transport::route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedsState;
+
+/// What differs between modes: how packets are parsed, authenticated, tagged and built, and
+/// where they go. A transport is one worker's state machine: it holds no locks and takes the
+/// state it works on as `&mut` from the engine ([`Node`]).
+///
+/// A packet is handled in steps: the mode's entry point parses and authenticates it (no shared
+/// state) into a [`Classified`]; [`Node::process`] then has the shared transport state accept
+/// it ([`Transport::admit`], under the instance's state lock), works out the route
+/// ([`Transport::route`]), locks the slot the packet [`Need`]s and hands it to
+/// [`Transport::handle`], which runs the core and drains repairs, recovered packets and
+/// feedback into the driver's [`TransmitSink`].
+pub trait Transport {
+    /// The transport's state beside each decoder slot.
+    type Extra;
+    /// State all workers of an instance share, behind one lock held for one packet (replay
+    /// windows of authenticated packets, learned peer addresses).
+    type State;
+    /// State the workers share without a lock (atomics: a sequence number space, an epoch).
+    type Common;
+    /// Where a [`Transmit`] goes.
+    type Dest;
+    /// Where this worker's repairs and feedback go at the moment (see [`Transport::route`]).
+    type Route: Copy;
+    /// What [`Transport::admit`] checks against the shared state.
+    type Admit;
+    /// What the first step hands the second.
+    type Step;
+    /// Why a packet was dropped.
+    type Drop;
+
+    /// Accepts an authenticated packet into the shared state (test-and-set of a replay window:
+    /// a replay raced to two workers is accepted once) or refuses it (counted).
+    fn admit(
+        &mut self,
+        state: &mut Self::State,
+        admit: Self::Admit,
+        now: Instant,
+    ) -> Result<(), Self::Drop>;
+
+    /// Where this worker sends now; with `state: None`, `Err(NeedsState)` when that depends on
+    /// the shared state (the engine then asks again with it).
+    fn route(&self, state: Option<&Self::State>, now: Instant) -> Result<Self::Route, NeedsState>;
+
+    /// The second step of a packet, with its slot locked: the core call, then the repairs,
+    /// recovered packets and feedback it produced, into `tx`.
+    fn handle(
+        &mut self,
+        step: Self::Step,
+        slot: Slot<'_, Self::Extra>,
+        route: Self::Route,
+        buf: &mut [u8],
+        now: Instant,
+        tx: &mut impl TransmitSink<Self::Dest>,
+    ) -> Result<(), Self::Drop>;
+
+    /// The timers of one of this worker's own slots (time-driven repairs, feedback).
+    fn timeout(
+        &mut self,
+        slot: Slot<'_, Self::Extra>,
+        route: Self::Route,
+        now: Instant,
+        tx: &mut impl TransmitSink<Self::Dest>,
+    );
+
+    /// A packet needs a slot the instance does not have (it does not encode or decode):
+    /// counted, and the reason.
+    fn no_slot(&mut self) -> Self::Drop;
+
+    /// The transport's own timers (keepalives), besides the slots'.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Runs the transport's own timers; called after the slots' on every timeout.
+    fn own_timeout(
+        &mut self,
+        _route: Self::Route,
+        _now: Instant,
+        _tx: &mut impl TransmitSink<Self::Dest>,
+    ) {
+    }
+}
+
+/// What the workers of an instance share: the coder slots and the transport's state, each
+/// behind the engine's locks, and what the transport shares without a lock.
+pub struct Shared<T: Transport> {
+    slots: Arc<CoderSlots<T::Extra>>,
+    state: Mutex<T::State>,
+    /// Lock-free state of the transport's workers, handed to each worker's transport.
+    pub common: Arc<T::Common>,
+}
+
+impl<T: Transport> std::fmt::Debug for Shared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Shared<T> {
+    /// The shared state of an instance with these slots.
+    pub fn with_slots(
+        slots: Arc<CoderSlots<T::Extra>>,
+        state: T::State,
+        common: T::Common,
+    ) -> Arc<Self> {
+        Arc::new(Shared {
+            slots,
+            state: Mutex::new(state),
+            common: Arc::new(common),
+        })
+    }
+
+    /// The coder slots.
+    pub fn slots(&self) -> &Arc<CoderSlots<T::Extra>> {
+        &self.slots
+    }
+
+    /// The transport's shared state, locked (for inspection; packets go through [`Node`]).
+    pub fn state(&self) -> MutexGuard<'_, T::State> {
+        lock(&self.state)
+    }
+}
+
+/// One worker: its transport (state machine) and the engine's side of it. All locking of the
+/// per-packet path is here.
+pub struct Node<T: Transport> {
+    machine: T,
+    coder: StreamCoder<T::Extra>,
+    shared: Arc<Shared<T>>,
+}
+
+impl<T: Transport + std::fmt::Debug> std::fmt::Debug for Node<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("machine", &self.machine)
+            .field("stream", &self.coder.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Node<T> {
+    /// Worker `stream` of the instance whose shared state is `shared`.
+    pub fn with_machine(
+        machine: T,
+        shared: Arc<Shared<T>>,
+        stream: StreamId,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Node {
+            machine,
+            coder: StreamCoder::new(shared.slots.clone(), stream, metrics),
+            shared,
+        }
+    }
+
+    /// The transport.
+    #[inline]
+    pub fn machine(&self) -> &T {
+        &self.machine
+    }
+
+    /// The transport, for a mode's first step.
+    #[inline]
+    pub fn machine_mut(&mut self) -> &mut T {
+        &mut self.machine
+    }
+
+    /// The engine's side of this worker: timers, load, controller, stats.
+    #[inline]
+    pub fn coder(&self) -> &StreamCoder<T::Extra> {
+        &self.coder
+    }
+
+    /// Where this worker sends now (the shared state locked only if the transport needs it).
+    pub fn route(&self, now: Instant) -> T::Route {
+        match self.machine.route(None, now) {
+            Ok(r) => r,
+            Err(NeedsState) => {
+                let st = lock(&self.shared.state);
+                self.machine
+                    .route(Some(&st), now)
+                    .expect("a transport routes with its shared state")
+            }
+        }
+    }
+
+    /// The rest of a packet after the transport's first step: admission under the state lock
+    /// (with the route worked out under the same lock), then its slot.
+    #[inline]
+    pub fn process(
+        &mut self,
+        c: Classified<T::Admit, T::Step>,
+        buf: &mut [u8],
+        now: Instant,
+        tx: &mut impl TransmitSink<T::Dest>,
+    ) -> Result<(), T::Drop> {
+        let route = match c.admit {
+            Some(a) => {
+                let mut st = lock(&self.shared.state);
+                self.machine.admit(&mut st, a, now)?;
+                self.machine
+                    .route(Some(&st), now)
+                    .expect("a transport routes with its shared state")
+            }
+            None => self.route(now),
+        };
+        let slots = &self.shared.slots;
+        match c.need {
+            None => Ok(()),
+            Some(Need::Encoder(s)) => match slots.enc(s) {
+                Some(mut e) => {
+                    self.machine
+                        .handle(c.step, Slot::Encoder(&mut e), route, buf, now, tx)
+                }
+                None => Err(self.machine.no_slot()),
+            },
+            Some(Need::Decoder(s)) => match slots.dec(s) {
+                Some(mut d) => {
+                    self.machine
+                        .handle(c.step, Slot::Decoder(&mut d), route, buf, now, tx)
+                }
+                None => Err(self.machine.no_slot()),
+            },
+        }
+    }
+
+    /// When [`Self::on_timeout`] should run next (this worker's slots and the transport).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.coder.poll_timeout(), self.machine.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Time-driven work of this worker's slots (each locked in turn), then the transport's.
+    pub fn on_timeout(&mut self, now: Instant, tx: &mut impl TransmitSink<T::Dest>) {
+        let route = self.route(now);
+        let (slots, s) = (&self.shared.slots, self.coder.stream);
+        if let Some(mut e) = slots.enc(s) {
+            self.machine.timeout(Slot::Encoder(&mut e), route, now, tx);
+        }
+        if let Some(mut d) = slots.dec(s) {
+            self.machine.timeout(Slot::Decoder(&mut d), route, now, tx);
+        }
+        self.machine.own_timeout(route, now, tx);
+    }
+}
+
 /// Locks, ignoring poisoning (a panicking worker must not stop the others).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
