@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hirt_core::{Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{Encoder, FecMode, Feedback, StreamId};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
@@ -284,10 +284,8 @@ impl Srv6Node {
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
-        match self.machine_mut().classify(buf, len, tx)? {
-            Some(c) => self.process(c, buf, now, tx),
-            None => Ok(()),
-        }
+        let c = self.machine_mut().classify(buf, len, tx)?;
+        self.process(c, buf, now, tx)
     }
 
     /// Takes a copy of a source that the XDP program tagged with `esi` and passed on to the
@@ -304,10 +302,8 @@ impl Srv6Node {
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
-        match self.machine_mut().classify_tagged(buf, len, esi)? {
-            Some(c) => self.process(c, buf, now, tx),
-            None => Ok(()),
-        }
+        let c = self.machine_mut().classify_tagged(buf, len, esi)?;
+        self.process(c, buf, now, tx)
     }
 
     /// Takes a copy of a protected source that the kernel delivers itself (its End.DT6 on the
@@ -321,10 +317,8 @@ impl Srv6Node {
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
-        match self.machine_mut().classify_delivered(buf, len, tx)? {
-            Some(c) => self.process(c, buf, now, tx),
-            None => Ok(()),
-        }
+        let c = self.machine_mut().classify_delivered(buf, len, tx)?;
+        self.process(c, buf, now, tx)
     }
 }
 
@@ -736,17 +730,15 @@ impl Srv6Machine {
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) {
-        let c = self.metrics.stream(rep.stream);
-        add(&c.repairs_received, 1);
-        let recovered = |d: &DecState| d.dec.stats(rep.stream).map(|s| s.recovered).unwrap_or(0);
-        let before = recovered(d);
-        // A refused repair (wrong scheme, out of range) is counted by the core.
-        let _ = d
-            .dec
-            .handle_repair(rep.stream, &rep.info, rep.timestamp, payload, now);
-        if recovered(d) > before {
-            add(&c.repairs_used, 1);
-        }
+        engine::decode_repair(
+            d,
+            &self.metrics,
+            rep.stream,
+            &rep.info,
+            rep.timestamp,
+            payload,
+            now,
+        );
         self.drain_decoder(d, now, tx);
     }
 
@@ -778,24 +770,18 @@ impl Srv6Machine {
             .handle_source_with(src.stream, src.esi, &buf[..len], meta, now);
         buf[7] = hl;
         set_traffic_class(buf, tc);
-        let res = match verdict {
-            Verdict::Deliver if !deliver => {
+        let res = match engine::count_verdict(&self.metrics, src.stream, verdict) {
+            Ok(true) if !deliver => {
                 add(&c.delivered_by_kernel, 1);
                 add(&c.dec_packets_out, 1);
                 Ok(())
             }
-            Verdict::Deliver => {
+            Ok(true) => {
                 behave(&self.cfg, &self.metrics, src.stream, buf, len, false, tx);
                 Ok(())
             }
-            Verdict::Duplicate => {
-                add(&c.duplicates, 1);
-                Err(Drop::Duplicate)
-            }
-            Verdict::Hold => {
-                add(&c.held, 1);
-                Ok(())
-            }
+            Ok(false) => Ok(()),
+            Err(engine::Duplicate) => Err(Drop::Duplicate),
         };
         self.drain_decoder(d, now, tx);
         res

@@ -60,7 +60,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hirt_core::{Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{Decoder, Encoder, FecMode, Feedback, StreamId};
 use hirt_fec::RepairInfo;
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
@@ -436,7 +436,7 @@ impl UdpPeer {
             send,
             deliver: &mut |_: &[u8]| {},
         };
-        let _ = self.process(c, buf, now, &mut tx);
+        let _ = self.process(Some(c), buf, now, &mut tx);
     }
 
     /// A datagram from `from` whose outer header had TOS / traffic class `tos`. `deliver` gets
@@ -451,7 +451,7 @@ impl UdpPeer {
         deliver: &mut impl FnMut(&[u8]),
     ) -> Result<(), UdpDrop> {
         let c = self.machine_mut().classify(buf, from, tos)?;
-        self.process(c, buf, now, &mut Split { send, deliver })
+        self.process(Some(c), buf, now, &mut Split { send, deliver })
     }
 
     /// Timers of this worker's slots: time-driven repairs, feedback; and its keepalive.
@@ -554,28 +554,20 @@ impl Transport for UdpMachine {
                 let payload = &mut buf[start..end];
                 // The decoder keeps the packet as sent (before the ECN update below), the
                 // symbol the encoder coded.
-                let res = match dec.handle_source_with(stream, esi, payload, u32::from(tos), now) {
-                    Verdict::Deliver => {
-                        if decap_ecn(tos, payload) {
-                            add(&c.dec_packets_out, 1);
-                            tx.transmit(Transmit {
-                                bytes: payload,
-                                dest: UdpDest::Tun,
-                                tos: 0,
-                            });
-                            Ok(())
-                        } else {
-                            Err(UdpDrop::CeOnNotEct)
-                        }
-                    }
-                    Verdict::Duplicate => {
-                        add(&c.duplicates, 1);
-                        Err(UdpDrop::Duplicate)
-                    }
-                    Verdict::Hold => {
-                        add(&c.held, 1);
+                let verdict = dec.handle_source_with(stream, esi, payload, u32::from(tos), now);
+                let res = match engine::count_verdict(&self.metrics, stream, verdict) {
+                    Ok(true) if decap_ecn(tos, payload) => {
+                        add(&c.dec_packets_out, 1);
+                        tx.transmit(Transmit {
+                            bytes: payload,
+                            dest: UdpDest::Tun,
+                            tos: 0,
+                        });
                         Ok(())
                     }
+                    Ok(true) => Err(UdpDrop::CeOnNotEct),
+                    Ok(false) => Ok(()),
+                    Err(engine::Duplicate) => Err(UdpDrop::Duplicate),
                 };
                 self.drain_decoder(dec, dest, now, tx);
                 res
@@ -590,13 +582,15 @@ impl Transport for UdpMachine {
                 },
                 Slot::Decoder(dec),
             ) => {
-                let c = self.metrics.stream(stream);
-                add(&c.repairs_received, 1);
-                let before = dec.stats(stream).map(|s| s.recovered).unwrap_or(0);
-                let _ = dec.handle_repair(stream, &info, timestamp, &buf[start..end], now);
-                if dec.stats(stream).map(|s| s.recovered).unwrap_or(0) > before {
-                    add(&c.repairs_used, 1);
-                }
+                engine::decode_repair(
+                    dec,
+                    &self.metrics,
+                    stream,
+                    &info,
+                    timestamp,
+                    &buf[start..end],
+                    now,
+                );
                 self.drain_decoder(dec, dest, now, tx);
                 Ok(())
             }
@@ -637,8 +631,10 @@ impl Transport for UdpMachine {
         }
     }
 
+    /// Not reached: a UDP peer has an encoder and a decoder in every slot.
     fn no_slot(&mut self) -> UdpDrop {
-        unreachable!("a UDP peer has an encoder and a decoder in every slot")
+        add(&self.metrics.global.malformed, 1);
+        UdpDrop::Malformed
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

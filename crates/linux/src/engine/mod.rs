@@ -34,7 +34,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, StreamId};
+use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, StreamId, Verdict};
+use hirt_fec::RepairInfo;
 
 use crate::config::CoderSettings;
 use crate::control::{self, Control, ControlServer};
@@ -294,16 +295,20 @@ impl<T: Transport> Node<T> {
         }
     }
 
-    /// The rest of a packet after the transport's first step: admission under the state lock
-    /// (with the route worked out under the same lock), then its slot.
+    /// The rest of a packet after the transport's first step (`None`: it was done with it):
+    /// admission under the state lock (with the route worked out under the same lock), then
+    /// its slot.
     #[inline]
     pub fn process(
         &mut self,
-        c: Classified<T::Admit, T::Step>,
+        c: Option<Classified<T::Admit, T::Step>>,
         buf: &mut [u8],
         now: Instant,
         tx: &mut impl TransmitSink<T::Dest>,
     ) -> Result<(), T::Drop> {
+        let Some(c) = c else {
+            return Ok(());
+        };
         let route = match c.admit {
             Some(a) => {
                 let mut st = lock(&self.shared.state);
@@ -355,6 +360,47 @@ impl<T: Transport> Node<T> {
         self.machine.own_timeout(route, now, tx);
     }
 }
+
+/// Hands a repair of `stream` to the decoder and counts it (received, and used when it
+/// recovered something). A refused repair (wrong scheme, out of range) is counted by the core.
+pub fn decode_repair(
+    dec: &mut Decoder,
+    m: &Metrics,
+    stream: StreamId,
+    info: &RepairInfo,
+    timestamp: u32,
+    payload: &[u8],
+    now: Instant,
+) {
+    let c = m.stream(stream);
+    add(&c.repairs_received, 1);
+    let recovered = |d: &Decoder| d.stats(stream).map_or(0, |s| s.recovered);
+    let before = recovered(dec);
+    let _ = dec.handle_repair(stream, info, timestamp, payload, now);
+    if recovered(dec) > before {
+        add(&c.repairs_used, 1);
+    }
+}
+
+/// Counts the decoder's verdict on a source of `stream`; true when it is to be delivered now.
+pub fn count_verdict(m: &Metrics, stream: StreamId, v: Verdict) -> Result<bool, Duplicate> {
+    let c = m.stream(stream);
+    match v {
+        Verdict::Deliver => Ok(true),
+        Verdict::Hold => {
+            add(&c.held, 1);
+            Ok(false)
+        }
+        Verdict::Duplicate => {
+            add(&c.duplicates, 1);
+            Err(Duplicate)
+        }
+    }
+}
+
+/// The decoder had this source already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Duplicate;
 
 /// Locks, ignoring poisoning (a panicking worker must not stop the others).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -799,6 +845,135 @@ mod tests {
             m.stream(1).controller_ratio_ppm.load(Ordering::Relaxed),
             500_000
         );
+    }
+
+    /// A transport that records what the engine hands it: admission is "not seen before",
+    /// the route is the number of admitted packets (known only with the shared state).
+    #[derive(Debug, Default)]
+    struct Probe {
+        handled: Vec<(u8, bool, usize)>,
+        timeouts: usize,
+    }
+
+    impl Transport for Probe {
+        type Extra = u32;
+        type State = Vec<u64>;
+        type Common = ();
+        type Dest = ();
+        type Route = usize;
+        type Admit = u64;
+        type Step = u8;
+        type Drop = &'static str;
+
+        fn admit(&mut self, seen: &mut Vec<u64>, a: u64, _: Instant) -> Result<(), &'static str> {
+            if seen.contains(&a) {
+                return Err("replay");
+            }
+            seen.push(a);
+            Ok(())
+        }
+
+        fn route(&self, seen: Option<&Vec<u64>>, _: Instant) -> Result<usize, NeedsState> {
+            seen.map(Vec::len).ok_or(NeedsState)
+        }
+
+        fn handle(
+            &mut self,
+            step: u8,
+            slot: Slot<'_, u32>,
+            route: usize,
+            _: &mut [u8],
+            _: Instant,
+            tx: &mut impl TransmitSink<()>,
+        ) -> Result<(), &'static str> {
+            let encoder = matches!(slot, Slot::Encoder(_));
+            if let Slot::Decoder(d) = slot {
+                assert_eq!(d.extra, 7);
+            }
+            self.handled.push((step, encoder, route));
+            tx.transmit(Transmit {
+                bytes: &[step],
+                dest: (),
+                tos: 0,
+            });
+            Ok(())
+        }
+
+        fn timeout(
+            &mut self,
+            _: Slot<'_, u32>,
+            _: usize,
+            _: Instant,
+            _: &mut impl TransmitSink<()>,
+        ) {
+            self.timeouts += 1;
+        }
+
+        fn no_slot(&mut self) -> &'static str {
+            "no slot"
+        }
+    }
+
+    #[test]
+    fn a_node_admits_locks_the_slot_a_packet_needs_and_routes() {
+        let shared = Shared::<Probe>::with_slots(slots(2, false), Vec::new(), ());
+        let mut node =
+            Node::with_machine(Probe::default(), shared.clone(), 1, Metrics::new(2, "t"));
+        let now = Instant::now();
+        let mut sent = Vec::new();
+        let mut tx = |t: Transmit<'_, ()>| sent.push(t.bytes[0]);
+        let packet = |admit, need, step| Some(Classified { admit, need, step });
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            node.process(
+                packet(Some(9), Some(Need::Decoder(3)), 1),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Ok(())
+        );
+        // A replay is refused before any slot is locked.
+        assert_eq!(
+            node.process(
+                packet(Some(9), Some(Need::Decoder(3)), 2),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Err("replay")
+        );
+        // Decode-only: no encoder slot.
+        assert_eq!(
+            node.process(
+                packet(None, Some(Need::Encoder(1)), 3),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Err("no slot")
+        );
+        // Admitted, nothing to code; then a packet without admission, routed with the state.
+        assert_eq!(
+            node.process(packet(Some(10), None, 4), &mut buf, now, &mut tx),
+            Ok(())
+        );
+        assert_eq!(
+            node.process(
+                packet(None, Some(Need::Decoder(0)), 5),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Ok(())
+        );
+        assert_eq!(node.process(None, &mut buf, now, &mut tx), Ok(()));
+        node.on_timeout(now, &mut tx);
+        assert_eq!(sent, [1, 5]);
+        assert_eq!(node.machine().handled, [(1, false, 1), (5, false, 2)]);
+        assert_eq!(node.machine().timeouts, 1, "a decoder slot, no encoder");
+        assert_eq!(*shared.state(), [9, 10]);
+        assert_eq!(node.route(now), 2);
     }
 
     #[test]
