@@ -1,9 +1,12 @@
 //! The SRv6 network function: what happens to each packet that reaches one of our SIDs.
 //!
-//! This module holds no sockets: [`Srv6Node::handle_packet`] takes a packet the kernel routed to
-//! the TUN device and puts every packet to send into the driver's batch as a
-//! [`crate::engine::Transmit`] whose destination, an [`Egress`], tells which device to write it
-//! to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
+//! This module holds no sockets and no locks: [`Srv6Machine`] is the engine's
+//! [`crate::engine::Transport`] of SRv6 mode and [`Srv6Node`] the engine's
+//! [`crate::engine::Node`] around it. [`Srv6Node::handle_packet`] takes a packet the kernel
+//! routed to the TUN device (the machine parses and authenticates it, the engine checks the
+//! auth TLV's replay window and locks the slot of its stream) and puts every packet to send into
+//! the driver's batch as a [`crate::engine::Transmit`] whose destination, an [`Egress`], tells
+//! which device to write it to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
 //! [`crate::srv6_run`] does the I/O; the unit tests below run an encoder and a decoder back to
 //! back with losses, in memory.
 //!

@@ -1,22 +1,25 @@
 //! UDP mode: two peers, each with a TUN device, carrying IP packets over UDP with FEC in each
 //! direction (like tinyfecVPN, but adaptive, multi-core and authenticated).
 //!
-//! [`UdpPeer`] is one worker's per-packet logic (no sockets): TUN packet -> source frame (+
-//! repairs); datagram -> authenticate, then source / repair / feedback / keepalive. Every
+//! [`UdpMachine`] is one worker's per-packet logic, the engine's [`Transport`] of this mode (no
+//! sockets, no locks), and [`UdpPeer`] the engine's [`Node`] around it: TUN packet -> source
+//! frame (+ repairs); datagram -> authenticate and parse, then (engine) admit into the shared
+//! receive state and lock the stream's slot, then source / repair / feedback / keepalive. Every
 //! datagram is sealed with ChaCha20-Poly1305 ([`crate::crypto`]); anything that does not open is
 //! dropped silently and counted, so nothing reaches the TUN device without the key.
 //!
 //! **Several workers** (`--threads N`): worker `t` owns TUN queue `t`, UDP socket `t` and
 //! encoder stream `t` (the stream id travels in the frame header). The kernel decides which
 //! socket a datagram reaches, so a datagram of stream `s` may land on any worker: encoders and
-//! decoders live in per-stream slots of [`Shared`] (slot `s % N`, one mutex each; a worker's own
-//! stream is uncontended), and whichever worker receives a datagram locks its stream's slot.
+//! decoders live in the engine's per-stream slots (slot `s % N`, one mutex each; a worker's own
+//! stream is uncontended), and the engine locks the slot of the stream a datagram names for
+//! whichever worker received it.
 //! - Nonces and replay, per sending worker: the 64-bit AEAD counter is `worker index (6 bits)
 //!   | sequence (58 bits)`, each worker counting its own sequence (from 16 x the Unix time in
 //!   µs, so a restarted peer is not taken for a replay unless it sent more than 16 datagrams per
 //!   µs on average). No two workers can produce the same counter (nonce) under a key. The
-//!   receiver keeps one replay window per sending worker (all in [`Shared`], under one lock),
-//!   tested and set *after* the tag verified, so a datagram replayed to two workers at once is
+//!   receiver keeps one replay window per sending worker (all in the shared [`RxState`], under
+//!   the engine's lock), tested and set *after* the tag verified ([`Transport::admit`]), so a datagram replayed to two workers at once is
 //!   accepted once and forged datagrams cannot move a window. A window per sender matters:
 //!   the senders' datagrams travel through different sockets and receiving workers, which run
 //!   milliseconds apart on a loaded machine, and one shared 2048-counter window dropped the
@@ -508,7 +511,7 @@ impl Transport for UdpMachine {
     }
 
     /// The client its server; the server the address its own socket heard last (while fresh),
-    /// else the one the shared state names (see [`RxState::fallback`]).
+    /// else the one the shared receive state names (`RxState::fallback`).
     fn route(&self, rx: Option<&RxState>, now: Instant) -> Result<Option<SocketAddr>, NeedsState> {
         let fresh = self.cfg.keepalive * LEARNED_KEEPALIVES;
         match self.cfg.role {

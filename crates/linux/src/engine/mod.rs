@@ -17,16 +17,37 @@
 //!   [`Workers`]: its threads, stopped and joined as one.
 //! - [`Transmit`]: what a mode's state machine hands its driver to send: bytes, where they go
 //!   and the outer DSCP/ECN. The driver batches them ([`TransmitSink`]).
+//! - [`Transport`] and [`Node`]: a mode is a transport, one state machine per worker that holds
+//!   no locks; [`Node`] wraps it with the worker's [`StreamCoder`] and the instance's
+//!   [`Shared`] state, and runs the per-packet flow once for both modes.
 //!
-//! The slot locks are the engine's: a transport's handler asks [`CoderSlots`] for the slot of
-//! the stream a packet names (known only once the packet is parsed and authenticated) and holds
-//! it for that packet. A transport's own shared state (replay windows of authenticated
-//! packets, learned peer addresses) has a lock of its own, also held for one packet.
+//! # A packet's way through a worker
 //!
-//! A mode is a *transport*: how a source is tagged (an SRv6 TLV or a UDP frame header), what a
-//! repair or feedback packet looks like, where it goes ([`Transmit::dest`]: an SRv6 egress, a
-//! UDP peer address), and how packets are read and written in batches (TUN, AF_XDP, UDP
-//! sockets). [`crate::srv6`] and [`crate::udp`] hold those parts only.
+//! 1. The mode's entry point (e.g. `Srv6Node::handle_packet`, `UdpPeer::handle_udp`) has its
+//!    transport parse and authenticate the packet, touching no shared state, into a
+//!    [`Classified`]: what the shared transport state must admit, the slot it [`Need`]s, and
+//!    a transport-specific step. A packet with nothing to code (an unprotected End, a
+//!    malformed one) ends here.
+//! 2. [`Node::process`] locks the instance's transport state ([`Shared`], one lock held for
+//!    one packet) only when there is something to admit ([`Transport::admit`]: the replay
+//!    window test-and-set after authentication, so a replay raced to two workers is accepted
+//!    once; peer-address learning), and works out the route under the same lock
+//!    ([`Transport::route`]; without admission it locks only when the transport says the
+//!    route needs the shared state).
+//! 3. It locks the slot of the stream the packet names (slot `s % N`) and hands it to
+//!    [`Transport::handle`] as `&mut`: the core call, then the repairs, recovered packets and
+//!    feedback it produced, into the driver's [`TransmitSink`].
+//!
+//! Timers take the same way ([`Node::on_timeout`]): each of the worker's own slots in turn
+//! ([`Transport::timeout`]), then the transport's own ([`Transport::own_timeout`], e.g.
+//! keepalives). [`Node`] is generic over the transport: monomorphized, no dynamic dispatch
+//! per packet.
+//!
+//! What a transport holds is what differs between modes: how a packet is classified and
+//! authenticated, how a source is tagged (an SRv6 TLV or a UDP frame header), what a repair or
+//! feedback packet looks like, where it goes ([`Transmit::dest`]: an SRv6 egress, a UDP peer
+//! address or the TUN device). How packets are read and written in batches (TUN, AF_XDP, UDP
+//! sockets) is in the modes' drivers, [`crate::srv6_run`] and [`crate::udp`].
 
 pub mod load;
 
