@@ -1,9 +1,12 @@
 //! The SRv6 network function: what happens to each packet that reaches one of our SIDs.
 //!
-//! This module holds no sockets: [`Srv6Node::handle_packet`] takes a packet the kernel routed to
-//! the TUN device and puts every packet to send into the driver's batch as a
-//! [`crate::engine::Transmit`] whose destination, an [`Egress`], tells which device to write it
-//! to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
+//! This module holds no sockets and no locks: [`Srv6Machine`] is the engine's
+//! [`crate::engine::Transport`] of SRv6 mode and [`Srv6Node`] the engine's
+//! [`crate::engine::Node`] around it. [`Srv6Node::handle_packet`] takes a packet the kernel
+//! routed to the TUN device (the machine parses and authenticates it, the engine checks the
+//! auth TLV's replay window and locks the slot of its stream) and puts every packet to send into
+//! the driver's batch as a [`crate::engine::Transmit`] whose destination, an [`Egress`], tells
+//! which device to write it to; [`Srv6Node::handle_timeout`] does the time-driven work. The runtime in
 //! [`crate::srv6_run`] does the I/O; the unit tests below run an encoder and a decoder back to
 //! back with losses, in memory.
 //!
@@ -31,10 +34,10 @@
 
 use std::net::Ipv6Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Instant;
 
-use hirt_core::{Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{Encoder, FecMode, Feedback, StreamId};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
@@ -42,7 +45,8 @@ use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, S
 pub use crate::config::{AuthKey, Behavior, CoderSettings};
 pub use crate::ecn::mark_ce;
 use crate::engine::{
-    lock, CoderSlots, DecoderSlot, SlotsConfig, StreamCoder, Transmit, TransmitSink,
+    self, Classified, CoderSlots, DecoderSlot, Need, NeedsState, Node, Slot, SlotsConfig, Transmit,
+    TransmitSink, Transport,
 };
 use crate::metrics::{add, Metrics};
 
@@ -101,30 +105,12 @@ pub struct NodeConfig {
 /// recovered packet gets those of its stream.
 pub type HopLimits = Vec<(u8, u8)>;
 
-/// What the workers of an instance share: the engine's coder slots (see
-/// [`crate::engine::CoderSlots`]), the replay windows of the auth TLV and our auth sequence.
-#[derive(Debug)]
-pub struct Shared {
-    slots: Arc<CoderSlots<HopLimits>>,
-    /// Replay windows of the auth TLV sequence, per stream.
-    replay: Mutex<Vec<ReplayWindow>>,
-    /// Sequence number of our auth TLVs (one space per instance).
-    auth_seq: AtomicU64,
-}
+/// What the workers of an SRv6 instance share (see [`crate::engine::Shared`]): the coder
+/// slots, the replay windows of the auth TLV sequence per stream (the engine's state lock) and
+/// the sequence number space of our auth TLVs (one per instance, an atomic).
+pub type Shared = engine::Shared<Srv6Machine>;
 
-impl Shared {
-    /// The auth TLV for the next packet we sign with `key` (each takes a fresh sequence
-    /// number from this instance's space).
-    fn next_auth<'k>(&self, cfg: &NodeConfig, key: &'k AuthKey, rfc8754_hmac: bool) -> Auth<'k> {
-        Auth {
-            tlv_type: cfg.tlv.auth,
-            key_id: key.key_id,
-            key: &key.key,
-            seq: self.auth_seq.fetch_add(1, Ordering::Relaxed),
-            rfc8754_hmac,
-        }
-    }
-
+impl engine::Shared<Srv6Machine> {
     /// State for `slots` workers and up to `streams` stream ids (for the replay windows).
     pub fn new(cfg: &NodeConfig, slots: usize, streams: usize) -> Arc<Shared> {
         let streams = streams.max(1);
@@ -140,41 +126,99 @@ impl Shared {
             },
             || vec![(64, 0); streams],
         );
-        Arc::new(Shared {
+        engine::Shared::with_slots(
             slots,
-            replay: Mutex::new((0..streams).map(|_| ReplayWindow::new()).collect()),
-            auth_seq: AtomicU64::new(crate::crypto::initial_counter()),
-        })
+            (0..streams).map(|_| ReplayWindow::new()).collect(),
+            AtomicU64::new(crate::crypto::initial_counter()),
+        )
     }
+}
 
-    fn enc(&self, stream: StreamId) -> Option<MutexGuard<'_, Encoder>> {
-        self.slots.enc(stream)
-    }
-
-    fn dec(&self, stream: StreamId) -> Option<MutexGuard<'_, DecState>> {
-        self.slots.dec(stream)
+/// The auth TLV for the next packet we sign with `key` (each takes a fresh sequence number
+/// from the instance's space `seq`).
+fn next_auth<'k>(
+    cfg: &NodeConfig,
+    seq: &AtomicU64,
+    key: &'k AuthKey,
+    rfc8754_hmac: bool,
+) -> Auth<'k> {
+    Auth {
+        tlv_type: cfg.tlv.auth,
+        key_id: key.key_id,
+        key: &key.key,
+        seq: seq.fetch_add(1, Ordering::Relaxed),
+        rfc8754_hmac,
     }
 }
 
 type DecState = DecoderSlot<HopLimits>;
 
-/// One worker: its configuration (its own stream), the shared state, scratch buffers.
-pub struct Srv6Node {
+/// One worker's SRv6 state machine, the [`Transport`] of SRv6 mode: its configuration (its
+/// own stream) and a scratch buffer. It holds no locks: the engine's [`Node`] hands it the
+/// slot a packet needs.
+pub struct Srv6Machine {
     cfg: NodeConfig,
-    shared: Arc<Shared>,
-    coder: StreamCoder<HopLimits>,
     metrics: Arc<Metrics>,
+    /// The instance's auth TLV sequence ([`Shared::common`](crate::engine::Shared)).
+    auth_seq: Arc<AtomicU64>,
     /// Scratch for building repair / feedback / recovered packets.
     out: Vec<u8>,
 }
 
-impl std::fmt::Debug for Srv6Node {
+impl std::fmt::Debug for Srv6Machine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Srv6Node")
+        f.debug_struct("Srv6Machine")
             .field("cfg", &self.cfg)
             .finish_non_exhaustive()
     }
 }
+
+/// One worker of an SRv6 instance: the engine's [`Node`] around its [`Srv6Machine`].
+pub type Srv6Node = Node<Srv6Machine>;
+
+/// What the first step of a packet found (see [`Transport::handle`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Srv6Step {
+    /// Feedback about one of our encoder streams.
+    Feedback(Feedback),
+    /// A source at the encoder, after its End (Segments Left `sl`, the decoder SID at
+    /// `dec_idx`): coded, tagged and sent on; `tagged`: the ESI the XDP program gave a source
+    /// it passed on itself (coded only).
+    Encode {
+        /// Where things are in the packet.
+        l: Srv6Layout,
+        /// Its length.
+        len: usize,
+        /// Segments Left after the End.
+        sl: u8,
+        /// Index of the decoder SID.
+        dec_idx: u8,
+        /// See the variant.
+        tagged: Option<u32>,
+    },
+    /// A repair for the decoder, its payload at `buf[start..end]`.
+    Repair {
+        /// The repair TLV.
+        rep: RepairRepr,
+        /// Start of the payload.
+        start: usize,
+        /// End of the payload.
+        end: usize,
+    },
+    /// A source at the decoder, its TLVs removed (`buf[..len]`); `deliver`: false for a source
+    /// the kernel delivered itself (only recorded).
+    Decode {
+        /// The source TLV.
+        src: SourceRepr,
+        /// Length without the TLVs.
+        len: usize,
+        /// See the variant.
+        deliver: bool,
+    },
+}
+
+/// What a packet's first step returns: nothing left to do, or the rest for the engine.
+type Step1 = Result<Option<Classified<(StreamId, u64), Srv6Step>>, Drop>;
 
 /// Why a packet was dropped (counted, never fatal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,24 +243,24 @@ impl Srv6Node {
 
     /// A worker of a multi-worker instance; `cfg.stream` is the worker's index (its slot).
     pub fn with_shared(cfg: NodeConfig, metrics: Arc<Metrics>, shared: Arc<Shared>) -> Srv6Node {
-        let coder = StreamCoder::new(shared.slots.clone(), cfg.stream, metrics.clone());
-        Srv6Node {
+        let stream = cfg.stream;
+        let machine = Srv6Machine {
             cfg,
-            shared,
-            coder,
-            metrics,
+            metrics: metrics.clone(),
+            auth_seq: shared.common.clone(),
             out: vec![0u8; BUF_LEN],
-        }
+        };
+        Node::with_machine(machine, shared, stream, metrics)
     }
 
     /// The node's configuration.
     pub fn config(&self) -> &NodeConfig {
-        &self.cfg
+        &self.machine().cfg
     }
 
-    /// The engine's side of this worker: timers, load, controller, stats.
-    pub fn coder(&self) -> &StreamCoder<HopLimits> {
-        &self.coder
+    /// Whether this node has the encoder SID.
+    pub fn is_encoder(&self) -> bool {
+        self.config().enc_sid.is_some()
     }
 
     /// Reports `n` packets dropped at the SID device's queue before the worker read them.
@@ -224,35 +268,14 @@ impl Srv6Node {
     /// `local_drops`): on a node with both roles the queue also holds sources still to be
     /// encoded, whose drops the decoder never sees as losses.
     pub fn add_local_drops(&mut self, n: u64) {
-        if !self.shared.slots.encodes() {
-            self.coder.add_local_drops(n);
+        if !self.coder().slots().encodes() {
+            self.coder().add_local_drops(n);
         }
-    }
-
-    /// When [`Self::handle_timeout`] should be called next.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.coder.poll_timeout()
     }
 
     /// Time-driven work (sparse-traffic repairs, feedback); emits what it produces.
     pub fn handle_timeout(&mut self, now: Instant, tx: &mut impl TransmitSink<Egress>) {
-        let shared = self.shared.clone();
-        if let Some(mut e) = shared.enc(self.cfg.stream) {
-            e.handle_timeout(now);
-            drain_repairs(&self.cfg, &self.metrics, &shared, &mut self.out, &mut e, tx);
-        }
-        if let Some(mut d) = shared.dec(self.cfg.stream) {
-            d.dec.handle_timeout(now);
-            drain_decoder(
-                &self.cfg,
-                &self.metrics,
-                &shared,
-                &mut self.out,
-                &mut d,
-                now,
-                tx,
-            );
-        };
+        self.on_timeout(now, tx);
     }
 
     /// Processes one packet from the SID device. `buf[..len]` holds it; `buf` must be
@@ -264,66 +287,8 @@ impl Srv6Node {
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
-        if len < 40 {
-            return self.count_drop(Drop::Malformed);
-        }
-        if buf[0] >> 4 != 6 {
-            // IPv4 or anything else the kernel hands the device: not addressed to a SID.
-            return self.count_drop(Drop::NotOurs);
-        }
-        let mut da = [0u8; 16];
-        da.copy_from_slice(&buf[24..40]);
-        let da = Ipv6Addr::from(da);
-        let ours = Some(da) == self.cfg.enc_sid || Some(da) == self.cfg.dec_sid;
-        if !ours || buf[6] != NH_ROUTING {
-            // Not SRv6 traffic for our SIDs: the kernel's own link-local traffic on the
-            // device, or an ICMPv6 error about a packet we sent (a Packet Too Big for a repair
-            // larger than the path MTU lands here).
-            return self.count_drop(Drop::NotOurs);
-        }
-        if Some(da) == self.cfg.enc_sid {
-            self.encoder_packet(buf, len, now, tx)
-        } else if Some(da) == self.cfg.dec_sid {
-            self.decoder_packet(buf, len, now, true, tx)
-        } else {
-            self.count_drop(Drop::NotOurs)
-        }
-    }
-
-    /// Where the decoder SID is in the segment list of `pkt` (at or after the next segment,
-    /// Segments Left `sl` after the End), if it is there.
-    fn decoder_index(&self, pkt: &[u8], l: &Srv6Layout, sl: u8) -> Option<u8> {
-        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
-        let srh = l.srh(pkt);
-        (0..=sl)
-            .rev()
-            .find(|&i| srh.segment(i as usize) == Some(dec_sid))
-    }
-
-    /// Hands the symbol of the source `buf[..len]` (after its End: Segments Left `sl`, the
-    /// decoder SID at `dec_idx`) to the encoder: normalised (what routers may change inside
-    /// the tunnel set as the decoder will rebuild it), coded, restored.
-    #[allow(clippy::too_many_arguments)]
-    fn code_source(
-        &self,
-        enc: &mut Encoder,
-        buf: &mut [u8],
-        len: usize,
-        l: &Srv6Layout,
-        sl: u8,
-        dec_idx: u8,
-        now: Instant,
-    ) -> hirt_core::SourceTag {
-        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
-        let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
-        let tag = enc.handle_source(self.cfg.stream, &buf[..len], now);
-        restore(buf, l.srh_offset, &saved);
-        tag
-    }
-
-    /// Whether this node has the encoder SID.
-    pub fn is_encoder(&self) -> bool {
-        self.cfg.enc_sid.is_some()
+        let c = self.machine_mut().classify(buf, len, tx)?;
+        self.process(c, buf, now, tx)
     }
 
     /// Takes a copy of a source that the XDP program tagged with `esi` and passed on to the
@@ -340,42 +305,8 @@ impl Srv6Node {
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
-        let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
-            return self.count_drop(Drop::Malformed);
-        };
-        if l.segments_left == 0 || wsrv6::advance_segment(buf, len).is_err() {
-            return self.count_drop(Drop::Malformed);
-        }
-        let sl = l.segments_left - 1;
-        let shared = self.shared.clone();
-        let stream = self.cfg.stream;
-        let Some(mut enc) = shared.enc(stream) else {
-            return self.count_drop(Drop::NotOurs);
-        };
-        let Some(dec_idx) = self.decoder_index(&buf[..len], &l, sl) else {
-            return self.count_drop(Drop::Malformed);
-        };
-        if enc.next_esi(stream) != esi {
-            tracing::error!(
-                "tagged source ESI {esi}, encoder expects {}",
-                enc.next_esi(stream)
-            );
-            return self.count_drop(Drop::Malformed);
-        }
-        let c = self.metrics.stream(stream);
-        add(&c.enc_packets_in, 1);
-        self.code_source(&mut enc, buf, len, &l, sl, dec_idx, now);
-        add(&c.enc_packets_out, 1);
-        add(&c.source_bytes_sent, (len + SOURCE_TLV_SIZE) as u64);
-        drain_repairs(
-            &self.cfg,
-            &self.metrics,
-            &shared,
-            &mut self.out,
-            &mut enc,
-            tx,
-        );
-        Ok(())
+        let c = self.machine_mut().classify_tagged(buf, len, esi)?;
+        self.process(c, buf, now, tx)
     }
 
     /// Takes a copy of a protected source that the kernel delivers itself (its End.DT6 on the
@@ -389,13 +320,187 @@ impl Srv6Node {
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
+        let c = self.machine_mut().classify_delivered(buf, len, tx)?;
+        self.process(c, buf, now, tx)
+    }
+}
+
+impl Transport for Srv6Machine {
+    type Extra = HopLimits;
+    type State = Vec<ReplayWindow>;
+    type Common = AtomicU64;
+    type Dest = Egress;
+    type Route = ();
+    /// The stream and auth TLV sequence number of a verified packet.
+    type Admit = (StreamId, u64);
+    type Step = Srv6Step;
+    type Drop = Drop;
+
+    fn admit(
+        &mut self,
+        replay: &mut Vec<ReplayWindow>,
+        (stream, seq): (StreamId, u64),
+        _now: Instant,
+    ) -> Result<(), Drop> {
+        let i = (stream as usize).min(replay.len() - 1);
+        if replay[i].update(seq) {
+            Ok(())
+        } else {
+            add(&self.metrics.stream(stream).auth_failures, 1);
+            Err(Drop::Auth)
+        }
+    }
+
+    fn route(&self, _: Option<&Vec<ReplayWindow>>, _: Instant) -> Result<(), NeedsState> {
+        Ok(())
+    }
+
+    fn handle(
+        &mut self,
+        step: Srv6Step,
+        slot: Slot<'_, HopLimits>,
+        _route: (),
+        buf: &mut [u8],
+        now: Instant,
+        tx: &mut impl TransmitSink<Egress>,
+    ) -> Result<(), Drop> {
+        match (step, slot) {
+            (Srv6Step::Feedback(fb), Slot::Encoder(e)) => {
+                add(&self.metrics.stream(fb.stream).feedback_in, 1);
+                e.handle_feedback(&fb, now);
+                self.drain_repairs(e, tx);
+                Ok(())
+            }
+            (
+                Srv6Step::Encode {
+                    l,
+                    len,
+                    sl,
+                    dec_idx,
+                    tagged,
+                },
+                Slot::Encoder(e),
+            ) => self.encode(e, buf, len, &l, sl, dec_idx, tagged, now, tx),
+            (Srv6Step::Repair { rep, start, end }, Slot::Decoder(d)) => {
+                self.repair(d, &rep, &buf[start..end], now, tx);
+                Ok(())
+            }
+            (Srv6Step::Decode { src, len, deliver }, Slot::Decoder(d)) => {
+                self.decode(d, src, buf, len, deliver, now, tx)
+            }
+            // `Node::process` locks the slot the first step named.
+            _ => self.count_drop(Drop::Malformed),
+        }
+    }
+
+    fn timeout(
+        &mut self,
+        slot: Slot<'_, HopLimits>,
+        _route: (),
+        now: Instant,
+        tx: &mut impl TransmitSink<Egress>,
+    ) {
+        match slot {
+            Slot::Encoder(e) => {
+                e.handle_timeout(now);
+                self.drain_repairs(e, tx);
+            }
+            Slot::Decoder(d) => {
+                d.dec.handle_timeout(now);
+                self.drain_decoder(d, now, tx);
+            }
+        }
+    }
+
+    fn no_slot(&mut self) -> Drop {
+        let _ = self.count_drop(Drop::NotOurs);
+        Drop::NotOurs
+    }
+}
+
+impl Srv6Machine {
+    /// The first step of a packet from the SID device (see [`Srv6Node::handle_packet`]).
+    fn classify(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        tx: &mut impl TransmitSink<Egress>,
+    ) -> Step1 {
+        if len < 40 {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        }
+        if buf[0] >> 4 != 6 {
+            // IPv4 or anything else the kernel hands the device: not addressed to a SID.
+            return self.count_drop(Drop::NotOurs).map(|_| None);
+        }
+        let mut da = [0u8; 16];
+        da.copy_from_slice(&buf[24..40]);
+        let da = Ipv6Addr::from(da);
+        let ours = Some(da) == self.cfg.enc_sid || Some(da) == self.cfg.dec_sid;
+        if !ours || buf[6] != NH_ROUTING {
+            // Not SRv6 traffic for our SIDs: the kernel's own link-local traffic on the
+            // device, or an ICMPv6 error about a packet we sent (a Packet Too Big for a repair
+            // larger than the path MTU lands here).
+            return self.count_drop(Drop::NotOurs).map(|_| None);
+        }
+        if Some(da) == self.cfg.enc_sid {
+            self.classify_encoder(buf, len, tx)
+        } else {
+            self.classify_decoder(buf, len, true, tx)
+        }
+    }
+
+    /// The first step of a source the XDP program tagged (see
+    /// [`Srv6Node::handle_tagged_source`]).
+    fn classify_tagged(&mut self, buf: &mut [u8], len: usize, esi: u32) -> Step1 {
+        let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        };
+        if l.segments_left == 0 || wsrv6::advance_segment(buf, len).is_err() {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        }
+        let sl = l.segments_left - 1;
+        let Some(dec_idx) = self.decoder_index(&buf[..len], &l, sl) else {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        };
+        Ok(Some(Classified {
+            admit: None,
+            need: Some(Need::Encoder(self.cfg.stream)),
+            step: Srv6Step::Encode {
+                l,
+                len,
+                sl,
+                dec_idx,
+                tagged: Some(esi),
+            },
+        }))
+    }
+
+    /// The first step of a source the kernel delivered (see
+    /// [`Srv6Node::handle_delivered_source`]).
+    fn classify_delivered(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        tx: &mut impl TransmitSink<Egress>,
+    ) -> Step1 {
         if len < 40 || buf[0] >> 4 != 6 || buf[6] != NH_ROUTING {
-            return self.count_drop(Drop::Malformed);
+            return self.count_drop(Drop::Malformed).map(|_| None);
         }
         if buf[24..40] != self.cfg.dec_sid.map_or([0; 16], |s| s.octets()) {
-            return self.count_drop(Drop::NotOurs);
+            return self.count_drop(Drop::NotOurs).map(|_| None);
         }
-        self.decoder_packet(buf, len, now, false, tx)
+        self.classify_decoder(buf, len, false, tx)
+    }
+
+    /// Where the decoder SID is in the segment list of `pkt` (at or after the next segment,
+    /// Segments Left `sl` after the End), if it is there.
+    fn decoder_index(&self, pkt: &[u8], l: &Srv6Layout, sl: u8) -> Option<u8> {
+        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
+        let srh = l.srh(pkt);
+        (0..=sl)
+            .rev()
+            .find(|&i| srh.segment(i as usize) == Some(dec_sid))
     }
 
     fn count_drop(&self, d: Drop) -> Result<(), Drop> {
@@ -411,23 +516,16 @@ impl Srv6Node {
         Err(d)
     }
 
-    fn verify(&mut self, pkt: &[u8], stream: StreamId) -> Result<(), Drop> {
+    /// Verifies the auth TLV of `pkt` when we have a key: what the replay window of `stream`
+    /// must then accept ([`Transport::admit`]), or `None` without a key.
+    fn verify(&mut self, pkt: &[u8], stream: StreamId) -> Result<Option<(StreamId, u64)>, Drop> {
         let Some(a) = self.cfg.auth.as_ref() else {
-            return Ok(());
+            return Ok(None);
         };
         let key = a.key.as_slice();
         let key_id = a.key_id;
         match wsrv6::verify_auth(pkt, &self.cfg.tlv, |id| (id == key_id).then_some(key)) {
-            Ok(r) => {
-                let mut replay = lock(&self.shared.replay);
-                let i = (stream as usize).min(replay.len() - 1);
-                if replay[i].update(r.seq) {
-                    Ok(())
-                } else {
-                    add(&self.metrics.stream(stream).auth_failures, 1);
-                    Err(Drop::Auth)
-                }
-            }
+            Ok(r) => Ok(Some((stream, r.seq))),
             Err(_) => {
                 add(&self.metrics.stream(stream).auth_failures, 1);
                 Err(Drop::Auth)
@@ -435,73 +533,181 @@ impl Srv6Node {
         }
     }
 
-    fn encoder_packet(
+    fn classify_encoder(
         &mut self,
         buf: &mut [u8],
         len: usize,
-        now: Instant,
         tx: &mut impl TransmitSink<Egress>,
-    ) -> Result<(), Drop> {
+    ) -> Step1 {
         let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
-            return self.count_drop(Drop::Malformed);
+            return self.count_drop(Drop::Malformed).map(|_| None);
         };
         let Ok(tlvs) = HirtTlvs::parse(&buf[l.tlv_range()], &self.cfg.tlv) else {
-            return self.count_drop(Drop::Malformed);
+            return self.count_drop(Drop::Malformed).map(|_| None);
         };
         if let Some((_, fb)) = tlvs.feedback {
             let stream = fb.stream;
-            let body = fb.body;
-            let decoded = Feedback::decode(body);
-            let len_ok = l.next_header == NH_NONE;
-            if !len_ok {
-                return self.count_drop(Drop::Malformed);
+            let decoded = Feedback::decode(fb.body);
+            if l.next_header != NH_NONE {
+                return self.count_drop(Drop::Malformed).map(|_| None);
             }
             let Ok(fb) = decoded else {
-                return self.count_drop(Drop::Malformed);
+                return self.count_drop(Drop::Malformed).map(|_| None);
             };
-            self.verify(&buf[..len], stream)?;
-            add(&self.metrics.stream(stream).feedback_in, 1);
-            let shared = self.shared.clone();
-            if let Some(mut e) = shared.enc(stream) {
-                e.handle_feedback(&fb, now);
-                drain_repairs(&self.cfg, &self.metrics, &shared, &mut self.out, &mut e, tx);
-            }
-            return Ok(());
+            let admit = self.verify(&buf[..len], stream)?;
+            return Ok(Some(Classified {
+                admit,
+                need: Some(Need::Encoder(stream)),
+                step: Srv6Step::Feedback(fb),
+            }));
         }
         if tlvs.repair.is_some() || tlvs.source.is_some() || l.segments_left == 0 {
-            return self.count_drop(Drop::Malformed);
+            return self.count_drop(Drop::Malformed).map(|_| None);
         }
         // End behaviour: next segment.
         let sl = l.segments_left - 1;
         if wsrv6::advance_segment(buf, len).is_err() {
-            return self.count_drop(Drop::Malformed);
+            return self.count_drop(Drop::Malformed).map(|_| None);
         }
-        let shared = self.shared.clone();
-        let enc_stream = self.cfg.stream;
-        let Some(mut enc) = shared.enc(enc_stream) else {
-            return self.count_drop(Drop::NotOurs);
-        };
         let Some(dec_idx) = self.decoder_index(&buf[..len], &l, sl) else {
             // Not a tunnel we protect: forward as a plain End.
             add(&self.metrics.global.unprotected, 1);
             send(tx, Egress::Kernel, &buf[..len]);
-            return Ok(());
+            return Ok(None);
         };
-        let c = self.metrics.stream(enc_stream);
+        Ok(Some(Classified {
+            admit: None,
+            need: Some(Need::Encoder(self.cfg.stream)),
+            step: Srv6Step::Encode {
+                l,
+                len,
+                sl,
+                dec_idx,
+                tagged: None,
+            },
+        }))
+    }
+
+    /// `deliver`: false for a source the kernel already delivered (only recorded).
+    fn classify_decoder(
+        &mut self,
+        buf: &mut [u8],
+        len: usize,
+        deliver: bool,
+        tx: &mut impl TransmitSink<Egress>,
+    ) -> Step1 {
+        let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        };
+        let Ok(tlvs) = HirtTlvs::parse(&buf[l.tlv_range()], &self.cfg.tlv) else {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        };
+        if let Some((_, rep)) = tlvs.repair {
+            let payload = l.payload_range();
+            if l.next_header != NH_NONE || payload.len() != rep.payload_len as usize {
+                return self.count_drop(Drop::Malformed).map(|_| None);
+            }
+            let admit = self.verify(&buf[..len], rep.stream)?;
+            return Ok(Some(Classified {
+                admit,
+                need: Some(Need::Decoder(rep.stream)),
+                step: Srv6Step::Repair {
+                    rep,
+                    start: payload.start,
+                    end: payload.end,
+                },
+            }));
+        }
+        if tlvs.feedback.is_some() {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        }
+        let auth_sources = self.cfg.auth.as_ref().is_some_and(|a| a.sources);
+        let Some((_, src)) = tlvs.source else {
+            if auth_sources {
+                // Anyone can send to the SID; with source authentication on, only what our
+                // encoder signed leaves the decoder.
+                return self.count_drop(Drop::Auth).map(|_| None);
+            }
+            // Unprotected traffic to our decoder SID: apply the behaviour directly.
+            add(&self.metrics.global.unprotected, 1);
+            behave(&self.cfg, &self.metrics, 0, buf, len, false, tx);
+            return Ok(None);
+        };
+        let has_auth = tlvs.auth.is_some();
+        let (len, admit) = if has_auth {
+            // Verified whenever we have a key (required or not); always stripped, so the
+            // symbol is the encoder's (which was made before the TLVs went in).
+            let admit = self.verify(&buf[..len], src.stream)?;
+            match wsrv6::remove_tlv(buf, len, self.cfg.tlv.auth) {
+                Ok(Some(n)) => (n, admit),
+                _ => return self.count_drop(Drop::Malformed).map(|_| None),
+            }
+        } else if auth_sources {
+            add(&self.metrics.stream(src.stream).auth_failures, 1);
+            return Err(Drop::Auth);
+        } else {
+            (len, None)
+        };
+        let Ok(Some(len)) = wsrv6::remove_tlv(buf, len, self.cfg.tlv.source) else {
+            return self.count_drop(Drop::Malformed).map(|_| None);
+        };
+        Ok(Some(Classified {
+            admit,
+            need: Some(Need::Decoder(src.stream)),
+            step: Srv6Step::Decode { src, len, deliver },
+        }))
+    }
+
+    /// Codes a source (see [`Srv6Step::Encode`]), then sends what the encoder has ready.
+    #[allow(clippy::too_many_arguments)]
+    fn encode(
+        &mut self,
+        enc: &mut Encoder,
+        buf: &mut [u8],
+        len: usize,
+        l: &Srv6Layout,
+        sl: u8,
+        dec_idx: u8,
+        tagged: Option<u32>,
+        now: Instant,
+        tx: &mut impl TransmitSink<Egress>,
+    ) -> Result<(), Drop> {
+        let stream = self.cfg.stream;
+        if let Some(esi) = tagged {
+            if enc.next_esi(stream) != esi {
+                tracing::error!(
+                    "tagged source ESI {esi}, encoder expects {}",
+                    enc.next_esi(stream)
+                );
+                return self.count_drop(Drop::Malformed);
+            }
+        }
+        let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
-        let tag = self.code_source(&mut enc, buf, len, &l, sl, dec_idx, now);
+        // The symbol: normalised (what routers may change inside the tunnel set as the decoder
+        // will rebuild it), coded, restored.
+        let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
+        let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
+        let tag = enc.handle_source(stream, &buf[..len], now);
+        restore(buf, l.srh_offset, &saved);
+        if tagged.is_some() {
+            add(&c.enc_packets_out, 1);
+            add(&c.source_bytes_sent, (len + SOURCE_TLV_SIZE) as u64);
+            self.drain_repairs(enc, tx);
+            return Ok(());
+        }
         let src = SourceRepr {
             stream: tag.stream,
             esi: tag.esi,
         };
-        let tagged = wsrv6::insert_source_tlv(buf, len, self.cfg.tlv.source, &src);
-        let tagged = match (tagged, self.cfg.auth.as_ref()) {
+        let n = wsrv6::insert_source_tlv(buf, len, self.cfg.tlv.source, &src);
+        let n = match (n, self.cfg.auth.as_ref()) {
             (Ok(n), Some(a)) if a.sources => {
-                wsrv6::sign(buf, n, &shared.next_auth(&self.cfg, a, false))
+                wsrv6::sign(buf, n, &next_auth(&self.cfg, &self.auth_seq, a, false))
             }
             (t, _) => t,
         };
-        match tagged {
+        match n {
             Ok(n) => {
                 add(&c.enc_packets_out, 1);
                 add(&c.source_bytes_sent, n as u64);
@@ -514,107 +720,48 @@ impl Srv6Node {
                 send(tx, Egress::Kernel, &buf[..len]);
             }
         }
-        drain_repairs(
-            &self.cfg,
-            &self.metrics,
-            &shared,
-            &mut self.out,
-            &mut enc,
-            tx,
-        );
+        self.drain_repairs(enc, tx);
         Ok(())
     }
 
-    /// `deliver`: false for a source the kernel already delivered (only recorded).
-    fn decoder_packet(
+    /// Hands a repair to the decoder, then delivers what it recovered.
+    fn repair(
         &mut self,
+        d: &mut DecState,
+        rep: &RepairRepr,
+        payload: &[u8],
+        now: Instant,
+        tx: &mut impl TransmitSink<Egress>,
+    ) {
+        engine::decode_repair(
+            d,
+            &self.metrics,
+            rep.stream,
+            &rep.info,
+            rep.timestamp,
+            payload,
+            now,
+        );
+        self.drain_decoder(d, now, tx);
+    }
+
+    /// Hands a source (TLVs removed, `buf[..len]`) to the decoder; delivers it and what it
+    /// recovered.
+    #[allow(clippy::too_many_arguments)]
+    fn decode(
+        &mut self,
+        d: &mut DecState,
+        src: SourceRepr,
         buf: &mut [u8],
         len: usize,
-        now: Instant,
         deliver: bool,
+        now: Instant,
         tx: &mut impl TransmitSink<Egress>,
     ) -> Result<(), Drop> {
-        let Ok(l) = Srv6Layout::parse(&buf[..len]) else {
-            return self.count_drop(Drop::Malformed);
-        };
-        let Ok(tlvs) = HirtTlvs::parse(&buf[l.tlv_range()], &self.cfg.tlv) else {
-            return self.count_drop(Drop::Malformed);
-        };
-        if let Some((_, rep)) = tlvs.repair {
-            let payload = l.payload_range();
-            if l.next_header != NH_NONE || payload.len() != rep.payload_len as usize {
-                return self.count_drop(Drop::Malformed);
-            }
-            self.verify(&buf[..len], rep.stream)?;
-            let c = self.metrics.stream(rep.stream);
-            add(&c.repairs_received, 1);
-            let shared = self.shared.clone();
-            let Some(mut d) = shared.dec(rep.stream) else {
-                return self.count_drop(Drop::NotOurs);
-            };
-            let recovered =
-                |d: &DecState| d.dec.stats(rep.stream).map(|s| s.recovered).unwrap_or(0);
-            let before = recovered(&d);
-            // A refused repair (wrong scheme, out of range) is counted by the core.
-            let _ = d
-                .dec
-                .handle_repair(rep.stream, &rep.info, rep.timestamp, &buf[payload], now);
-            if recovered(&d) > before {
-                add(&c.repairs_used, 1);
-            }
-            drain_decoder(
-                &self.cfg,
-                &self.metrics,
-                &shared,
-                &mut self.out,
-                &mut d,
-                now,
-                tx,
-            );
-            return Ok(());
-        }
-        if tlvs.feedback.is_some() {
-            return self.count_drop(Drop::Malformed);
-        }
-        let auth_sources = self.cfg.auth.as_ref().is_some_and(|a| a.sources);
-        let Some((_, src)) = tlvs.source else {
-            if auth_sources {
-                // Anyone can send to the SID; with source authentication on, only what our
-                // encoder signed leaves the decoder.
-                return self.count_drop(Drop::Auth);
-            }
-            // Unprotected traffic to our decoder SID: apply the behaviour directly.
-            add(&self.metrics.global.unprotected, 1);
-            behave(&self.cfg, &self.metrics, 0, buf, len, false, tx);
-            return Ok(());
-        };
-        let len = if tlvs.auth.is_some() {
-            // Verified whenever we have a key (required or not); always stripped, so the
-            // symbol is the encoder's (which was made before the TLVs went in).
-            if self.cfg.auth.is_some() {
-                self.verify(&buf[..len], src.stream)?;
-            }
-            match wsrv6::remove_tlv(buf, len, self.cfg.tlv.auth) {
-                Ok(Some(n)) => n,
-                _ => return self.count_drop(Drop::Malformed),
-            }
-        } else if auth_sources {
-            add(&self.metrics.stream(src.stream).auth_failures, 1);
-            return Err(Drop::Auth);
-        } else {
-            len
-        };
-        let Ok(Some(len)) = wsrv6::remove_tlv(buf, len, self.cfg.tlv.source) else {
-            return self.count_drop(Drop::Malformed);
-        };
         let c = self.metrics.stream(src.stream);
         add(&c.dec_packets_in, 1);
         let hl = buf[7];
         let tc = traffic_class(buf);
-        let shared = self.shared.clone();
-        let Some(mut d) = shared.dec(src.stream) else {
-            return self.count_drop(Drop::NotOurs);
-        };
         let slot = (src.stream as usize).min(d.extra.len() - 1);
         d.extra[slot] = (hl, tc);
         buf[7] = 0;
@@ -626,73 +773,123 @@ impl Srv6Node {
             .handle_source_with(src.stream, src.esi, &buf[..len], meta, now);
         buf[7] = hl;
         set_traffic_class(buf, tc);
-        let res = match verdict {
-            Verdict::Deliver if !deliver => {
+        let res = match engine::count_verdict(&self.metrics, src.stream, verdict) {
+            Ok(true) if !deliver => {
                 add(&c.delivered_by_kernel, 1);
                 add(&c.dec_packets_out, 1);
                 Ok(())
             }
-            Verdict::Deliver => {
+            Ok(true) => {
                 behave(&self.cfg, &self.metrics, src.stream, buf, len, false, tx);
                 Ok(())
             }
-            Verdict::Duplicate => {
-                add(&c.duplicates, 1);
-                Err(Drop::Duplicate)
-            }
-            Verdict::Hold => {
-                add(&c.held, 1);
-                Ok(())
-            }
+            Ok(false) => Ok(()),
+            Err(engine::Duplicate) => Err(Drop::Duplicate),
         };
-        drain_decoder(
-            &self.cfg,
-            &self.metrics,
-            &shared,
-            &mut self.out,
-            &mut d,
-            now,
-            tx,
-        );
+        self.drain_decoder(d, now, tx);
         res
     }
-}
 
-/// Sends every repair the encoder has ready, as SRv6 repair packets to the decoder SID.
-fn drain_repairs(
-    cfg: &NodeConfig,
-    metrics: &Metrics,
-    shared: &Shared,
-    out: &mut [u8],
-    enc: &mut Encoder,
-    tx: &mut impl TransmitSink<Egress>,
-) {
-    let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
-    let dst = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
-    while let Some(r) = enc.poll_repair() {
-        let h = internal_header(cfg, src, &dst);
-        let repr = RepairRepr {
-            stream: r.stream,
-            info: r.info,
-            timestamp: r.timestamp,
-            payload_len: r.payload.len() as u16,
-        };
-        let auth = cfg
-            .auth
-            .as_ref()
-            .map(|a| shared.next_auth(cfg, a, a.rfc8754));
-        let built = Srv6Builder::new(out, &h).and_then(|mut b| {
-            b.push_repair(cfg.tlv.repair, &repr)?;
-            b.finish(r.payload, auth.as_ref())
-        });
-        let c = metrics.stream(r.stream);
-        match built {
-            Ok(n) => {
-                add(&c.repairs_sent, 1);
-                add(&c.repair_bytes_sent, r.payload.len() as u64);
+    /// Sends every repair the encoder has ready, as SRv6 repair packets to the decoder SID.
+    fn drain_repairs(&mut self, enc: &mut Encoder, tx: &mut impl TransmitSink<Egress>) {
+        let Srv6Machine {
+            cfg,
+            metrics,
+            auth_seq,
+            out,
+        } = self;
+        let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+        let dst = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
+        while let Some(r) = enc.poll_repair() {
+            let h = internal_header(cfg, src, &dst);
+            let repr = RepairRepr {
+                stream: r.stream,
+                info: r.info,
+                timestamp: r.timestamp,
+                payload_len: r.payload.len() as u16,
+            };
+            let auth = cfg
+                .auth
+                .as_ref()
+                .map(|a| next_auth(cfg, auth_seq, a, a.rfc8754));
+            let built = Srv6Builder::new(out, &h).and_then(|mut b| {
+                b.push_repair(cfg.tlv.repair, &repr)?;
+                b.finish(r.payload, auth.as_ref())
+            });
+            let c = metrics.stream(r.stream);
+            match built {
+                Ok(n) => {
+                    add(&c.repairs_sent, 1);
+                    add(&c.repair_bytes_sent, r.payload.len() as u64);
+                    send(tx, Egress::Kernel, &out[..n]);
+                }
+                Err(_) => add(&metrics.global.send_errors, 1),
+            }
+        }
+    }
+
+    /// Delivers recovered packets (rebuilt, then the behaviour) and sends pending feedback.
+    fn drain_decoder(
+        &mut self,
+        st: &mut DecState,
+        now: Instant,
+        tx: &mut impl TransmitSink<Egress>,
+    ) {
+        let Srv6Machine {
+            cfg,
+            metrics,
+            auth_seq,
+            out,
+        } = self;
+        let DecoderSlot {
+            dec,
+            extra: last_hl_tc,
+        } = st;
+        while let Some(r) = dec.poll_recovered() {
+            let n = r.data.len();
+            if n < 40 || n > out.len() {
+                continue;
+            }
+            out[..n].copy_from_slice(r.data);
+            if r.original {
+                out[7] = r.meta as u8;
+                set_traffic_class(out, (r.meta >> 8) as u8);
+                behave(cfg, metrics, r.stream, out, n, false, tx);
+                continue;
+            }
+            let slot = (r.stream as usize).min(last_hl_tc.len() - 1);
+            let (hl, tc) = last_hl_tc[slot];
+            out[7] = hl;
+            set_traffic_class(out, tc);
+            add(&metrics.stream(r.stream).recovered, 1);
+            behave(cfg, metrics, r.stream, out, n, true, tx);
+        }
+        let src = cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+        let dst = [cfg.enc_sid.unwrap_or(cfg.peer_enc_sid)];
+        while let Some(fb) = dec.poll_feedback(now) {
+            let mut body = [0u8; Feedback::MAX_LEN];
+            let Some(blen) = fb.encode(&mut body) else {
+                continue;
+            };
+            let h = internal_header(cfg, src, &dst);
+            let repr = FeedbackRepr {
+                stream: fb.stream,
+                path_id: fb.path,
+                timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
+                body: &body[..blen],
+            };
+            let auth = cfg
+                .auth
+                .as_ref()
+                .map(|a| next_auth(cfg, auth_seq, a, a.rfc8754));
+            let built = Srv6Builder::new(out, &h).and_then(|mut b| {
+                b.push_feedback(cfg.tlv.feedback, &repr)?;
+                b.finish(&[], auth.as_ref())
+            });
+            if let Ok(n) = built {
+                add(&metrics.stream(fb.stream).feedback_sent, 1);
                 send(tx, Egress::Kernel, &out[..n]);
             }
-            Err(_) => add(&metrics.global.send_errors, 1),
         }
     }
 }
@@ -709,68 +906,6 @@ fn internal_header<'a>(cfg: &NodeConfig, src: Ipv6Addr, dst: &'a [Ipv6Addr]) -> 
         flow_label: 0,
         next_header: NH_NONE,
         tag: 0,
-    }
-}
-
-/// Delivers recovered packets (rebuilt, then the behaviour) and sends pending feedback.
-fn drain_decoder(
-    cfg: &NodeConfig,
-    metrics: &Metrics,
-    shared: &Shared,
-    out: &mut [u8],
-    st: &mut DecState,
-    now: Instant,
-    tx: &mut impl TransmitSink<Egress>,
-) {
-    let DecoderSlot {
-        dec,
-        extra: last_hl_tc,
-    } = st;
-    while let Some(r) = dec.poll_recovered() {
-        let n = r.data.len();
-        if n < 40 || n > out.len() {
-            continue;
-        }
-        out[..n].copy_from_slice(r.data);
-        if r.original {
-            out[7] = r.meta as u8;
-            set_traffic_class(out, (r.meta >> 8) as u8);
-            behave(cfg, metrics, r.stream, out, n, false, tx);
-            continue;
-        }
-        let slot = (r.stream as usize).min(last_hl_tc.len() - 1);
-        let (hl, tc) = last_hl_tc[slot];
-        out[7] = hl;
-        set_traffic_class(out, tc);
-        add(&metrics.stream(r.stream).recovered, 1);
-        behave(cfg, metrics, r.stream, out, n, true, tx);
-    }
-    let src = cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
-    let dst = [cfg.enc_sid.unwrap_or(cfg.peer_enc_sid)];
-    while let Some(fb) = dec.poll_feedback(now) {
-        let mut body = [0u8; Feedback::MAX_LEN];
-        let Some(blen) = fb.encode(&mut body) else {
-            continue;
-        };
-        let h = internal_header(cfg, src, &dst);
-        let repr = FeedbackRepr {
-            stream: fb.stream,
-            path_id: fb.path,
-            timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
-            body: &body[..blen],
-        };
-        let auth = cfg
-            .auth
-            .as_ref()
-            .map(|a| shared.next_auth(cfg, a, a.rfc8754));
-        let built = Srv6Builder::new(out, &h).and_then(|mut b| {
-            b.push_feedback(cfg.tlv.feedback, &repr)?;
-            b.finish(&[], auth.as_ref())
-        });
-        if let Ok(n) = built {
-            add(&metrics.stream(fb.stream).feedback_sent, 1);
-            send(tx, Egress::Kernel, &out[..n]);
-        }
     }
 }
 

@@ -1,22 +1,25 @@
 //! UDP mode: two peers, each with a TUN device, carrying IP packets over UDP with FEC in each
 //! direction (like tinyfecVPN, but adaptive, multi-core and authenticated).
 //!
-//! [`UdpPeer`] is one worker's per-packet logic (no sockets): TUN packet -> source frame (+
-//! repairs); datagram -> authenticate, then source / repair / feedback / keepalive. Every
+//! [`UdpMachine`] is one worker's per-packet logic, the engine's [`Transport`] of this mode (no
+//! sockets, no locks), and [`UdpPeer`] the engine's [`Node`] around it: TUN packet -> source
+//! frame (+ repairs); datagram -> authenticate and parse, then (engine) admit into the shared
+//! receive state and lock the stream's slot, then source / repair / feedback / keepalive. Every
 //! datagram is sealed with ChaCha20-Poly1305 ([`crate::crypto`]); anything that does not open is
 //! dropped silently and counted, so nothing reaches the TUN device without the key.
 //!
 //! **Several workers** (`--threads N`): worker `t` owns TUN queue `t`, UDP socket `t` and
 //! encoder stream `t` (the stream id travels in the frame header). The kernel decides which
 //! socket a datagram reaches, so a datagram of stream `s` may land on any worker: encoders and
-//! decoders live in per-stream slots of [`Shared`] (slot `s % N`, one mutex each; a worker's own
-//! stream is uncontended), and whichever worker receives a datagram locks its stream's slot.
+//! decoders live in the engine's per-stream slots (slot `s % N`, one mutex each; a worker's own
+//! stream is uncontended), and the engine locks the slot of the stream a datagram names for
+//! whichever worker received it.
 //! - Nonces and replay, per sending worker: the 64-bit AEAD counter is `worker index (6 bits)
 //!   | sequence (58 bits)`, each worker counting its own sequence (from 16 x the Unix time in
 //!   µs, so a restarted peer is not taken for a replay unless it sent more than 16 datagrams per
 //!   µs on average). No two workers can produce the same counter (nonce) under a key. The
-//!   receiver keeps one replay window per sending worker (all in [`Shared`], under one lock),
-//!   tested and set *after* the tag verified, so a datagram replayed to two workers at once is
+//!   receiver keeps one replay window per sending worker (all in the shared [`RxState`], under
+//!   the engine's lock), tested and set *after* the tag verified ([`Transport::admit`]), so a datagram replayed to two workers at once is
 //!   accepted once and forged datagrams cannot move a window. A window per sender matters:
 //!   the senders' datagrams travel through different sockets and receiving workers, which run
 //!   milliseconds apart on a loaded machine, and one shared 2048-counter window dropped the
@@ -56,11 +59,12 @@ use crate::engine::load::{self, DropWatch, LOAD_PERIOD};
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hirt_core::{Decoder, Encoder, FecMode, Feedback, StreamId, Verdict};
+use hirt_core::{Decoder, Encoder, FecMode, Feedback, StreamId};
+use hirt_fec::RepairInfo;
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 
 use crate::config::CoderSettings;
@@ -70,8 +74,8 @@ use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, O
 use crate::ecn::mark_ce;
 pub use crate::ecn::{decap_ecn, inner_tos};
 use crate::engine::{
-    lock, CoderSlots, DecoderSlot, Housekeeping, Operations, QueueDrops, SlotsConfig, StreamCoder,
-    Transmit, TransmitSink, Workers,
+    self, Classified, CoderSlots, Housekeeping, Need, NeedsState, Node, Operations, QueueDrops,
+    Slot, SlotsConfig, Transmit, TransmitSink, Transport, Workers,
 };
 use crate::metrics::{add, Metrics};
 use crate::netlink::{if_index, Netlink};
@@ -145,20 +149,16 @@ pub struct PeerConfig {
     pub coder: CoderSettings,
 }
 
-/// State every worker of one instance reaches: coder slots, the replay windows and the peer
-/// addresses. Each piece has its own lock, held for one packet.
-#[derive(Debug)]
-pub struct Shared {
-    slots: Arc<CoderSlots>,
-    rx: Mutex<RxState>,
-    /// Server: bumped whenever a new peer address appears; an address a worker learned before
-    /// is not used until its socket hears it again (it may be the one that just went away).
-    addr_epoch: AtomicU64,
-}
+/// What the workers of a UDP-mode instance share (see [`crate::engine::Shared`]): the coder
+/// slots, the receive state (replay windows, peer addresses: the engine's state lock) and the
+/// address epoch (an atomic: bumped whenever a new peer address appears; an address a worker
+/// learned before is not used until its socket hears it again, it may be the one that just
+/// went away).
+pub type Shared = engine::Shared<UdpMachine>;
 
 /// What the receive side of all workers shares.
 #[derive(Debug)]
-struct RxState {
+pub struct RxState {
     /// Replay windows of the peer's direction, one per sending worker.
     windows: Vec<ReplayWindow>,
     /// Newest authenticated counter per sending worker.
@@ -220,7 +220,7 @@ impl RxState {
     }
 }
 
-impl Shared {
+impl engine::Shared<UdpMachine> {
     /// State for `slots` workers (encoder and decoder slots; stream `s` lives in `s % slots`).
     pub fn new(cfg: &PeerConfig, slots: usize) -> Arc<Shared> {
         let slots = CoderSlots::new(
@@ -235,78 +235,23 @@ impl Shared {
             },
             || (),
         );
-        Arc::new(Shared {
+        engine::Shared::with_slots(
             slots,
-            rx: Mutex::new(RxState {
+            RxState {
                 windows: vec![ReplayWindow::default(); MAX_WORKERS],
                 tops: [None; MAX_WORKERS],
                 newest: None,
                 recent: [None; RECENT],
                 heard_any: false,
                 stable: None,
-            }),
-            addr_epoch: AtomicU64::new(0),
-        })
-    }
-
-    /// The encoder slot of `stream` (a peer always has one).
-    fn enc(&self, stream: StreamId) -> MutexGuard<'_, Encoder> {
-        self.slots
-            .enc(stream)
-            .expect("a UDP peer has an encoder in every slot")
-    }
-
-    /// The decoder slot of `stream` (a peer always has one).
-    fn dec(&self, stream: StreamId) -> MutexGuard<'_, DecoderSlot<()>> {
-        self.slots
-            .dec(stream)
-            .expect("a UDP peer has a decoder in every slot")
+            },
+            AtomicU64::new(0),
+        )
     }
 
     /// The address of the newest authenticated datagram, whichever worker received it.
     pub fn newest_peer(&self) -> Option<SocketAddr> {
-        lock(&self.rx).newest
-    }
-
-    fn fallback_peer(&self, now: Instant, fresh: Duration) -> Option<SocketAddr> {
-        lock(&self.rx).fallback(now, fresh)
-    }
-}
-
-/// One worker: the shared state and what is its own (socket-side address, scratch, sealer).
-pub struct UdpPeer {
-    shared: Arc<Shared>,
-    coder: StreamCoder,
-    w: Worker,
-}
-
-/// The per-worker part of a peer (split from [`Shared`] so both can be borrowed at once).
-struct Worker {
-    cfg: PeerConfig,
-    sealer: Sealer,
-    opener: Opener,
-    /// Server: the address this worker's socket heard last (newest counter), and when.
-    learned: Option<Learned>,
-    metrics: Arc<Metrics>,
-    next_keepalive: Option<Instant>,
-    out: Vec<u8>,
-    epoch: Instant,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Learned {
-    addr: SocketAddr,
-    heard: Instant,
-    /// `Shared::addr_epoch` when last heard.
-    epoch: u64,
-}
-
-impl std::fmt::Debug for UdpPeer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpPeer")
-            .field("cfg", &self.w.cfg)
-            .field("learned", &self.w.learned)
-            .finish_non_exhaustive()
+        self.state().newest
     }
 }
 
@@ -321,6 +266,115 @@ pub enum UdpDrop {
     Duplicate,
     /// Outer ECN CE on a Not-ECT inner packet (RFC 6040 §4.2: drop).
     CeOnNotEct,
+}
+
+/// One worker of a UDP-mode peer: the engine's [`Node`] around its [`UdpMachine`].
+pub type UdpPeer = Node<UdpMachine>;
+
+/// One worker's UDP-mode state machine, the [`Transport`] of UDP mode: its configuration,
+/// sealer and opener, the address its socket learned, scratch. It holds no locks: the engine's
+/// [`Node`] hands it the slot a datagram needs and the shared receive state.
+pub struct UdpMachine {
+    cfg: PeerConfig,
+    sealer: Sealer,
+    opener: Opener,
+    /// Server: the address this worker's socket heard last (newest counter), and when.
+    learned: Option<Learned>,
+    /// The instance's address epoch ([`Shared::common`](crate::engine::Shared)).
+    addr_epoch: Arc<AtomicU64>,
+    metrics: Arc<Metrics>,
+    next_keepalive: Option<Instant>,
+    out: Vec<u8>,
+    epoch: Instant,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Learned {
+    addr: SocketAddr,
+    heard: Instant,
+    /// The address epoch when last heard.
+    epoch: u64,
+}
+
+impl std::fmt::Debug for UdpMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpMachine")
+            .field("cfg", &self.cfg)
+            .field("learned", &self.learned)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a UDP-mode packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UdpDest {
+    /// A datagram to the peer.
+    Peer(SocketAddr),
+    /// A packet for the TUN device.
+    Tun,
+}
+
+/// What the first step of a packet found (see [`Transport::handle`]).
+#[derive(Clone, Copy, Debug)]
+pub enum UdpStep {
+    /// A packet from the TUN device at `buf[TUN_OFFSET..TUN_OFFSET + len]`.
+    Tun {
+        /// Its length.
+        len: usize,
+    },
+    /// A source frame whose packet is `buf[start..end]`; `tos`: of the outer header.
+    Source {
+        /// The stream.
+        stream: StreamId,
+        /// Its ESI.
+        esi: u32,
+        /// Start of the packet.
+        start: usize,
+        /// End of the packet.
+        end: usize,
+        /// Outer TOS / traffic class.
+        tos: u8,
+    },
+    /// A repair frame whose payload is `buf[start..end]`.
+    Repair {
+        /// The stream.
+        stream: StreamId,
+        /// What the decoder needs.
+        info: RepairInfo,
+        /// Sender timestamp.
+        timestamp: u32,
+        /// Start of the payload.
+        start: usize,
+        /// End of the payload.
+        end: usize,
+    },
+    /// Feedback about our encoder stream `fb.stream`, in a frame of `stream`.
+    Feedback {
+        /// The frame's stream.
+        stream: StreamId,
+        /// The feedback.
+        fb: Feedback,
+    },
+}
+
+/// A sink for [`UdpDest`] made of the driver's datagram batch and its TUN writer.
+struct Split<'a, S, F> {
+    send: &'a mut S,
+    deliver: &'a mut F,
+}
+
+impl<S: TransmitSink<SocketAddr>, F: FnMut(&[u8])> TransmitSink<UdpDest> for Split<'_, S, F> {
+    #[inline]
+    fn transmit(&mut self, t: Transmit<'_, UdpDest>) {
+        match t.dest {
+            UdpDest::Peer(a) => self.send.transmit(Transmit {
+                bytes: t.bytes,
+                dest: a,
+                tos: t.tos,
+            }),
+            UdpDest::Tun => (self.deliver)(t.bytes),
+        }
+    }
 }
 
 impl UdpPeer {
@@ -347,31 +401,24 @@ impl UdpPeer {
             counter_start(cfg.stream as usize),
         );
         let opener = Opener::new(&crypto::derive_key(&cfg.secret, rx), cfg.encrypt);
-        let coder = StreamCoder::new(shared.slots.clone(), cfg.stream, metrics.clone());
-        UdpPeer {
-            shared,
-            coder,
-            w: Worker {
-                sealer,
-                opener,
-                learned: None,
-                metrics,
-                next_keepalive: Some(now),
-                out: vec![0u8; BUF_LEN],
-                epoch: now,
-                cfg,
-            },
-        }
+        let stream = cfg.stream;
+        let machine = UdpMachine {
+            sealer,
+            opener,
+            learned: None,
+            addr_epoch: shared.common.clone(),
+            metrics: metrics.clone(),
+            next_keepalive: Some(now),
+            out: vec![0u8; BUF_LEN],
+            epoch: now,
+            cfg,
+        };
+        Node::with_machine(machine, shared, stream, metrics)
     }
 
     /// Where this worker currently sends (the server: see the module docs).
     pub fn peer(&self, now: Instant) -> Option<SocketAddr> {
-        self.w.dest(&self.shared, now)
-    }
-
-    /// The engine's side of this worker: timers, load, controller, stats.
-    pub fn coder(&self) -> &StreamCoder {
-        &self.coder
+        self.route(now)
     }
 
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
@@ -383,42 +430,16 @@ impl UdpPeer {
         now: Instant,
         send: &mut impl TransmitSink<SocketAddr>,
     ) {
-        let (shared, w) = (&*self.shared, &mut self.w);
-        let Some(peer) = w.dest(shared, now) else {
-            return;
+        let c = Classified {
+            admit: None,
+            need: Some(Need::Encoder(self.coder().stream())),
+            step: UdpStep::Tun { len },
         };
-        if len == 0 || TUN_OFFSET + len + 16 > buf.len() {
-            return;
-        }
-        let pkt = &mut buf[TUN_OFFSET..TUN_OFFSET + len];
-        if let Some(mtu) = w.cfg.mss_mtu {
-            crate::mss::clamp(pkt, mtu);
-        }
-        // RFC 2983 uniform model / RFC 6040 normal mode: the outer header carries the inner
-        // DSCP and ECN, so the underlay treats the tunnelled flow as the flow itself.
-        let tos = inner_tos(pkt);
-        let stream = w.cfg.stream;
-        let c = w.metrics.stream(stream);
-        add(&c.enc_packets_in, 1);
-        let mut enc = shared.enc(stream);
-        let tag = enc.handle_source(stream, pkt, now);
-        let repr = UdpRepr::Source {
-            stream: tag.stream,
-            esi: tag.esi,
-            payload: &[],
+        let mut tx = Split {
+            send,
+            deliver: &mut |_: &[u8]| {},
         };
-        if repr.emit_header(&mut buf[HEADER_LEN..TUN_OFFSET]).is_err() {
-            return;
-        }
-        let n = w.sealer.seal(buf, SOURCE_LEN + len);
-        add(&c.enc_packets_out, 1);
-        add(&c.source_bytes_sent, n as u64);
-        send.transmit(Transmit {
-            bytes: &buf[..n],
-            dest: peer,
-            tos,
-        });
-        w.drain_repairs(&mut enc, peer, send);
+        let _ = self.process(Some(c), buf, now, &mut tx);
     }
 
     /// A datagram from `from` whose outer header had TOS / traffic class `tos`. `deliver` gets
@@ -432,118 +453,8 @@ impl UdpPeer {
         send: &mut impl TransmitSink<SocketAddr>,
         deliver: &mut impl FnMut(&[u8]),
     ) -> Result<(), UdpDrop> {
-        let (shared, w) = (&*self.shared, &mut self.w);
-        let Ok((range, counter)) = w.opener.open_unwindowed(buf, |_| true) else {
-            add(&w.metrics.global.auth_failures, 1);
-            return Err(UdpDrop::Auth);
-        };
-        let newest;
-        {
-            // Test-and-set after authentication, under the lock: a replay raced to two workers
-            // passes once.
-            let mut rx = lock(&shared.rx);
-            let sender = sender_of(counter);
-            if !rx.windows[sender].check(counter) {
-                drop(rx);
-                add(&w.metrics.global.auth_failures, 1);
-                return Err(UdpDrop::Auth);
-            }
-            rx.windows[sender].update(counter);
-            newest = rx.tops[sender].is_none_or(|t| counter > t);
-            if newest {
-                rx.tops[sender] = Some(counter);
-                rx.newest = Some(from);
-            }
-            if w.cfg.role == Role::Server
-                && rx.note(from, now, w.cfg.keepalive * LEARNED_KEEPALIVES)
-            {
-                shared.addr_epoch.fetch_add(1, Ordering::Relaxed);
-                drop(rx);
-                add(&w.metrics.global.peer_address_changes, 1);
-                tracing::info!("new peer address {from}");
-            }
-        }
-        if w.cfg.role == Role::Server {
-            w.learn(from, newest, now, shared.addr_epoch.load(Ordering::Relaxed));
-        }
-        let (start, end) = (range.start, range.end);
-        let Ok(pkt) = UdpPacket::new_checked(&buf[start..end]) else {
-            add(&w.metrics.global.malformed, 1);
-            return Err(UdpDrop::Malformed);
-        };
-        let Ok(repr) = UdpRepr::parse(&pkt) else {
-            add(&w.metrics.global.malformed, 1);
-            return Err(UdpDrop::Malformed);
-        };
-        let mut res = Ok(());
-        let dest = w.dest(shared, now);
-        match repr {
-            UdpRepr::Source { stream, esi, .. } => {
-                let c = w.metrics.stream(stream);
-                add(&c.dec_packets_in, 1);
-                let payload = &mut buf[start + SOURCE_LEN..end];
-                let mut dec = shared.dec(stream);
-                // The decoder keeps the packet as sent (before the ECN update below), the
-                // symbol the encoder coded.
-                match dec.handle_source_with(stream, esi, payload, u32::from(tos), now) {
-                    Verdict::Deliver => {
-                        if decap_ecn(tos, payload) {
-                            add(&c.dec_packets_out, 1);
-                            deliver(payload);
-                        } else {
-                            res = Err(UdpDrop::CeOnNotEct);
-                        }
-                    }
-                    Verdict::Duplicate => {
-                        add(&c.duplicates, 1);
-                        res = Err(UdpDrop::Duplicate);
-                    }
-                    Verdict::Hold => add(&c.held, 1),
-                }
-                w.drain_decoder(&mut dec, dest, now, send, deliver);
-            }
-            UdpRepr::Repair {
-                stream,
-                info,
-                timestamp,
-                payload,
-            } => {
-                let c = w.metrics.stream(stream);
-                add(&c.repairs_received, 1);
-                let mut dec = shared.dec(stream);
-                let before = dec.stats(stream).map(|s| s.recovered).unwrap_or(0);
-                let _ = dec.handle_repair(stream, &info, timestamp, payload, now);
-                if dec.stats(stream).map(|s| s.recovered).unwrap_or(0) > before {
-                    add(&c.repairs_used, 1);
-                }
-                w.drain_decoder(&mut dec, dest, now, send, deliver);
-            }
-            UdpRepr::Feedback { stream, body, .. } => match Feedback::decode(body) {
-                Ok(fb) => {
-                    add(&w.metrics.stream(stream).feedback_in, 1);
-                    // Feedback is about our encoder stream `fb.stream` (any worker's).
-                    let mut enc = shared.enc(fb.stream);
-                    enc.handle_feedback(&fb, now);
-                    if let Some(peer) = dest {
-                        w.drain_repairs(&mut enc, peer, send);
-                    }
-                }
-                Err(_) => {
-                    add(&w.metrics.global.malformed, 1);
-                    res = Err(UdpDrop::Malformed);
-                }
-            },
-            UdpRepr::Keepalive { .. } => {}
-        }
-        res
-    }
-
-    /// When [`Self::handle_timeout`] should run next (this worker's slots and keepalive).
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.coder.poll_timeout(), self.w.next_keepalive]
-            .into_iter()
-            .flatten()
-            .min()
+        let c = self.machine_mut().classify(buf, from, tos)?;
+        self.process(Some(c), buf, now, &mut Split { send, deliver })
     }
 
     /// Timers of this worker's slots: time-driven repairs, feedback; and its keepalive.
@@ -553,41 +464,327 @@ impl UdpPeer {
         send: &mut impl TransmitSink<SocketAddr>,
         deliver: &mut impl FnMut(&[u8]),
     ) {
-        let (shared, w) = (&*self.shared, &mut self.w);
-        let s = w.cfg.stream;
-        let dest = w.dest(shared, now);
-        {
-            let mut enc = shared.enc(s);
-            enc.handle_timeout(now);
-            if let Some(peer) = dest {
-                w.drain_repairs(&mut enc, peer, send);
+        self.on_timeout(now, &mut Split { send, deliver });
+    }
+}
+
+impl Transport for UdpMachine {
+    type Extra = ();
+    type State = RxState;
+    type Common = AtomicU64;
+    type Dest = UdpDest;
+    type Route = Option<SocketAddr>;
+    /// The AEAD counter of an authenticated datagram, and where it came from.
+    type Admit = (u64, SocketAddr);
+    type Step = UdpStep;
+    type Drop = UdpDrop;
+
+    /// Test-and-set of the sender's replay window after authentication, under the engine's
+    /// lock: a replay raced to two workers passes once. Then address learning (server).
+    fn admit(
+        &mut self,
+        rx: &mut RxState,
+        (counter, from): (u64, SocketAddr),
+        now: Instant,
+    ) -> Result<(), UdpDrop> {
+        let sender = sender_of(counter);
+        if !rx.windows[sender].check(counter) {
+            add(&self.metrics.global.auth_failures, 1);
+            return Err(UdpDrop::Auth);
+        }
+        rx.windows[sender].update(counter);
+        let newest = rx.tops[sender].is_none_or(|t| counter > t);
+        if newest {
+            rx.tops[sender] = Some(counter);
+            rx.newest = Some(from);
+        }
+        if self.cfg.role == Role::Server {
+            if rx.note(from, now, self.cfg.keepalive * LEARNED_KEEPALIVES) {
+                self.addr_epoch.fetch_add(1, Ordering::Relaxed);
+                add(&self.metrics.global.peer_address_changes, 1);
+                tracing::info!("new peer address {from}");
+            }
+            let epoch = self.addr_epoch.load(Ordering::Relaxed);
+            self.learn(from, newest, now, epoch);
+        }
+        Ok(())
+    }
+
+    /// The client its server; the server the address its own socket heard last (while fresh),
+    /// else the one the shared receive state names (`RxState::fallback`).
+    fn route(&self, rx: Option<&RxState>, now: Instant) -> Result<Option<SocketAddr>, NeedsState> {
+        let fresh = self.cfg.keepalive * LEARNED_KEEPALIVES;
+        match self.cfg.role {
+            Role::Client => Ok(self.cfg.remote),
+            Role::Server => match self.learned {
+                Some(l)
+                    if now.saturating_duration_since(l.heard) < fresh
+                        && l.epoch == self.addr_epoch.load(Ordering::Relaxed) =>
+                {
+                    Ok(Some(l.addr))
+                }
+                _ => rx.map(|rx| rx.fallback(now, fresh)).ok_or(NeedsState),
+            },
+        }
+    }
+
+    fn handle(
+        &mut self,
+        step: UdpStep,
+        slot: Slot<'_, ()>,
+        dest: Option<SocketAddr>,
+        buf: &mut [u8],
+        now: Instant,
+        tx: &mut impl TransmitSink<UdpDest>,
+    ) -> Result<(), UdpDrop> {
+        match (step, slot) {
+            (UdpStep::Tun { len }, Slot::Encoder(enc)) => {
+                self.encode(enc, buf, len, dest, now, tx);
+                Ok(())
+            }
+            (
+                UdpStep::Source {
+                    stream,
+                    esi,
+                    start,
+                    end,
+                    tos,
+                },
+                Slot::Decoder(dec),
+            ) => {
+                let c = self.metrics.stream(stream);
+                add(&c.dec_packets_in, 1);
+                let payload = &mut buf[start..end];
+                // The decoder keeps the packet as sent (before the ECN update below), the
+                // symbol the encoder coded.
+                let verdict = dec.handle_source_with(stream, esi, payload, u32::from(tos), now);
+                let res = match engine::count_verdict(&self.metrics, stream, verdict) {
+                    Ok(true) if decap_ecn(tos, payload) => {
+                        add(&c.dec_packets_out, 1);
+                        tx.transmit(Transmit {
+                            bytes: payload,
+                            dest: UdpDest::Tun,
+                            tos: 0,
+                        });
+                        Ok(())
+                    }
+                    Ok(true) => Err(UdpDrop::CeOnNotEct),
+                    Ok(false) => Ok(()),
+                    Err(engine::Duplicate) => Err(UdpDrop::Duplicate),
+                };
+                self.drain_decoder(dec, dest, now, tx);
+                res
+            }
+            (
+                UdpStep::Repair {
+                    stream,
+                    info,
+                    timestamp,
+                    start,
+                    end,
+                },
+                Slot::Decoder(dec),
+            ) => {
+                engine::decode_repair(
+                    dec,
+                    &self.metrics,
+                    stream,
+                    &info,
+                    timestamp,
+                    &buf[start..end],
+                    now,
+                );
+                self.drain_decoder(dec, dest, now, tx);
+                Ok(())
+            }
+            (UdpStep::Feedback { stream, fb }, Slot::Encoder(enc)) => {
+                add(&self.metrics.stream(stream).feedback_in, 1);
+                enc.handle_feedback(&fb, now);
+                if let Some(peer) = dest {
+                    self.drain_repairs(enc, peer, tx);
+                }
+                Ok(())
+            }
+            // `Node::process` locks the slot the first step named.
+            _ => {
+                add(&self.metrics.global.malformed, 1);
+                Err(UdpDrop::Malformed)
             }
         }
-        {
-            let mut dec = shared.dec(s);
-            dec.handle_timeout(now);
-            w.drain_decoder(&mut dec, dest, now, send, deliver);
-        }
-        if w.next_keepalive.is_some_and(|t| t <= now) {
-            w.next_keepalive = Some(now + w.cfg.keepalive);
-            if let Some(peer) = dest {
-                let ts = now.duration_since(w.epoch).as_micros() as u32;
-                let repr = UdpRepr::Keepalive { timestamp: ts };
-                if let Ok(flen) = repr.emit(&mut w.out[HEADER_LEN..BUF_LEN - 16]) {
-                    let n = w.seal_out(flen);
-                    add(&w.metrics.global.keepalives_sent, 1);
-                    send.transmit(Transmit {
-                        bytes: &w.out[..n],
-                        dest: peer,
-                        tos: w.repair_tos(),
-                    });
+    }
+
+    fn timeout(
+        &mut self,
+        slot: Slot<'_, ()>,
+        dest: Option<SocketAddr>,
+        now: Instant,
+        tx: &mut impl TransmitSink<UdpDest>,
+    ) {
+        match slot {
+            Slot::Encoder(enc) => {
+                enc.handle_timeout(now);
+                if let Some(peer) = dest {
+                    self.drain_repairs(enc, peer, tx);
                 }
             }
+            Slot::Decoder(dec) => {
+                dec.handle_timeout(now);
+                self.drain_decoder(dec, dest, now, tx);
+            }
+        }
+    }
+
+    /// Not reached: a UDP peer has an encoder and a decoder in every slot.
+    fn no_slot(&mut self) -> UdpDrop {
+        add(&self.metrics.global.malformed, 1);
+        UdpDrop::Malformed
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.next_keepalive
+    }
+
+    fn own_timeout(
+        &mut self,
+        dest: Option<SocketAddr>,
+        now: Instant,
+        tx: &mut impl TransmitSink<UdpDest>,
+    ) {
+        if self.next_keepalive.is_none_or(|t| t > now) {
+            return;
+        }
+        self.next_keepalive = Some(now + self.cfg.keepalive);
+        let Some(peer) = dest else {
+            return;
+        };
+        let ts = now.duration_since(self.epoch).as_micros() as u32;
+        let repr = UdpRepr::Keepalive { timestamp: ts };
+        if let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) {
+            let n = self.seal_out(flen);
+            add(&self.metrics.global.keepalives_sent, 1);
+            tx.transmit(Transmit {
+                bytes: &self.out[..n],
+                dest: UdpDest::Peer(peer),
+                tos: self.repair_tos(),
+            });
         }
     }
 }
 
-impl Worker {
+impl UdpMachine {
+    /// The first step of a datagram: authenticate (decrypting in place) and parse the frame.
+    fn classify(
+        &mut self,
+        buf: &mut [u8],
+        from: SocketAddr,
+        tos: u8,
+    ) -> Result<Classified<(u64, SocketAddr), UdpStep>, UdpDrop> {
+        let Ok((range, counter)) = self.opener.open_unwindowed(buf, |_| true) else {
+            add(&self.metrics.global.auth_failures, 1);
+            return Err(UdpDrop::Auth);
+        };
+        let (start, end) = (range.start, range.end);
+        let malformed = |m: &Metrics| {
+            add(&m.global.malformed, 1);
+            Err(UdpDrop::Malformed)
+        };
+        let Ok(pkt) = UdpPacket::new_checked(&buf[start..end]) else {
+            return malformed(&self.metrics);
+        };
+        let Ok(repr) = UdpRepr::parse(&pkt) else {
+            return malformed(&self.metrics);
+        };
+        let (need, step) = match repr {
+            UdpRepr::Source { stream, esi, .. } => (
+                Some(Need::Decoder(stream)),
+                UdpStep::Source {
+                    stream,
+                    esi,
+                    start: start + SOURCE_LEN,
+                    end,
+                    tos,
+                },
+            ),
+            UdpRepr::Repair {
+                stream,
+                info,
+                timestamp,
+                payload,
+            } => (
+                Some(Need::Decoder(stream)),
+                UdpStep::Repair {
+                    stream,
+                    info,
+                    timestamp,
+                    start: end - payload.len(),
+                    end,
+                },
+            ),
+            UdpRepr::Feedback { stream, body, .. } => match Feedback::decode(body) {
+                // Feedback is about our encoder stream `fb.stream` (any worker's).
+                Ok(fb) => (
+                    Some(Need::Encoder(fb.stream)),
+                    UdpStep::Feedback { stream, fb },
+                ),
+                Err(_) => return malformed(&self.metrics),
+            },
+            // Nothing to code: admitted for the replay window and address learning only.
+            UdpRepr::Keepalive { .. } => (None, UdpStep::Tun { len: 0 }),
+        };
+        Ok(Classified {
+            admit: Some((counter, from)),
+            need,
+            step,
+        })
+    }
+
+    /// Codes the TUN packet in `buf[TUN_OFFSET..TUN_OFFSET + len]` as a source, seals it in
+    /// place and sends it and the repairs ready.
+    fn encode(
+        &mut self,
+        enc: &mut Encoder,
+        buf: &mut [u8],
+        len: usize,
+        dest: Option<SocketAddr>,
+        now: Instant,
+        tx: &mut impl TransmitSink<UdpDest>,
+    ) {
+        let Some(peer) = dest else {
+            return;
+        };
+        if len == 0 || TUN_OFFSET + len + 16 > buf.len() {
+            return;
+        }
+        let pkt = &mut buf[TUN_OFFSET..TUN_OFFSET + len];
+        if let Some(mtu) = self.cfg.mss_mtu {
+            crate::mss::clamp(pkt, mtu);
+        }
+        // RFC 2983 uniform model / RFC 6040 normal mode: the outer header carries the inner
+        // DSCP and ECN, so the underlay treats the tunnelled flow as the flow itself.
+        let tos = inner_tos(pkt);
+        let stream = self.cfg.stream;
+        let c = self.metrics.stream(stream);
+        add(&c.enc_packets_in, 1);
+        let tag = enc.handle_source(stream, pkt, now);
+        let repr = UdpRepr::Source {
+            stream: tag.stream,
+            esi: tag.esi,
+            payload: &[],
+        };
+        if repr.emit_header(&mut buf[HEADER_LEN..TUN_OFFSET]).is_err() {
+            return;
+        }
+        let n = self.sealer.seal(buf, SOURCE_LEN + len);
+        add(&c.enc_packets_out, 1);
+        add(&c.source_bytes_sent, n as u64);
+        tx.transmit(Transmit {
+            bytes: &buf[..n],
+            dest: UdpDest::Peer(peer),
+            tos,
+        });
+        self.drain_repairs(enc, peer, tx);
+    }
+
     fn repair_tos(&self) -> u8 {
         self.cfg.repair_dscp.min(63) << 2
     }
@@ -595,24 +792,6 @@ impl Worker {
     /// Seals the frame in `out[HEADER_LEN..HEADER_LEN + len]` with this worker's next counter.
     fn seal_out(&mut self, len: usize) -> usize {
         self.sealer.seal(&mut self.out, len)
-    }
-
-    /// Where to send: the client its server; the server the address its own socket heard last
-    /// (while fresh), else the newest address any worker heard.
-    fn dest(&self, shared: &Shared, now: Instant) -> Option<SocketAddr> {
-        match self.cfg.role {
-            Role::Client => self.cfg.remote,
-            Role::Server => match self.learned {
-                Some(l)
-                    if now.saturating_duration_since(l.heard)
-                        < self.cfg.keepalive * LEARNED_KEEPALIVES
-                        && l.epoch == shared.addr_epoch.load(Ordering::Relaxed) =>
-                {
-                    Some(l.addr)
-                }
-                _ => shared.fallback_peer(now, self.cfg.keepalive * LEARNED_KEEPALIVES),
-            },
-        }
     }
 
     /// Server: address learning on this worker's socket from an authenticated datagram.
@@ -660,7 +839,7 @@ impl Worker {
         &mut self,
         enc: &mut Encoder,
         peer: SocketAddr,
-        send: &mut impl TransmitSink<SocketAddr>,
+        tx: &mut impl TransmitSink<UdpDest>,
     ) {
         let tos = self.repair_tos();
         while let Some(r) = enc.poll_repair() {
@@ -677,9 +856,9 @@ impl Worker {
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
-            send.transmit(Transmit {
+            tx.transmit(Transmit {
                 bytes: &self.out[..n],
-                dest: peer,
+                dest: UdpDest::Peer(peer),
                 tos,
             });
         }
@@ -690,9 +869,15 @@ impl Worker {
         dec: &mut Decoder,
         peer: Option<SocketAddr>,
         now: Instant,
-        send: &mut impl TransmitSink<SocketAddr>,
-        deliver: &mut impl FnMut(&[u8]),
+        tx: &mut impl TransmitSink<UdpDest>,
     ) {
+        let mut deliver = |bytes: &[u8]| {
+            tx.transmit(Transmit {
+                bytes,
+                dest: UdpDest::Tun,
+                tos: 0,
+            })
+        };
         while let Some(r) = dec.poll_recovered() {
             let n = r.data.len();
             if n == 0 || n > MAX_PACKET {
@@ -740,9 +925,9 @@ impl Worker {
             // Sealed and sent by whichever worker holds the decoder slot (its own counter).
             let n = self.seal_out(flen);
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
-            send.transmit(Transmit {
+            tx.transmit(Transmit {
                 bytes: &self.out[..n],
-                dest: peer,
+                dest: UdpDest::Peer(peer),
                 tos,
             });
         }

@@ -17,16 +17,37 @@
 //!   [`Workers`]: its threads, stopped and joined as one.
 //! - [`Transmit`]: what a mode's state machine hands its driver to send: bytes, where they go
 //!   and the outer DSCP/ECN. The driver batches them ([`TransmitSink`]).
+//! - [`Transport`] and [`Node`]: a mode is a transport, one state machine per worker that holds
+//!   no locks; [`Node`] wraps it with the worker's [`StreamCoder`] and the instance's
+//!   [`Shared`] state, and runs the per-packet flow once for both modes.
 //!
-//! The slot locks are the engine's: a transport's handler asks [`CoderSlots`] for the slot of
-//! the stream a packet names (known only once the packet is parsed and authenticated) and holds
-//! it for that packet. A transport's own shared state (replay windows of authenticated
-//! packets, learned peer addresses) has a lock of its own, also held for one packet.
+//! # A packet's way through a worker
 //!
-//! A mode is a *transport*: how a source is tagged (an SRv6 TLV or a UDP frame header), what a
-//! repair or feedback packet looks like, where it goes ([`Transmit::dest`]: an SRv6 egress, a
-//! UDP peer address), and how packets are read and written in batches (TUN, AF_XDP, UDP
-//! sockets). [`crate::srv6`] and [`crate::udp`] hold those parts only.
+//! 1. The mode's entry point (e.g. `Srv6Node::handle_packet`, `UdpPeer::handle_udp`) has its
+//!    transport parse and authenticate the packet, touching no shared state, into a
+//!    [`Classified`]: what the shared transport state must admit, the slot it [`Need`]s, and
+//!    a transport-specific step. A packet with nothing to code (an unprotected End, a
+//!    malformed one) ends here.
+//! 2. [`Node::process`] locks the instance's transport state ([`Shared`], one lock held for
+//!    one packet) only when there is something to admit ([`Transport::admit`]: the replay
+//!    window test-and-set after authentication, so a replay raced to two workers is accepted
+//!    once; peer-address learning), and works out the route under the same lock
+//!    ([`Transport::route`]; without admission it locks only when the transport says the
+//!    route needs the shared state).
+//! 3. It locks the slot of the stream the packet names (slot `s % N`) and hands it to
+//!    [`Transport::handle`] as `&mut`: the core call, then the repairs, recovered packets and
+//!    feedback it produced, into the driver's [`TransmitSink`].
+//!
+//! Timers take the same way ([`Node::on_timeout`]): each of the worker's own slots in turn
+//! ([`Transport::timeout`]), then the transport's own ([`Transport::own_timeout`], e.g.
+//! keepalives). [`Node`] is generic over the transport: monomorphized, no dynamic dispatch
+//! per packet.
+//!
+//! What a transport holds is what differs between modes: how a packet is classified and
+//! authenticated, how a source is tagged (an SRv6 TLV or a UDP frame header), what a repair or
+//! feedback packet looks like, where it goes ([`Transmit::dest`]: an SRv6 egress, a UDP peer
+//! address or the TUN device). How packets are read and written in batches (TUN, AF_XDP, UDP
+//! sockets) is in the modes' drivers, [`crate::srv6_run`] and [`crate::udp`].
 
 pub mod load;
 
@@ -34,7 +55,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, StreamId};
+use hirt_core::{ControllerConfig, Decoder, Encoder, FecMode, StreamId, Verdict};
+use hirt_fec::RepairInfo;
 
 use crate::config::CoderSettings;
 use crate::control::{self, Control, ControlServer};
@@ -71,6 +93,335 @@ impl<D, F: FnMut(Transmit<'_, D>)> TransmitSink<D> for F {
         self(t)
     }
 }
+
+/// Which coder slot a packet needs, once its transport has parsed and authenticated it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// The encoder slot of this stream (a source to code, feedback about the stream).
+    Encoder(StreamId),
+    /// The decoder slot of this stream (a source or repair of the stream).
+    Decoder(StreamId),
+}
+
+/// A coder slot, locked by the engine for one call into a [`Transport`].
+#[derive(Debug)]
+pub enum Slot<'a, X> {
+    /// An encoder.
+    Encoder(&'a mut Encoder),
+    /// A decoder and the transport's state beside it.
+    Decoder(&'a mut DecoderSlot<X>),
+}
+
+/// What a transport learned from a packet in its first step ([`Node::process`] does the rest).
+#[derive(Debug)]
+pub struct Classified<A, S> {
+    /// What the instance's shared transport state must accept first (a replay-window entry,
+    /// a peer address), if anything.
+    pub admit: Option<A>,
+    /// The slot the packet is coded in (`None`: nothing beyond admission, e.g. a keepalive).
+    pub need: Option<Need>,
+    /// What the transport needs in its second step (offsets, stream, kind of packet).
+    pub step: S,
+}
+
+/// The route of a worker is not known without the instance's shared transport state (see
+/// [`Transport::route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NeedsState;
+
+/// What differs between modes: how packets are parsed, authenticated, tagged and built, and
+/// where they go. A transport is one worker's state machine: it holds no locks and takes the
+/// state it works on as `&mut` from the engine ([`Node`]).
+///
+/// A packet is handled in steps: the mode's entry point parses and authenticates it (no shared
+/// state) into a [`Classified`]; [`Node::process`] then has the shared transport state accept
+/// it ([`Transport::admit`], under the instance's state lock), works out the route
+/// ([`Transport::route`]), locks the slot the packet [`Need`]s and hands it to
+/// [`Transport::handle`], which runs the core and drains repairs, recovered packets and
+/// feedback into the driver's [`TransmitSink`].
+pub trait Transport {
+    /// The transport's state beside each decoder slot.
+    type Extra;
+    /// State all workers of an instance share, behind one lock held for one packet (replay
+    /// windows of authenticated packets, learned peer addresses).
+    type State;
+    /// State the workers share without a lock (atomics: a sequence number space, an epoch).
+    type Common;
+    /// Where a [`Transmit`] goes.
+    type Dest;
+    /// Where this worker's repairs and feedback go at the moment (see [`Transport::route`]).
+    type Route: Copy;
+    /// What [`Transport::admit`] checks against the shared state.
+    type Admit;
+    /// What the first step hands the second.
+    type Step;
+    /// Why a packet was dropped.
+    type Drop;
+
+    /// Accepts an authenticated packet into the shared state (test-and-set of a replay window:
+    /// a replay raced to two workers is accepted once) or refuses it (counted).
+    fn admit(
+        &mut self,
+        state: &mut Self::State,
+        admit: Self::Admit,
+        now: Instant,
+    ) -> Result<(), Self::Drop>;
+
+    /// Where this worker sends now; with `state: None`, `Err(NeedsState)` when that depends on
+    /// the shared state (the engine then asks again with it).
+    fn route(&self, state: Option<&Self::State>, now: Instant) -> Result<Self::Route, NeedsState>;
+
+    /// The second step of a packet, with its slot locked: the core call, then the repairs,
+    /// recovered packets and feedback it produced, into `tx`.
+    fn handle(
+        &mut self,
+        step: Self::Step,
+        slot: Slot<'_, Self::Extra>,
+        route: Self::Route,
+        buf: &mut [u8],
+        now: Instant,
+        tx: &mut impl TransmitSink<Self::Dest>,
+    ) -> Result<(), Self::Drop>;
+
+    /// The timers of one of this worker's own slots (time-driven repairs, feedback).
+    fn timeout(
+        &mut self,
+        slot: Slot<'_, Self::Extra>,
+        route: Self::Route,
+        now: Instant,
+        tx: &mut impl TransmitSink<Self::Dest>,
+    );
+
+    /// A packet needs a slot the instance does not have (it does not encode or decode):
+    /// counted, and the reason.
+    fn no_slot(&mut self) -> Self::Drop;
+
+    /// The transport's own timers (keepalives), besides the slots'.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+
+    /// Runs the transport's own timers; called after the slots' on every timeout.
+    fn own_timeout(
+        &mut self,
+        _route: Self::Route,
+        _now: Instant,
+        _tx: &mut impl TransmitSink<Self::Dest>,
+    ) {
+    }
+}
+
+/// What the workers of an instance share: the coder slots and the transport's state, each
+/// behind the engine's locks, and what the transport shares without a lock.
+pub struct Shared<T: Transport> {
+    slots: Arc<CoderSlots<T::Extra>>,
+    state: Mutex<T::State>,
+    /// Lock-free state of the transport's workers, handed to each worker's transport.
+    pub common: Arc<T::Common>,
+}
+
+impl<T: Transport> std::fmt::Debug for Shared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Shared<T> {
+    /// The shared state of an instance with these slots.
+    pub fn with_slots(
+        slots: Arc<CoderSlots<T::Extra>>,
+        state: T::State,
+        common: T::Common,
+    ) -> Arc<Self> {
+        Arc::new(Shared {
+            slots,
+            state: Mutex::new(state),
+            common: Arc::new(common),
+        })
+    }
+
+    /// The coder slots.
+    pub fn slots(&self) -> &Arc<CoderSlots<T::Extra>> {
+        &self.slots
+    }
+
+    /// The transport's shared state, locked (for inspection; packets go through [`Node`]).
+    pub fn state(&self) -> MutexGuard<'_, T::State> {
+        lock(&self.state)
+    }
+}
+
+/// One worker: its transport (state machine) and the engine's side of it. All locking of the
+/// per-packet path is here.
+pub struct Node<T: Transport> {
+    machine: T,
+    coder: StreamCoder<T::Extra>,
+    shared: Arc<Shared<T>>,
+}
+
+impl<T: Transport + std::fmt::Debug> std::fmt::Debug for Node<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("machine", &self.machine)
+            .field("stream", &self.coder.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Transport> Node<T> {
+    /// Worker `stream` of the instance whose shared state is `shared`.
+    pub fn with_machine(
+        machine: T,
+        shared: Arc<Shared<T>>,
+        stream: StreamId,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Node {
+            machine,
+            coder: StreamCoder::new(shared.slots.clone(), stream, metrics),
+            shared,
+        }
+    }
+
+    /// The transport.
+    #[inline]
+    pub fn machine(&self) -> &T {
+        &self.machine
+    }
+
+    /// The transport, for a mode's first step.
+    #[inline]
+    pub fn machine_mut(&mut self) -> &mut T {
+        &mut self.machine
+    }
+
+    /// The engine's side of this worker: timers, load, controller, stats.
+    #[inline]
+    pub fn coder(&self) -> &StreamCoder<T::Extra> {
+        &self.coder
+    }
+
+    /// Where this worker sends now (the shared state locked only if the transport needs it).
+    pub fn route(&self, now: Instant) -> T::Route {
+        match self.machine.route(None, now) {
+            Ok(r) => r,
+            Err(NeedsState) => {
+                let st = lock(&self.shared.state);
+                self.machine
+                    .route(Some(&st), now)
+                    .expect("a transport routes with its shared state")
+            }
+        }
+    }
+
+    /// The rest of a packet after the transport's first step (`None`: it was done with it):
+    /// admission under the state lock (with the route worked out under the same lock), then
+    /// its slot.
+    #[inline]
+    pub fn process(
+        &mut self,
+        c: Option<Classified<T::Admit, T::Step>>,
+        buf: &mut [u8],
+        now: Instant,
+        tx: &mut impl TransmitSink<T::Dest>,
+    ) -> Result<(), T::Drop> {
+        let Some(c) = c else {
+            return Ok(());
+        };
+        let route = match c.admit {
+            Some(a) => {
+                let mut st = lock(&self.shared.state);
+                self.machine.admit(&mut st, a, now)?;
+                self.machine
+                    .route(Some(&st), now)
+                    .expect("a transport routes with its shared state")
+            }
+            None => self.route(now),
+        };
+        let slots = &self.shared.slots;
+        match c.need {
+            None => Ok(()),
+            Some(Need::Encoder(s)) => match slots.enc(s) {
+                Some(mut e) => {
+                    self.machine
+                        .handle(c.step, Slot::Encoder(&mut e), route, buf, now, tx)
+                }
+                None => Err(self.machine.no_slot()),
+            },
+            Some(Need::Decoder(s)) => match slots.dec(s) {
+                Some(mut d) => {
+                    self.machine
+                        .handle(c.step, Slot::Decoder(&mut d), route, buf, now, tx)
+                }
+                None => Err(self.machine.no_slot()),
+            },
+        }
+    }
+
+    /// When [`Self::on_timeout`] should run next (this worker's slots and the transport).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.coder.poll_timeout(), self.machine.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Time-driven work of this worker's slots (each locked in turn), then the transport's.
+    pub fn on_timeout(&mut self, now: Instant, tx: &mut impl TransmitSink<T::Dest>) {
+        let route = self.route(now);
+        let (slots, s) = (&self.shared.slots, self.coder.stream);
+        if let Some(mut e) = slots.enc(s) {
+            self.machine.timeout(Slot::Encoder(&mut e), route, now, tx);
+        }
+        if let Some(mut d) = slots.dec(s) {
+            self.machine.timeout(Slot::Decoder(&mut d), route, now, tx);
+        }
+        self.machine.own_timeout(route, now, tx);
+    }
+}
+
+/// Hands a repair of `stream` to the decoder and counts it (received, and used when it
+/// recovered something). A refused repair (wrong scheme, out of range) is counted by the core.
+pub fn decode_repair(
+    dec: &mut Decoder,
+    m: &Metrics,
+    stream: StreamId,
+    info: &RepairInfo,
+    timestamp: u32,
+    payload: &[u8],
+    now: Instant,
+) {
+    let c = m.stream(stream);
+    add(&c.repairs_received, 1);
+    let recovered = |d: &Decoder| d.stats(stream).map_or(0, |s| s.recovered);
+    let before = recovered(dec);
+    let _ = dec.handle_repair(stream, info, timestamp, payload, now);
+    if recovered(dec) > before {
+        add(&c.repairs_used, 1);
+    }
+}
+
+/// Counts the decoder's verdict on a source of `stream`; true when it is to be delivered now.
+pub fn count_verdict(m: &Metrics, stream: StreamId, v: Verdict) -> Result<bool, Duplicate> {
+    let c = m.stream(stream);
+    match v {
+        Verdict::Deliver => Ok(true),
+        Verdict::Hold => {
+            add(&c.held, 1);
+            Ok(false)
+        }
+        Verdict::Duplicate => {
+            add(&c.duplicates, 1);
+            Err(Duplicate)
+        }
+    }
+}
+
+/// The decoder had this source already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Duplicate;
 
 /// Locks, ignoring poisoning (a panicking worker must not stop the others).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -515,6 +866,135 @@ mod tests {
             m.stream(1).controller_ratio_ppm.load(Ordering::Relaxed),
             500_000
         );
+    }
+
+    /// A transport that records what the engine hands it: admission is "not seen before",
+    /// the route is the number of admitted packets (known only with the shared state).
+    #[derive(Debug, Default)]
+    struct Probe {
+        handled: Vec<(u8, bool, usize)>,
+        timeouts: usize,
+    }
+
+    impl Transport for Probe {
+        type Extra = u32;
+        type State = Vec<u64>;
+        type Common = ();
+        type Dest = ();
+        type Route = usize;
+        type Admit = u64;
+        type Step = u8;
+        type Drop = &'static str;
+
+        fn admit(&mut self, seen: &mut Vec<u64>, a: u64, _: Instant) -> Result<(), &'static str> {
+            if seen.contains(&a) {
+                return Err("replay");
+            }
+            seen.push(a);
+            Ok(())
+        }
+
+        fn route(&self, seen: Option<&Vec<u64>>, _: Instant) -> Result<usize, NeedsState> {
+            seen.map(Vec::len).ok_or(NeedsState)
+        }
+
+        fn handle(
+            &mut self,
+            step: u8,
+            slot: Slot<'_, u32>,
+            route: usize,
+            _: &mut [u8],
+            _: Instant,
+            tx: &mut impl TransmitSink<()>,
+        ) -> Result<(), &'static str> {
+            let encoder = matches!(slot, Slot::Encoder(_));
+            if let Slot::Decoder(d) = slot {
+                assert_eq!(d.extra, 7);
+            }
+            self.handled.push((step, encoder, route));
+            tx.transmit(Transmit {
+                bytes: &[step],
+                dest: (),
+                tos: 0,
+            });
+            Ok(())
+        }
+
+        fn timeout(
+            &mut self,
+            _: Slot<'_, u32>,
+            _: usize,
+            _: Instant,
+            _: &mut impl TransmitSink<()>,
+        ) {
+            self.timeouts += 1;
+        }
+
+        fn no_slot(&mut self) -> &'static str {
+            "no slot"
+        }
+    }
+
+    #[test]
+    fn a_node_admits_locks_the_slot_a_packet_needs_and_routes() {
+        let shared = Shared::<Probe>::with_slots(slots(2, false), Vec::new(), ());
+        let mut node =
+            Node::with_machine(Probe::default(), shared.clone(), 1, Metrics::new(2, "t"));
+        let now = Instant::now();
+        let mut sent = Vec::new();
+        let mut tx = |t: Transmit<'_, ()>| sent.push(t.bytes[0]);
+        let packet = |admit, need, step| Some(Classified { admit, need, step });
+        let mut buf = [0u8; 4];
+        assert_eq!(
+            node.process(
+                packet(Some(9), Some(Need::Decoder(3)), 1),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Ok(())
+        );
+        // A replay is refused before any slot is locked.
+        assert_eq!(
+            node.process(
+                packet(Some(9), Some(Need::Decoder(3)), 2),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Err("replay")
+        );
+        // Decode-only: no encoder slot.
+        assert_eq!(
+            node.process(
+                packet(None, Some(Need::Encoder(1)), 3),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Err("no slot")
+        );
+        // Admitted, nothing to code; then a packet without admission, routed with the state.
+        assert_eq!(
+            node.process(packet(Some(10), None, 4), &mut buf, now, &mut tx),
+            Ok(())
+        );
+        assert_eq!(
+            node.process(
+                packet(None, Some(Need::Decoder(0)), 5),
+                &mut buf,
+                now,
+                &mut tx
+            ),
+            Ok(())
+        );
+        assert_eq!(node.process(None, &mut buf, now, &mut tx), Ok(()));
+        node.on_timeout(now, &mut tx);
+        assert_eq!(sent, [1, 5]);
+        assert_eq!(node.machine().handled, [(1, false, 1), (5, false, 2)]);
+        assert_eq!(node.machine().timeouts, 1, "a decoder slot, no encoder");
+        assert_eq!(*shared.state(), [9, 10]);
+        assert_eq!(node.route(now), 2);
     }
 
     #[test]
