@@ -8,7 +8,10 @@ import sys
 
 
 def figures(path):
-    d = json.load(open(path))
+    try:
+        d = json.load(open(path))
+    except (OSError, ValueError):  # a run still in progress, or one that failed
+        return {}
     f = {}
     if "runs" in d and "latency" in d:  # hirt bench dataplane
         for r in d["runs"]:
