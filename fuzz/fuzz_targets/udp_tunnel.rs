@@ -11,10 +11,11 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use hirt_core::FecMode;
-use hirt_linux::coder::CoderSettings;
+use hirt_linux::config::CoderSettings;
 use hirt_linux::crypto::{self, Direction, Sealer, HEADER_LEN, OVERHEAD};
+use hirt_linux::engine::Transmit;
 use hirt_linux::metrics::Metrics;
-use hirt_linux::srv6::{Behavior, NodeConfig, Srv6Node, BUF_LEN};
+use hirt_linux::srv6::{Behavior, Egress, NodeConfig, Srv6Node, BUF_LEN};
 use hirt_linux::udp::{PeerConfig, Role, UdpPeer};
 use libfuzzer_sys::fuzz_target;
 
@@ -51,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
         0 => {
             let mut p = server(now);
             let mut buf = rest.to_vec();
-            let _ = p.handle_udp(&mut buf, from, 0, now, &mut |_, _, _| {}, &mut |_| {});
+            let _ = p.handle_udp(&mut buf, from, 0, now, &mut |_: Transmit<'_, SocketAddr>| {}, &mut |_| {});
         }
         1 => {
             let mut p = server(now);
@@ -69,10 +70,10 @@ fuzz_target!(|data: &[u8]| {
                 buf.truncate(len);
                 t += Duration::from_millis(1);
                 // The selector's high bits as the outer TOS (ECN decapsulation paths).
-                let _ = p.handle_udp(&mut buf, from, sel >> 2, t, &mut |_, _, _| {}, &mut |_| {});
+                let _ = p.handle_udp(&mut buf, from, sel >> 2, t, &mut |_: Transmit<'_, SocketAddr>| {}, &mut |_| {});
                 p.handle_timeout(
                     t + Duration::from_millis(50),
-                    &mut |_, _, _| {},
+                    &mut |_: Transmit<'_, SocketAddr>| {},
                     &mut |_| {},
                 );
             }
@@ -117,11 +118,11 @@ fuzz_target!(|data: &[u8]| {
                 buf[24..40].copy_from_slice(&sid.octets());
             }
             let _ = match (which >> 3) & 3 {
-                1 => node.handle_tagged_source(&mut buf, n, 0, now, &mut |_, _| {}),
-                2 => node.handle_delivered_source(&mut buf, n, now, &mut |_, _| {}),
-                _ => node.handle_packet(&mut buf, n, now, &mut |_, _| {}),
+                1 => node.handle_tagged_source(&mut buf, n, 0, now, &mut |_: Transmit<'_, Egress>| {}),
+                2 => node.handle_delivered_source(&mut buf, n, now, &mut |_: Transmit<'_, Egress>| {}),
+                _ => node.handle_packet(&mut buf, n, now, &mut |_: Transmit<'_, Egress>| {}),
             };
-            node.handle_timeout(now + Duration::from_millis(100), &mut |_, _| {});
+            node.handle_timeout(now + Duration::from_millis(100), &mut |_: Transmit<'_, Egress>| {});
         }
     }
 });
