@@ -371,17 +371,25 @@ mod tests {
         }
     }
 
+    /// Whether the namespace tests can run here (root and `nft`); says why not.
+    fn can_run() -> bool {
+        if !netns_available() {
+            println!("skipped: needs root");
+            return false;
+        }
+        if !available() {
+            println!("skipped: {MISSING}");
+            return false;
+        }
+        true
+    }
+
     /// A loss rule drops about its share and counts exactly what it drops; a counting rule
     /// counts what passes (ping from one namespace to another over a veth).
     #[test]
     #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn nft_loss_and_counters() {
-        if !netns_available() {
-            println!("skipped: needs root");
-            return;
-        }
-        if !available() {
-            println!("skipped: {MISSING}");
+        if !can_run() {
             return;
         }
         let a = NetNs::new(&unique_name("hfa")).unwrap();
@@ -423,12 +431,7 @@ mod tests {
     #[test]
     #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn nft_loss_on_a_forwarded_link() {
-        if !netns_available() {
-            println!("skipped: needs root");
-            return;
-        }
-        if !available() {
-            println!("skipped: {MISSING}");
+        if !can_run() {
             return;
         }
         let a = NetNs::new(&unique_name("hfa")).unwrap();
@@ -479,12 +482,7 @@ mod tests {
     #[test]
     #[cfg_attr(not(hirt_root), ignore = "needs root")]
     fn drops_the_configured_share_of_forwarded_packets() {
-        if !netns_available() {
-            println!("skipped: needs root");
-            return;
-        }
-        if !available() {
-            println!("skipped: {MISSING}");
+        if !can_run() {
             return;
         }
         let base = unique_name("hl");

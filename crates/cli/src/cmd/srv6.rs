@@ -104,7 +104,7 @@ impl Srv6Args {
             Some(path) => Srv6Config::from_file(path)?,
             None => Srv6Config::default(),
         };
-        apply_shared_flags!(c, a.coder.clone(), a.ops.clone());
+        apply_shared_flags!(c, a.coder, a.ops);
         apply_flags!(c, a;
             set: role, behavior, dev, threads, key_id, repair_dscp, mtu, xdp, xdp_mode;
             some: enc_sid, dec_sid, table, hmac_key, repair_lag, tlv_types;

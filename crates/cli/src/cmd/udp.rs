@@ -85,7 +85,7 @@ impl UdpArgs {
             (false, true) => c.role = Some(UdpRole::Client),
             (false, false) => {}
         }
-        apply_shared_flags!(c, a.coder.clone(), a.ops.clone());
+        apply_shared_flags!(c, a.coder, a.ops);
         apply_flags!(c, a;
             set: dev, mtu, keepalive_ms, threads, repair_dscp;
             some: listen, remote, key, tun_addr, tun_addr6;
