@@ -142,6 +142,15 @@ pub struct LabConfig {
     pub bench_emulator: bool,
     /// Offered rate of `--bench-emulator`, Gbit/s.
     pub bench_gbps: f64,
+    /// Run a soak of this length instead of the workloads: sustained checked traffic through
+    /// the tunnel while faults are injected (see `hirt_lab::soak`).
+    #[serde(with = "text::opt_duration")]
+    pub soak: Option<Duration>,
+    /// Time between two faults of the soak.
+    #[serde(with = "text::duration")]
+    pub fault_every: Duration,
+    /// Datagrams per second of each of the soak's two checked streams.
+    pub soak_pps: u32,
 }
 
 impl Default for LabConfig {
@@ -173,6 +182,9 @@ impl Default for LabConfig {
             quiet: false,
             bench_emulator: false,
             bench_gbps: 1.2,
+            soak: None,
+            fault_every: Duration::from_secs(120),
+            soak_pps: 1000,
         }
     }
 }
@@ -201,6 +213,9 @@ pub enum LabConfigError {
     /// A loss model that does not parse.
     #[error("{0}")]
     Loss(String),
+    /// Soak faults so close that the tunnel cannot recover in between.
+    #[error("fault_every must be at least 10 s, not {0:?}")]
+    FaultEvery(Duration),
 }
 
 impl LabConfig {
@@ -211,6 +226,12 @@ impl LabConfig {
         }
         if self.connections == 0 {
             return Err(LabConfigError::Zero("connections"));
+        }
+        if self.soak_pps == 0 {
+            return Err(LabConfigError::Zero("soak_pps"));
+        }
+        if self.soak.is_some() && self.fault_every < Duration::from_secs(10) {
+            return Err(LabConfigError::FaultEvery(self.fault_every));
         }
         if self.quic_packet_threshold == 0 {
             return Err(LabConfigError::Zero("the QUIC packet threshold"));
@@ -278,6 +299,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ms" => v / 1e3,
         "us" => v / 1e6,
         "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
         _ => return Err(format!("bad duration unit in {s:?}")),
     };
     if !(0.0..1e7).contains(&secs) {

@@ -29,6 +29,7 @@ pub mod profile;
 pub mod report;
 pub mod run;
 mod session;
+pub mod soak;
 pub mod sys;
 pub mod topo;
 pub mod tuning;

@@ -42,6 +42,14 @@ pub fn run_demo(args: DemoConfig) -> anyhow::Result<()> {
 
 /// Runs `hirt lab`.
 pub fn run_lab(args: LabConfig) -> anyhow::Result<()> {
+    if args.soak.is_some() {
+        let report = crate::soak::soak(&args)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        if !report.checks.ok {
+            bail!("the soak failed a check: {:?}", report.checks);
+        }
+        return Ok(());
+    }
     let report = lab(&args)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json)?);

@@ -58,12 +58,27 @@ pub fn hirt_binary() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("locating the running hirt binary")
 }
 
+/// One end of the tunnel: the client or the server namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    /// The client namespace (A).
+    Client,
+    /// The server namespace (B).
+    Server,
+}
+
 /// A running tunnel; stopped (children killed) on drop. Routes are put back by the caller
 /// (`Topology::route_plain`).
 pub struct Tunnel {
+    topo: Topology,
+    mode: TunnelMode,
+    bin: String,
     pids: Vec<u32>,
     controls: Vec<PathBuf>,
     logs: Vec<PathBuf>,
+    /// Per instance: its side and its arguments (to start it again after a crash).
+    instances: Vec<(Side, Vec<String>)>,
 }
 
 impl Tunnel {
@@ -86,9 +101,13 @@ impl Tunnel {
             .map(str::to_string)
             .collect();
         let mut t = Tunnel {
+            topo: topo.clone(),
+            mode,
+            bin: bin.clone(),
             pids: Vec::new(),
             controls: Vec::new(),
             logs: Vec::new(),
+            instances: Vec::new(),
         };
         let tmp = std::env::temp_dir();
         let s = |v: &str| v.to_string();
@@ -114,44 +133,16 @@ impl Tunnel {
                     t.pids.push(pid);
                     t.controls.push(control);
                     t.logs.push(log);
+                    let side = if role == "server" {
+                        Side::Server
+                    } else {
+                        Side::Client
+                    };
+                    t.instances.push((side, args));
                 }
                 t.wait_ready()?;
-                wait_dev(&topo.client, "hirt0")?;
-                wait_dev(&topo.server, "hirt0")?;
-                ip(
-                    &topo.client,
-                    &[
-                        "route",
-                        "replace",
-                        topo::APP_B4,
-                        "via",
-                        TUN_SERVER,
-                        "dev",
-                        "hirt0",
-                        "src",
-                        topo::APP_A4,
-                        "mtu",
-                        topo::APP_MTU,
-                    ],
-                )
-                .context("routing into the UDP tunnel")?;
-                ip(
-                    &topo.server,
-                    &[
-                        "route",
-                        "replace",
-                        topo::APP_A4,
-                        "via",
-                        TUN_CLIENT,
-                        "dev",
-                        "hirt0",
-                        "src",
-                        topo::APP_B4,
-                        "mtu",
-                        topo::APP_MTU,
-                    ],
-                )
-                .context("routing into the UDP tunnel")?;
+                t.route_udp(Side::Client)?;
+                t.route_udp(Side::Server)?;
             }
             TunnelMode::Srv6 => {
                 // Per side, one encoder instance (for traffic leaving) and one decoder instance
@@ -201,6 +192,12 @@ impl Tunnel {
                         t.pids.push(pid);
                         t.controls.push(control);
                         t.logs.push(log);
+                        let side = if side == "a" {
+                            Side::Client
+                        } else {
+                            Side::Server
+                        };
+                        t.instances.push((side, args));
                     }
                 }
                 t.wait_ready()?;
@@ -248,6 +245,76 @@ impl Tunnel {
             }
         }
         Ok(t)
+    }
+
+    /// Routes application traffic of `side` into the UDP tunnel's TUN device (which goes away
+    /// with its process, and its routes with it).
+    fn route_udp(&self, side: Side) -> anyhow::Result<()> {
+        let (ns, peer_app, peer_tun, own_app) = match side {
+            Side::Client => (&self.topo.client, topo::APP_B4, TUN_SERVER, topo::APP_A4),
+            Side::Server => (&self.topo.server, topo::APP_A4, TUN_CLIENT, topo::APP_B4),
+        };
+        wait_dev(ns, "hirt0")?;
+        ip(
+            ns,
+            &[
+                "route",
+                "replace",
+                peer_app,
+                "via",
+                peer_tun,
+                "dev",
+                "hirt0",
+                "src",
+                own_app,
+                "mtu",
+                topo::APP_MTU,
+            ],
+        )
+        .context("routing into the UDP tunnel")
+    }
+
+    /// The process ids of the instances of `side` (sampled by the soak for memory and
+    /// descriptors).
+    pub fn pids(&self, side: Side) -> Vec<u32> {
+        self.instances
+            .iter()
+            .zip(&self.pids)
+            .filter(|((s, _), _)| *s == side)
+            .map(|(_, p)| *p)
+            .collect()
+    }
+
+    /// Kills every instance of `side` with SIGKILL, as a crash or `kill -9` would (no clean-up
+    /// of devices, routes or peer state).
+    pub fn kill(&mut self, side: Side) {
+        for (i, (s, _)) in self.instances.iter().enumerate() {
+            if *s == side {
+                netns::kill_now(self.pids[i]);
+            }
+        }
+    }
+
+    /// Starts the instances of `side` again with their arguments, waits until they answer and
+    /// routes traffic into them again.
+    pub fn start_again(&mut self, side: Side) -> anyhow::Result<()> {
+        for i in 0..self.instances.len() {
+            let (s, args) = &self.instances[i];
+            if *s != side {
+                continue;
+            }
+            let ns = match side {
+                Side::Client => &self.topo.client,
+                Side::Server => &self.topo.server,
+            };
+            let _ = std::fs::remove_file(&self.controls[i]);
+            self.pids[i] = netns::spawn(ns, &self.bin, args, &self.logs[i])?;
+        }
+        self.wait_ready()?;
+        if self.mode == TunnelMode::Udp {
+            self.route_udp(side)?;
+        }
+        Ok(())
     }
 
     /// Waits until both control sockets answer (the instances are up), or fails with their logs.

@@ -432,6 +432,18 @@ pub fn stop(pid: u32) {
     }
 }
 
+/// Kills the registered child `pid` at once (SIGKILL, no chance to clean up: a crash or
+/// `kill -9`) and reaps it.
+pub fn kill_now(pid: u32) {
+    let mut reg = lock();
+    if let Some(i) = reg.children.iter().position(|c| c.id() == pid) {
+        let mut c = reg.children.remove(i);
+        drop(reg);
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
 /// Tears the lab down when dropped.
 pub struct Teardown;
 

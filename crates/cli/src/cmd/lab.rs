@@ -158,6 +158,20 @@ pub struct LabArgs {
     /// Offered rate of `--bench-emulator`, Gbit/s.
     #[arg(long, default_value_t = 1.2)]
     pub bench_gbps: f64,
+    /// Soak instead of workloads, for this long (e.g. 1h): checked datagram streams both ways
+    /// and a TCP stream through the tunnel (`--tunnel`), 3% loss each way unless `--loss`, while
+    /// either end is killed with SIGKILL and started again, the link flaps and (UDP) the
+    /// client's address changes, one fault every `--fault-every`. Prints a JSON report and
+    /// fails if a byte was corrupt, a datagram duplicated, a fault not recovered or a hirt
+    /// process's memory grew by 5% or more.
+    #[arg(long, value_parser = parse_duration)]
+    pub soak: Option<Duration>,
+    /// Time between two faults of `--soak`.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub fault_every: Duration,
+    /// Datagrams per second of each of the soak's two checked streams (1000-byte datagrams).
+    #[arg(long, default_value_t = 1000)]
+    pub soak_pps: u32,
 }
 
 /// Arguments of `hirt demo`.
@@ -250,6 +264,9 @@ impl From<LabArgs> for LabConfig {
             quiet: a.quiet,
             bench_emulator: a.bench_emulator,
             bench_gbps: a.bench_gbps,
+            soak: a.soak,
+            fault_every: a.fault_every,
+            soak_pps: a.soak_pps,
         }
     }
 }
