@@ -1,10 +1,12 @@
 //! End-to-end lab tests (root; skipped with a note otherwise): real namespaces, the userspace
-//! emulator, the hirt UDP tunnel, kernel TCP. Kept short (< 60 s in all).
+//! emulator, the hirt UDP tunnel, kernel TCP. Kept short (about 2.5 min in all, most of it the two soaks).
 //!
 //! 1. The emulator in namespaces: every frame it is offered is either dropped by the model or
 //!    delivered (no losses of its own), and the measured loss rate matches the model within 5%.
 //! 2. A short lab: HTTP over a lossy link without and with FEC; every response byte verified,
 //!    the tunnel recovers losses, and teardown leaves no namespace behind.
+//! 3. A short soak in each mode (`hirt lab --soak`): faults injected, nothing corrupt or
+//!    duplicated, every fault recovered.
 //!
 //! The binary doubles as the `hirt` dataplane: the lab starts `current_exe() udp ...` children.
 
@@ -47,7 +49,8 @@ fn main() {
     if argv.iter().any(|a| a == "--list") {
         println!(
             "emulator_in_namespaces: test\nshort_lab_recovers_and_cleans_up: test\n\
-             failing_dataplane_still_cleans_up: test"
+             failing_dataplane_still_cleans_up: test\nshort_soak_survives_faults_udp: test\n\
+             short_soak_survives_faults_srv6: test"
         );
         return;
     }
@@ -63,6 +66,14 @@ fn main() {
         (
             "failing_dataplane_still_cleans_up",
             failing_dataplane_still_cleans_up,
+        ),
+        (
+            "short_soak_survives_faults_udp",
+            short_soak_survives_faults_udp,
+        ),
+        (
+            "short_soak_survives_faults_srv6",
+            short_soak_survives_faults_srv6,
         ),
     ];
     // Reported like libtest's summary, so a run without root shows its tests as ignored.
@@ -243,4 +254,49 @@ fn failing_dataplane_still_cleans_up() -> anyhow::Result<()> {
         c.notes
     );
     Ok(())
+}
+
+/// A short soak: either end killed with SIGKILL and restarted, a link flap and (UDP) a client
+/// address change, 3% loss each way; nothing corrupt or duplicated, every fault recovered, the
+/// losses outside the faults few, the TCP stream's connection alive throughout.
+fn short_soak(tunnel: TunnelMode) -> anyhow::Result<()> {
+    let args = LabConfig {
+        profile: Profile::Wan,
+        tunnel,
+        delay: Some(Duration::from_millis(10)),
+        soak: Some(Duration::from_secs(45)),
+        fault_every: Duration::from_secs(10),
+        quiet: true,
+        ..LabConfig::default()
+    };
+    let r = hirt_lab::soak::soak(&args)?;
+    let faults: Vec<_> = r.faults.iter().map(|f| f.fault).collect();
+    let expected = hirt_lab::soak::Fault::cycle(tunnel);
+    anyhow::ensure!(
+        faults.len() >= 3
+            && faults
+                .iter()
+                .zip(expected.iter().cycle())
+                .all(|(a, b)| a == b),
+        "faults injected: {faults:?}"
+    );
+    anyhow::ensure!(r.checks.ok, "soak checks: {:?}\n{:#?}", r.checks, r.faults);
+    for s in &r.streams {
+        anyhow::ensure!(s.delivered > 0 && s.lost_in_faults > 0, "stream {s:?}");
+        anyhow::ensure!(s.lost_outside_ratio < 0.002, "unrecovered losses: {s:?}");
+    }
+    anyhow::ensure!(
+        r.tcp.connections == 1 && r.tcp.corrupt == 0 && r.tcp.bytes_ok > 1_000_000,
+        "TCP stream: {:?}",
+        r.tcp
+    );
+    Ok(())
+}
+
+fn short_soak_survives_faults_udp() -> anyhow::Result<()> {
+    short_soak(TunnelMode::Udp)
+}
+
+fn short_soak_survives_faults_srv6() -> anyhow::Result<()> {
+    short_soak(TunnelMode::Srv6)
 }
