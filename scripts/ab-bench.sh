@@ -5,6 +5,9 @@
 # figure, ratio B/A).
 #
 #   sudo scripts/ab-bench.sh OLD_BINARY NEW_BINARY [ROUNDS] [OUT_DIR]
+#
+# AB_BENCHES (default "dataplane udp") picks the benches; AB_DATAPLANE_ARGS adds flags to
+# `hirt bench dataplane` (e.g. "--rounds 3").
 set -euo pipefail
 a=${1:?usage: ab-bench.sh OLD_BINARY NEW_BINARY [ROUNDS] [OUT_DIR]}
 b=${2:?usage: ab-bench.sh OLD_BINARY NEW_BINARY [ROUNDS] [OUT_DIR]}
@@ -15,10 +18,13 @@ for i in $(seq 1 "$rounds"); do
     for side in a b; do
         bin=$a
         [ "$side" = b ] && bin=$b
-        echo "round $i, $side: $bin bench dataplane" >&2
-        "$bin" bench dataplane --json >"$out/dataplane-$side-$i.json"
-        echo "round $i, $side: $bin bench udp" >&2
-        "$bin" bench udp --json >"$out/udp-$side-$i.json"
+        for bench in ${AB_BENCHES:-dataplane udp}; do
+            echo "round $i, $side: $bin bench $bench" >&2
+            extra=""
+            [ "$bench" = dataplane ] && extra=${AB_DATAPLANE_ARGS:-}
+            # shellcheck disable=SC2086
+            "$bin" bench "$bench" --json $extra >"$out/$bench-$side-$i.json"
+        done
     done
 done
 python3 "$(dirname "$0")/ab-table.py" "$out"
