@@ -57,6 +57,63 @@ pub struct Topology {
     pub server: String,
 }
 
+/// One underlay path between the client and the server: a veth from each end into the link
+/// namespace, where an emulator joins `link_a` and `link_b`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnderlayPath {
+    /// Path number (0: the topology's first path).
+    pub index: u8,
+    /// Client's device.
+    pub client_dev: String,
+    /// Link namespace's device towards the client.
+    pub link_a: String,
+    /// Link namespace's device towards the server.
+    pub link_b: String,
+    /// Server's device.
+    pub server_dev: String,
+    /// MAC of the client's device.
+    pub client_mac: String,
+    /// MAC of the server's device.
+    pub server_mac: String,
+    /// Client's IPv4 address on the path.
+    pub client4: String,
+    /// Server's IPv4 address on the path.
+    pub server4: String,
+    /// Client's IPv6 address on the path.
+    pub client6: String,
+    /// Server's IPv6 address on the path.
+    pub server6: String,
+}
+
+impl UnderlayPath {
+    /// Names and addresses of path `k`: path 0 is `a0`/`la`/`lb`/`b0` on 10.99.0.0/24 and
+    /// fd99::/64; path k is `a<k>`/`la<k>`/`lb<k>`/`b<k>` on 10.99.k.0/24 and fd99:k::/64.
+    pub fn of(k: u8) -> Self {
+        let suffix = if k == 0 { String::new() } else { k.to_string() };
+        UnderlayPath {
+            index: k,
+            client_dev: format!("a{k}"),
+            link_a: format!("la{suffix}"),
+            link_b: format!("lb{suffix}"),
+            server_dev: format!("b{k}"),
+            client_mac: format!("02:68:6c:00:{k:02x}:0a"),
+            server_mac: format!("02:68:6c:00:{k:02x}:0b"),
+            client4: format!("10.99.{k}.1"),
+            server4: format!("10.99.{k}.2"),
+            client6: if k == 0 {
+                UNDER_A6.into()
+            } else {
+                format!("fd99:{k}::1")
+            },
+            server6: if k == 0 {
+                UNDER_B6.into()
+            } else {
+                format!("fd99:{k}::2")
+            },
+        }
+    }
+}
+
 impl Topology {
     /// Creates the namespaces, veths, addresses and static neighbours; application traffic is
     /// routed over the underlay (the baseline path).
@@ -86,25 +143,57 @@ impl Topology {
         // The link namespace only bridges frames: no IPv6 chatter from its own stack.
         netns::sysctl(&t.link, "net.ipv6.conf.all.disable_ipv6=1")?;
         netns::sysctl(&t.link, "net.ipv6.conf.default.disable_ipv6=1")?;
-        ip(
-            &t.client,
-            &[
-                "link", "add", "a0", "address", MAC_A, "type", "veth", "peer", "name", "la",
-                "netns", &t.link,
-            ],
-        )?;
-        ip(
-            &t.server,
-            &[
-                "link", "add", "b0", "address", MAC_B, "type", "veth", "peer", "name", "lb",
-                "netns", &t.link,
-            ],
-        )?;
+        t.wire_path(&UnderlayPath::of(0))?;
+        for (ns, app4, app6) in [(&t.client, APP_A4, APP_A6), (&t.server, APP_B4, APP_B6)] {
+            ip(ns, &["addr", "add", &format!("{app4}/32"), "dev", "lo"])?;
+            ip(
+                ns,
+                &[
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{app6}/128"),
+                    "dev",
+                    "lo",
+                    "nodad",
+                ],
+            )?;
+        }
+        t.route_plain()?;
+        Ok(t)
+    }
+
+    /// Adds underlay path `k` (1, 2, ...) between the client and the server through the link
+    /// namespace: its own veths, subnets and static neighbours, for a second uplink (a
+    /// Starlink dish and an LTE modem between the same two hosts) with its own emulator.
+    /// Application traffic keeps using path 0 until routed otherwise.
+    pub fn add_path(&self, k: u8) -> anyhow::Result<UnderlayPath> {
+        anyhow::ensure!(k >= 1, "path 0 is built with the topology");
+        let p = UnderlayPath::of(k);
+        self.wire_path(&p)?;
+        Ok(p)
+    }
+
+    /// Creates the veths of `p`, switches their offloads off, brings them up, addresses the
+    /// end devices and makes their neighbours static (no ARP/ND across the lossy link).
+    fn wire_path(&self, p: &UnderlayPath) -> anyhow::Result<()> {
+        for (ns, dev, mac, peer) in [
+            (&self.client, &p.client_dev, &p.client_mac, &p.link_a),
+            (&self.server, &p.server_dev, &p.server_mac, &p.link_b),
+        ] {
+            ip(
+                ns,
+                &[
+                    "link", "add", dev, "address", mac, "type", "veth", "peer", "name", peer,
+                    "netns", &self.link,
+                ],
+            )?;
+        }
         for (ns, dev) in [
-            (&t.client, "a0"),
-            (&t.link, "la"),
-            (&t.link, "lb"),
-            (&t.server, "b0"),
+            (&self.client, &p.client_dev),
+            (&self.link, &p.link_a),
+            (&self.link, &p.link_b),
+            (&self.server, &p.server_dev),
         ] {
             let d = dev.to_string();
             netns::join(netns::in_ns(ns, move || {
@@ -113,12 +202,24 @@ impl Topology {
             }))?;
             ip(ns, &["link", "set", dev, "up"])?;
         }
-        for (ns, dev, a4, a6, app4, app6, peer4, peer6, peer_mac) in [
+        for (ns, dev, a4, a6, peer4, peer6, peer_mac) in [
             (
-                &t.client, "a0", UNDER_A4, UNDER_A6, APP_A4, APP_A6, UNDER_B4, UNDER_B6, MAC_B,
+                &self.client,
+                &p.client_dev,
+                &p.client4,
+                &p.client6,
+                &p.server4,
+                &p.server6,
+                &p.server_mac,
             ),
             (
-                &t.server, "b0", UNDER_B4, UNDER_B6, APP_B4, APP_B6, UNDER_A4, UNDER_A6, MAC_A,
+                &self.server,
+                &p.server_dev,
+                &p.server4,
+                &p.server6,
+                &p.client4,
+                &p.client6,
+                &p.client_mac,
             ),
         ] {
             ip(ns, &["addr", "add", &format!("{a4}/24"), "dev", dev])?;
@@ -131,19 +232,6 @@ impl Topology {
                     &format!("{a6}/64"),
                     "dev",
                     dev,
-                    "nodad",
-                ],
-            )?;
-            ip(ns, &["addr", "add", &format!("{app4}/32"), "dev", "lo"])?;
-            ip(
-                ns,
-                &[
-                    "-6",
-                    "addr",
-                    "add",
-                    &format!("{app6}/128"),
-                    "dev",
-                    "lo",
                     "nodad",
                 ],
             )?;
@@ -177,8 +265,7 @@ impl Topology {
                 ],
             )?;
         }
-        t.route_plain()?;
-        Ok(t)
+        Ok(())
     }
 
     /// Routes application traffic straight over the underlay (no tunnel, no FEC).
@@ -231,5 +318,56 @@ impl Topology {
         } else {
             APP_A4.parse().expect("constant")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_zero_is_the_topology_s_first_path() {
+        let p = UnderlayPath::of(0);
+        assert_eq!(
+            (
+                p.client_dev.as_str(),
+                p.link_a.as_str(),
+                p.link_b.as_str(),
+                p.server_dev.as_str()
+            ),
+            ("a0", "la", "lb", "b0")
+        );
+        assert_eq!(
+            (p.client_mac.as_str(), p.server_mac.as_str()),
+            (MAC_A, MAC_B)
+        );
+        assert_eq!(
+            (p.client4.as_str(), p.server4.as_str()),
+            (UNDER_A4, UNDER_B4)
+        );
+        assert_eq!(
+            (p.client6.as_str(), p.server6.as_str()),
+            (UNDER_A6, UNDER_B6)
+        );
+    }
+
+    #[test]
+    fn later_paths_have_their_own_names_and_subnets() {
+        let p = UnderlayPath::of(1);
+        assert_eq!(
+            (
+                p.client_dev.as_str(),
+                p.link_a.as_str(),
+                p.link_b.as_str(),
+                p.server_dev.as_str()
+            ),
+            ("a1", "la1", "lb1", "b1")
+        );
+        assert_eq!(p.client_mac, "02:68:6c:00:01:0a");
+        assert_eq!(
+            (p.client4.as_str(), p.server6.as_str()),
+            ("10.99.1.1", "fd99:1::2")
+        );
+        assert_eq!(UnderlayPath::of(12).server_mac, "02:68:6c:00:0c:0b");
     }
 }

@@ -50,7 +50,7 @@ fn main() {
         println!(
             "emulator_in_namespaces: test\nshort_lab_recovers_and_cleans_up: test\n\
              failing_dataplane_still_cleans_up: test\nshort_soak_survives_faults_udp: test\n\
-             short_soak_survives_faults_srv6: test"
+             short_soak_survives_faults_srv6: test\ntwo_underlay_paths: test"
         );
         return;
     }
@@ -67,6 +67,7 @@ fn main() {
             "failing_dataplane_still_cleans_up",
             failing_dataplane_still_cleans_up,
         ),
+        ("two_underlay_paths", two_underlay_paths),
         (
             "short_soak_survives_faults_udp",
             short_soak_survives_faults_udp,
@@ -299,4 +300,59 @@ fn short_soak_survives_faults_udp() -> anyhow::Result<()> {
 
 fn short_soak_survives_faults_srv6() -> anyhow::Result<()> {
     short_soak(TunnelMode::Srv6)
+}
+
+/// A second underlay path with its own emulator: both paths carry traffic, each with its own
+/// delay.
+fn two_underlay_paths() -> anyhow::Result<()> {
+    let topo = Topology::build()?;
+    let second = topo.add_path(1)?;
+    let with_delay = |ms| DirectionConfig {
+        delay: Duration::from_millis(ms),
+        ..Default::default()
+    };
+    let _e0 = Emulator::start(Some(&topo.link), "la", "lb", &with_delay(2), &with_delay(2))?;
+    let _e1 = Emulator::start(
+        Some(&topo.link),
+        &second.link_a,
+        &second.link_b,
+        &with_delay(20),
+        &with_delay(20),
+    )?;
+    let rtt = |to: &str| -> anyhow::Result<f64> {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &topo.client,
+                "ping",
+                "-c",
+                "3",
+                "-i",
+                "0.2",
+                "-q",
+                to,
+            ])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        anyhow::ensure!(out.status.success(), "ping {to}: {text}");
+        // rtt min/avg/max/mdev = a/b/c/d ms
+        text.rsplit("= ")
+            .next()
+            .and_then(|v| v.split('/').next())
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no rtt in {text}"))
+    };
+    let (r0, r1) = (rtt(hirt_lab::topo::UNDER_B4)?, rtt(&second.server4)?);
+    anyhow::ensure!(
+        (4.0..15.0).contains(&r0),
+        "path 0 RTT {r0} ms (4 ms emulated)"
+    );
+    anyhow::ensure!(
+        (40.0..60.0).contains(&r1),
+        "path 1 RTT {r1} ms (40 ms emulated)"
+    );
+    let r1v6 = rtt(&second.server6)?;
+    anyhow::ensure!((40.0..60.0).contains(&r1v6), "path 1 IPv6 RTT {r1v6} ms");
+    Ok(())
 }
