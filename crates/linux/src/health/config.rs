@@ -337,6 +337,15 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hirt-health.toml");
+        let c = HealthConfig::from_file(&path).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.node.len(), 2);
+        assert_eq!(c.node[1].probe.len(), 2);
+    }
+
+    #[test]
     fn validation_names_the_key() {
         let good = HealthConfig {
             prefix: Some("2001:db8:9::/64".into()),
