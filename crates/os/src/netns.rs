@@ -414,14 +414,6 @@ pub fn spawn(
     Ok(pid)
 }
 
-/// Sends signal `sig` (`libc::SIGKILL`, ...) to the registered child `pid` without waiting for
-/// it: a test that kills a node the hard way, where [`stop`] would let it clean up. Returns
-/// whether the signal was delivered. [`stop`] reaps it afterwards.
-pub fn signal(pid: u32, sig: i32) -> bool {
-    let reg = lock();
-    reg.children.iter().any(|c| c.id() == pid) && kill(pid as i32, sig)
-}
-
 /// Whether the registered child `pid` is still running.
 pub fn child_running(pid: u32) -> bool {
     let mut reg = lock();

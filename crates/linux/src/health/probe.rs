@@ -38,9 +38,15 @@ pub fn probe(target: SocketAddr, timeout: Duration) -> ProbeResult {
             return ProbeResult::NoAnswer;
         }
         match conn.read(&mut head[got..]) {
+            // Closed or reset before a status line: the host is up and the socket went away
+            // under the request, as it does when the process dies with it in its backlog.
+            Ok(0) if got == 0 => return ProbeResult::Refused,
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if got == 0 && e.kind() == ErrorKind::ConnectionReset => {
+                return ProbeResult::Refused
+            }
             Err(_) => return ProbeResult::NoAnswer,
         }
     }
@@ -100,6 +106,18 @@ mod tests {
             ProbeResult::NoAnswer
         );
         assert!(started.elapsed() < Duration::from_secs(5), "the timeout ends the probe");
+    }
+
+    #[test]
+    fn a_connection_closed_before_the_answer_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (c, _) = l.accept().unwrap();
+            drop(c);
+        });
+        assert_eq!(probe(addr, T), ProbeResult::Refused);
+        server.join().unwrap();
     }
 
     #[test]

@@ -66,10 +66,17 @@ pub fn run_until(cfg: HealthConfig, stop: impl Fn() -> bool) -> anyhow::Result<(
                     .map(|(&r, _)| r),
             );
             if let Some(t) = checker.observe(node, r, now) {
+                let seen: Vec<String> = targets
+                    .iter()
+                    .zip(&results)
+                    .zip(&owner)
+                    .filter(|(_, &o)| o == node)
+                    .map(|((t, r), _)| format!("{t} {r:?}"))
+                    .collect();
                 if t.to == NodeState::Down {
-                    tracing::warn!("{t}: `{}`", cfg.node[node]);
+                    tracing::warn!("{t}; last round: {}", seen.join(", "));
                 } else {
-                    tracing::info!("{t}: `{}`", cfg.node[node]);
+                    tracing::info!("{t}; last round: {}", seen.join(", "));
                 }
             }
         }
