@@ -242,12 +242,30 @@ impl Topo {
             veth(&ingress, &ie, &enc[k], &ei)?;
             veth(&enc[k], &ed, &dec[k], &de)?;
             veth(&dec[k], &dout, &egress, &outd)?;
-            r(&ingress, &format!("-6 addr add 2001:db8:1{n}::1/64 dev {ie} nodad"))?;
-            r(&enc[k], &format!("-6 addr add 2001:db8:1{n}::2/64 dev {ei} nodad"))?;
-            r(&enc[k], &format!("-6 addr add 2001:db8:2{n}::1/64 dev {ed} nodad"))?;
-            r(&dec[k], &format!("-6 addr add 2001:db8:2{n}::2/64 dev {de} nodad"))?;
-            r(&dec[k], &format!("-6 addr add 2001:db8:3{n}::1/64 dev {dout} nodad"))?;
-            r(&egress, &format!("-6 addr add 2001:db8:3{n}::2/64 dev {outd} nodad"))?;
+            r(
+                &ingress,
+                &format!("-6 addr add 2001:db8:1{n}::1/64 dev {ie} nodad"),
+            )?;
+            r(
+                &enc[k],
+                &format!("-6 addr add 2001:db8:1{n}::2/64 dev {ei} nodad"),
+            )?;
+            r(
+                &enc[k],
+                &format!("-6 addr add 2001:db8:2{n}::1/64 dev {ed} nodad"),
+            )?;
+            r(
+                &dec[k],
+                &format!("-6 addr add 2001:db8:2{n}::2/64 dev {de} nodad"),
+            )?;
+            r(
+                &dec[k],
+                &format!("-6 addr add 2001:db8:3{n}::1/64 dev {dout} nodad"),
+            )?;
+            r(
+                &egress,
+                &format!("-6 addr add 2001:db8:3{n}::2/64 dev {outd} nodad"),
+            )?;
             for dev in [&ei, &ed] {
                 r(&enc[k], &format!("link set {dev} mtu 1600"))?;
             }
@@ -257,12 +275,30 @@ impl Topo {
                 ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
             }
             // The ingress reaches the encoder SID and both nodes' metrics endpoints.
-            r(&ingress, &format!("-6 route add fc00:e{n}::/64 via 2001:db8:1{n}::2"))?;
-            r(&ingress, &format!("-6 route add 2001:db8:2{n}::/64 via 2001:db8:1{n}::2"))?;
-            r(&enc[k], &format!("-6 route add fc00:d{n}::/64 via 2001:db8:2{n}::2"))?;
-            r(&enc[k], &format!("-6 route add default via 2001:db8:1{n}::1"))?;
-            r(&dec[k], &format!("-6 route add fc00:e{n}::/64 via 2001:db8:2{n}::1"))?;
-            r(&dec[k], &format!("-6 route add default via 2001:db8:2{n}::1"))?;
+            r(
+                &ingress,
+                &format!("-6 route add fc00:e{n}::/64 via 2001:db8:1{n}::2"),
+            )?;
+            r(
+                &ingress,
+                &format!("-6 route add 2001:db8:2{n}::/64 via 2001:db8:1{n}::2"),
+            )?;
+            r(
+                &enc[k],
+                &format!("-6 route add fc00:d{n}::/64 via 2001:db8:2{n}::2"),
+            )?;
+            r(
+                &enc[k],
+                &format!("-6 route add default via 2001:db8:1{n}::1"),
+            )?;
+            r(
+                &dec[k],
+                &format!("-6 route add fc00:e{n}::/64 via 2001:db8:2{n}::1"),
+            )?;
+            r(
+                &dec[k],
+                &format!("-6 route add default via 2001:db8:2{n}::1"),
+            )?;
         }
         Ok(Topo {
             base,
@@ -403,7 +439,8 @@ fn receiver(
         let got = &buf[..n];
         let (Some(flow), Some(seq)) = (
             got.get(..2).map(|b| u16::from_be_bytes([b[0], b[1]])),
-            got.get(2..6).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+            got.get(2..6)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
         ) else {
             out.corrupt += 1;
             continue;
@@ -508,7 +545,12 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
     let mut decoders = Vec::new();
     for k in 0..2 {
         let args = srv6_args(k, "decoder", &cfg.fec, &topo.base);
-        decoders.push(Proc::start(&topo.dec[k], prog, &args, &log(&format!("d{}", k + 1)))?);
+        decoders.push(Proc::start(
+            &topo.dec[k],
+            prog,
+            &args,
+            &log(&format!("d{}", k + 1)),
+        )?);
     }
     let start_encoder = |k: usize| {
         let args = srv6_args(k, "encoder", &cfg.fec, &topo.base);
@@ -580,7 +622,9 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
             jitter ^= jitter >> 7;
             jitter ^= jitter << 17;
             let phase = (jitter % 1000) as f64 / 1000.0 * cfg.interval_ms;
-            std::thread::sleep(Duration::from_millis(cfg.settle_ms) + Duration::from_secs_f64(phase / 1e3));
+            std::thread::sleep(
+                Duration::from_millis(cfg.settle_ms) + Duration::from_secs_f64(phase / 1e3),
+            );
             anyhow::ensure!(health.running(), "hirt health exited (see its log)");
             let on_k: HashSet<u16> = (0..cfg.flows)
                 .filter(|&f| live.last_node[f].load(Ordering::Relaxed) == k as u8)
@@ -625,7 +669,9 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
     let mut recs = Vec::new();
     let (mut verified_bytes, mut corrupt) = (0, 0);
     for r in receivers {
-        let out = r.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+        let out = r
+            .join()
+            .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
         recs.extend(out.recs);
         verified_bytes += out.verified_bytes;
         corrupt += out.corrupt;
@@ -679,7 +725,10 @@ fn analyse(
         let mut at = vec![None; cfg.flows];
         let start = recs.partition_point(|r| r.t <= *t_kill);
         for r in &recs[start..] {
-            if usize::from(r.node) != *k && on_k.contains(&r.flow) && at[usize::from(r.flow)].is_none() {
+            if usize::from(r.node) != *k
+                && on_k.contains(&r.flow)
+                && at[usize::from(r.flow)].is_none()
+            {
                 at[usize::from(r.flow)] = Some(r.t);
             }
         }
@@ -722,10 +771,13 @@ fn analyse(
                 continue;
             }
             let t = ticks[seq];
-            let window = kills.iter().enumerate().find(|(j, (_, t_kill, on_k, t_restart))| {
-                let end = moved_at[*j][f].unwrap_or(*t_restart);
-                on_k.contains(&(f as u16)) && t + BEFORE_KILL_NS >= *t_kill && t <= end
-            });
+            let window = kills
+                .iter()
+                .enumerate()
+                .find(|(j, (_, t_kill, on_k, t_restart))| {
+                    let end = moved_at[*j][f].unwrap_or(*t_restart);
+                    on_k.contains(&(f as u16)) && t + BEFORE_KILL_NS >= *t_kill && t <= end
+                });
             match window {
                 Some((j, _)) => {
                     lost_in_switch += 1;
@@ -804,7 +856,10 @@ pub fn print(r: &ScaleoutReport, json: bool) -> anyhow::Result<()> {
             f(e.rejoin_ms)
         );
     }
-    for (name, s) in [("first_moved_ms", &r.first_moved_ms), ("all_moved_ms", &r.all_moved_ms)] {
+    for (name, s) in [
+        ("first_moved_ms", &r.first_moved_ms),
+        ("all_moved_ms", &r.all_moved_ms),
+    ] {
         println!(
             "{name}: n {} min {:.1} median {:.1} p99 {:.1} max {:.1}",
             s.n, s.min, s.p50, s.p99, s.max
@@ -844,7 +899,10 @@ mod tests {
     #[test]
     fn stats_are_nearest_rank() {
         let s = Stats::of((1..=100).map(f64::from).collect());
-        assert_eq!((s.n, s.min, s.p50, s.p99, s.max), (100, 1.0, 50.0, 99.0, 100.0));
+        assert_eq!(
+            (s.n, s.min, s.p50, s.p99, s.max),
+            (100, 1.0, 50.0, 99.0, 100.0)
+        );
         assert_eq!(Stats::of(vec![]).n, 0);
     }
 
@@ -864,10 +922,20 @@ mod tests {
         for seq in 0..10u32 {
             let t = u64::from(seq) * 10 * ms + ms;
             if !(3..=5).contains(&seq) {
-                recs.push(Rec { t, seq, flow: 0, node: u8::from(seq >= 6) });
+                recs.push(Rec {
+                    t,
+                    seq,
+                    flow: 0,
+                    node: u8::from(seq >= 6),
+                });
             }
             if seq != 8 {
-                recs.push(Rec { t, seq, flow: 1, node: 1 });
+                recs.push(Rec {
+                    t,
+                    seq,
+                    flow: 1,
+                    node: 1,
+                });
             }
         }
         recs.push(recs[0]);
@@ -875,7 +943,10 @@ mod tests {
         let r = analyse(&cfg, 0, &ticks, recs, &kills, &[Some(5 * ms)], [1, 1], 0, 0);
         assert_eq!(r.events[0].first_moved_ms, Some(26.0));
         assert_eq!(r.events[0].all_moved_ms, Some(26.0));
-        assert_eq!(r.events[0].lost, 3, "ticks 3 (20 ms before the kill), 4 and 5");
+        assert_eq!(
+            r.events[0].lost, 3,
+            "ticks 3 (20 ms before the kill), 4 and 5"
+        );
         assert_eq!(r.lost_elsewhere, 1);
         assert_eq!(r.duplicates, 1);
         assert_eq!(r.received, 16);

@@ -44,7 +44,10 @@ fn killed_encoders_flows_move_to_the_other_pair() {
     assert!(r.delivered_per_node.iter().all(|&n| n > 1000), "{r:?}");
     assert_eq!(r.events.len(), 4);
     for (i, e) in r.events.iter().enumerate() {
-        assert!(e.flows_on_node > 0, "event {i}: the killed pair carried flows");
+        assert!(
+            e.flows_on_node > 0,
+            "event {i}: the killed pair carried flows"
+        );
         // Loose on purpose (a loaded machine): the figures are the bench's, this checks that
         // every flow moved, through the health check and not through a restart (which comes
         // after the move or after 5 s).
@@ -53,10 +56,16 @@ fn killed_encoders_flows_move_to_the_other_pair() {
             moved < Duration::from_secs(2).as_secs_f64() * 1e3,
             "event {i}: moved after {moved} ms"
         );
-        assert!(e.rejoin_ms.is_some(), "event {i}: the restarted pair carried flows again");
+        assert!(
+            e.rejoin_ms.is_some(),
+            "event {i}: the restarted pair carried flows again"
+        );
     }
     assert_eq!(r.corrupt, 0, "every byte as sent");
     assert_eq!(r.duplicates, 0, "nothing delivered twice");
-    assert_eq!(r.lost_elsewhere, 0, "losses only in switch and rejoin windows");
+    assert_eq!(
+        r.lost_elsewhere, 0,
+        "losses only in switch and rejoin windows"
+    );
     assert!(r.verified_bytes >= r.received * 200, "{r:?}");
 }

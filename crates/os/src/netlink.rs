@@ -14,8 +14,8 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr};
 
 use netlink_packet_core::{
-    DefaultNla, Emitable, Nla, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLA_F_NESTED, NLM_F_ACK,
-    NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    DefaultNla, Emitable, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLA_F_NESTED,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{

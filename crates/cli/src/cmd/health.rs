@@ -103,7 +103,10 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(c.node.len(), 2);
         assert_eq!(c.node[1].dev.as_deref(), Some("ie2"));
-        assert_eq!((c.interval_ms, c.timeout_ms, c.fall, c.rise), (50.0, 20.0, 2, 3));
+        assert_eq!(
+            (c.interval_ms, c.timeout_ms, c.fall, c.rise),
+            (50.0, 20.0, 2, 3)
+        );
         assert!(c.refused_is_miss);
         assert!(
             Cli::try_parse_from(["hirt", "--node", "segs fc00::1 via fd00::1"]).is_err(),

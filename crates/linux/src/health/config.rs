@@ -180,7 +180,11 @@ impl NodeSpec {
         if self.via.is_none() && self.dev.is_none() {
             return Err("needs `via GATEWAY` or `dev DEV`".into());
         }
-        if self.dev.as_ref().is_some_and(|d| d.is_empty() || d.len() > 15) {
+        if self
+            .dev
+            .as_ref()
+            .is_some_and(|d| d.is_empty() || d.len() > 15)
+        {
             return Err("a device name has 1 to 15 bytes".into());
         }
         if self.probe.is_empty() {
@@ -217,7 +221,10 @@ impl FromStr for NodeSpec {
                 "segs" => {
                     n.segs = value
                         .split(',')
-                        .map(|a| a.parse().map_err(|_| format!("segs: `{a}` is no IPv6 address")))
+                        .map(|a| {
+                            a.parse()
+                                .map_err(|_| format!("segs: `{a}` is no IPv6 address"))
+                        })
                         .collect::<Result<_, _>>()?
                 }
                 "via" => {
@@ -304,7 +311,10 @@ mod tests {
             ("segs fc00::1 via fd00::2 probe fd00::2", "no ADDR:PORT"),
             ("segs fc00::1 via", "without a value"),
             ("segs fc00::1 weight 2", "unknown word `weight`"),
-            ("segs 10.0.0.1 via fd00::2 probe [fd00::2]:1", "no IPv6 address"),
+            (
+                "segs 10.0.0.1 via fd00::2 probe [fd00::2]:1",
+                "no IPv6 address",
+            ),
         ] {
             let e = text.parse::<NodeSpec>().unwrap_err();
             assert!(e.contains(want), "{text}: {e}");

@@ -22,7 +22,11 @@ pub fn probe(target: SocketAddr, timeout: Duration) -> ProbeResult {
         Err(e) if e.kind() == ErrorKind::ConnectionRefused => return ProbeResult::Refused,
         Err(_) => return ProbeResult::NoAnswer,
     };
-    let left = |now: Instant| deadline.saturating_duration_since(now).max(Duration::from_micros(1));
+    let left = |now: Instant| {
+        deadline
+            .saturating_duration_since(now)
+            .max(Duration::from_micros(1))
+    };
     let _ = conn.set_nodelay(true);
     if conn.set_write_timeout(Some(left(Instant::now()))).is_err()
         || conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").is_err()
@@ -105,7 +109,10 @@ mod tests {
             probe(silent.local_addr().unwrap(), T),
             ProbeResult::NoAnswer
         );
-        assert!(started.elapsed() < Duration::from_secs(5), "the timeout ends the probe");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the timeout ends the probe"
+        );
     }
 
     #[test]

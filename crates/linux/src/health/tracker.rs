@@ -20,10 +20,7 @@ impl ProbeResult {
     /// The result of a node whose targets gave `results`: the worst of them (refused before
     /// unanswered before answered); answered when there is none.
     pub fn worst(results: impl IntoIterator<Item = ProbeResult>) -> ProbeResult {
-        results
-            .into_iter()
-            .max()
-            .unwrap_or(ProbeResult::Answered)
+        results.into_iter().max().unwrap_or(ProbeResult::Answered)
     }
 }
 
@@ -141,7 +138,12 @@ impl Checker {
     }
 
     /// Feeds one probe round's result for `node`; returns the state change it caused.
-    pub fn observe(&mut self, node: usize, result: ProbeResult, now: Instant) -> Option<Transition> {
+    pub fn observe(
+        &mut self,
+        node: usize,
+        result: ProbeResult,
+        now: Instant,
+    ) -> Option<Transition> {
         let t = self.thresholds;
         let n = self.nodes.get_mut(node)?;
         let from = n.state;
@@ -244,7 +246,9 @@ mod tests {
         assert_eq!(c.route_set(), None, "nothing probed: nothing to install");
         let got = feed(
             &mut c,
-            &[Answered, NoAnswer, NoAnswer, Answered, NoAnswer, NoAnswer, NoAnswer],
+            &[
+                Answered, NoAnswer, NoAnswer, Answered, NoAnswer, NoAnswer, NoAnswer,
+            ],
         );
         // An answer in between resets the count: out at the third miss in a row.
         assert_eq!(got, vec![(0, NodeState::Up), (6, NodeState::Down)]);
@@ -275,11 +279,16 @@ mod tests {
         let mut c = Checker::new(1, T);
         let got = feed(
             &mut c,
-            &[Refused, Answered, NoAnswer, Answered, Refused, Answered, Answered, Answered],
+            &[
+                Refused, Answered, NoAnswer, Answered, Refused, Answered, Answered, Answered,
+            ],
         );
         assert_eq!(got, vec![(0, NodeState::Down), (6, NodeState::Up)]);
         let tr = c.observe(0, Refused, Instant::now()).unwrap();
-        assert_eq!((tr.from, tr.to, tr.result), (NodeState::Up, NodeState::Down, Refused));
+        assert_eq!(
+            (tr.from, tr.to, tr.result),
+            (NodeState::Up, NodeState::Down, Refused)
+        );
         assert!(tr.to_string().contains("refused"), "{tr}");
     }
 
