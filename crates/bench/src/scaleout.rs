@@ -604,13 +604,12 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         wait_both(&live, Duration::from_secs(20))?;
         std::thread::sleep(Duration::from_millis(cfg.settle_ms));
         t_start = mono_ns();
-        for k in 0..2 {
-            flows_per_node[k] = live
-                .last_node
+        flows_per_node = [0u8, 1].map(|k| {
+            live.last_node
                 .iter()
-                .filter(|n| n.load(Ordering::Relaxed) == k as u8)
-                .count();
-        }
+                .filter(|n| n.load(Ordering::Relaxed) == k)
+                .count()
+        });
         let mut jitter = mono_ns() | 1;
         for ev in 0..cfg.events {
             let k = ev % 2;

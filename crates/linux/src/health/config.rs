@@ -342,8 +342,8 @@ mod tests {
         );
         assert_eq!(c.table, 254, "default");
         assert!(toml::from_str::<HealthConfig>("bogus = 1\n").is_err());
-        let bad_node = format!("prefix = \"2001:db8:9::/64\"\nnode = [\"segs fc00::1\"]\n");
-        assert!(toml::from_str::<HealthConfig>(&bad_node).is_err());
+        let bad_node = "prefix = \"2001:db8:9::/64\"\nnode = [\"segs fc00::1\"]\n";
+        assert!(toml::from_str::<HealthConfig>(bad_node).is_err());
     }
 
     #[test]
