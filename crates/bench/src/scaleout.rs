@@ -35,7 +35,7 @@ use anyhow::{bail, Context};
 use hirt_linux::netns::{self, veth, NetNs};
 use serde::Serialize;
 
-use crate::os::{force_receive_buffer, mono_ns, sleep_until_mono, tight_timer_slack};
+use crate::os::{force_receive_buffer, mono_ns, sleep_until_mono, terminate, tight_timer_slack};
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -62,6 +62,19 @@ pub struct ScaleoutConfig {
     pub fec: String,
     /// Where the children's logs go (a temporary directory if `None`).
     pub log_dir: Option<PathBuf>,
+    /// How an encoder is stopped.
+    pub stop: StopBy,
+}
+
+/// How the bench stops an encoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopBy {
+    /// SIGKILL: the process cleans nothing up.
+    #[default]
+    Kill,
+    /// SIGTERM: hirt removes its routes and exits.
+    Term,
 }
 
 impl Default for ScaleoutConfig {
@@ -78,6 +91,7 @@ impl Default for ScaleoutConfig {
             settle_ms: 300,
             fec: "ours".into(),
             log_dir: None,
+            stop: StopBy::Kill,
         }
     }
 }
@@ -134,6 +148,8 @@ impl Stats {
 /// The result of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct ScaleoutReport {
+    /// Settings.
+    pub stop: StopBy,
     /// Settings.
     pub flows: usize,
     /// Settings.
@@ -354,6 +370,18 @@ impl Proc {
             .spawn()
             .with_context(|| format!("starting {} in {}", program.display(), ns.name()))?;
         Ok(Proc { child: Some(child) })
+    }
+
+    /// SIGTERM, then reap (SIGKILL after 5 s).
+    fn terminate(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            terminate(c.id());
+            let until = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < until && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.kill();
     }
 
     /// SIGKILL, then reap.
@@ -630,7 +658,10 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
                 .map(|f| f as u16)
                 .collect();
             let t_kill = mono_ns();
-            encoders[k].kill();
+            match cfg.stop {
+                StopBy::Kill => encoders[k].kill(),
+                StopBy::Term => encoders[k].terminate(),
+            }
             let until = Instant::now() + Duration::from_secs(5);
             while Instant::now() < until
                 && on_k
@@ -805,6 +836,7 @@ fn analyse(
         .map(|got| got.iter().skip(first_tick).filter(|&&ok| ok).count() as u64)
         .sum();
     ScaleoutReport {
+        stop: cfg.stop,
         flows: cfg.flows,
         period_ms: cfg.period_ms,
         interval_ms: cfg.interval_ms,
@@ -835,8 +867,9 @@ pub fn print(r: &ScaleoutReport, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "{} flows, a datagram each every {} ms; hirt health every {} ms (timeout {} ms, fall {}, rise {})",
-        r.flows, r.period_ms, r.interval_ms, r.timeout_ms, r.fall, r.rise
+        "encoders stopped by {:?}; {} flows, a datagram each every {} ms; hirt health every {} ms \
+         (timeout {} ms, fall {}, rise {})",
+        r.stop, r.flows, r.period_ms, r.interval_ms, r.timeout_ms, r.fall, r.rise
     );
     println!(
         "flows per pair before the first kill: {:?}; datagrams delivered per pair: {:?}",

@@ -68,6 +68,18 @@ pub struct ScaleoutBenchArgs {
     /// Directory for the logs of the hirt processes (default: the temporary directory).
     #[arg(long)]
     pub log_dir: Option<std::path::PathBuf>,
+    /// How an encoder is stopped: `kill` (SIGKILL) or `term` (SIGTERM, a clean stop).
+    #[arg(long, value_enum, default_value_t = StopArg::Kill)]
+    pub stop: StopArg,
+}
+
+/// How `hirt bench scaleout` stops an encoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StopArg {
+    /// SIGKILL: nothing is cleaned up.
+    Kill,
+    /// SIGTERM: hirt removes its routes and exits.
+    Term,
 }
 
 impl ScaleoutBenchArgs {
@@ -85,6 +97,10 @@ impl ScaleoutBenchArgs {
             settle_ms: self.settle_ms,
             fec: self.fec,
             log_dir: self.log_dir,
+            stop: match self.stop {
+                StopArg::Kill => hirt_bench::scaleout::StopBy::Kill,
+                StopArg::Term => hirt_bench::scaleout::StopBy::Term,
+            },
         })
     }
 }
