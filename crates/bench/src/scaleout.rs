@@ -64,6 +64,9 @@ pub struct ScaleoutConfig {
     pub log_dir: Option<PathBuf>,
     /// How an encoder is stopped.
     pub stop: StopBy,
+    /// TCP connections through the tunnel beside the UDP flows (each writes 1000 bytes every
+    /// `period_ms`).
+    pub tcp: usize,
 }
 
 /// How the bench stops an encoder.
@@ -92,6 +95,7 @@ impl Default for ScaleoutConfig {
             fec: "ours".into(),
             log_dir: None,
             stop: StopBy::Kill,
+            tcp: 4,
         }
     }
 }
@@ -192,6 +196,121 @@ pub struct ScaleoutReport {
     pub all_moved_ms: Stats,
     /// Events whose flows all moved.
     pub moved_events: usize,
+    /// Every TCP connection.
+    pub tcp: Vec<TcpResult>,
+    /// TCP connections that delivered every byte written, in order and intact, and ended
+    /// cleanly.
+    pub tcp_complete: usize,
+}
+
+/// One TCP connection across the stops.
+#[derive(Clone, Debug, Serialize)]
+pub struct TcpResult {
+    /// Its index (source port - 21000).
+    pub conn: u16,
+    /// Bytes written by the sender.
+    pub sent: u64,
+    /// Bytes the receiver read, each compared with what was written at that offset.
+    pub received: u64,
+    /// Offset of the first byte that differs, if any.
+    pub corrupt_at: Option<u64>,
+    /// The sender's or receiver's error (a reset connection), if any.
+    pub error: Option<String>,
+}
+
+const TCP_PORT: u16 = 6000;
+const FIRST_TCP_SRC_PORT: u16 = 21_000;
+const TCP_CHUNK: u64 = 1000;
+
+/// Byte `at` of TCP connection `conn`'s stream.
+pub fn tcp_byte(conn: u16, at: u64) -> u8 {
+    let x = at.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ u64::from(conn).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (x >> 29) as u8
+}
+
+/// Writes `TCP_CHUNK` bytes of connection `conn`'s stream every `period` until `stop`, then
+/// closes its side; returns the bytes written and the error that ended it early, if any.
+fn tcp_source(
+    conn: u16,
+    period: Duration,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<(u64, Option<String>)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::io::Write;
+    let s = Socket::new(Domain::IPV6, Type::STREAM, Some(Protocol::TCP))?;
+    s.bind(&SocketAddr::V6(SocketAddrV6::new(SRC, FIRST_TCP_SRC_PORT + conn, 0, 0)).into())?;
+    s.connect_timeout(
+        &SocketAddr::V6(SocketAddrV6::new(DST, TCP_PORT, 0, 0)).into(),
+        Duration::from_secs(5),
+    )?;
+    let mut c: std::net::TcpStream = s.into();
+    let mut sent = 0u64;
+    let mut chunk = vec![0u8; TCP_CHUNK as usize];
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        for (i, b) in chunk.iter_mut().enumerate() {
+            *b = tcp_byte(conn, sent + i as u64);
+        }
+        if let Err(e) = c.write_all(&chunk) {
+            return Ok((sent, Some(e.to_string())));
+        }
+        sent += TCP_CHUNK;
+        next += period;
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    let err = c.shutdown(std::net::Shutdown::Write).err();
+    Ok((sent, err.map(|e| e.to_string())))
+}
+
+/// Accepts `conns` connections and reads each to its end, comparing every byte with what its
+/// sender wrote: (connection, bytes read, first differing offset, error).
+/// Gives up waiting for connections once `stop` is set.
+fn tcp_sink(
+    conns: usize,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<Vec<(u16, u64, Option<u64>, Option<String>)>> {
+    use std::io::Read;
+    let l = std::net::TcpListener::bind(SocketAddrV6::new(DST, TCP_PORT, 0, 0))?;
+    l.set_nonblocking(true)?;
+    let mut readers = Vec::new();
+    while readers.len() < conns && !stop.load(Ordering::Relaxed) {
+        let (mut c, peer) = match l.accept() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        c.set_nonblocking(false)?;
+        let conn = peer.port().wrapping_sub(FIRST_TCP_SRC_PORT);
+        readers.push(std::thread::spawn(move || {
+            let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
+            let (mut got, mut corrupt_at, mut err) = (0u64, None, None);
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                match c.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if corrupt_at.is_none() {
+                            corrupt_at = (0..n)
+                                .find(|&i| buf[i] != tcp_byte(conn, got + i as u64))
+                                .map(|i| got + i as u64);
+                        }
+                        got += n as u64;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        err = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            (conn, got, corrupt_at, err)
+        }));
+    }
+    Ok(readers.into_iter().filter_map(|r| r.join().ok()).collect())
 }
 
 const DST: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 2);
@@ -285,7 +404,6 @@ impl Topo {
             for dev in [&ei, &ed] {
                 r(&enc[k], &format!("link set {dev} mtu 1600"))?;
             }
-            r(&ingress, &format!("link set {ie} mtu 1600"))?;
             r(&dec[k], &format!("link set {de} mtu 1600"))?;
             for ns in [&enc[k], &dec[k]] {
                 ns.sysctl("net.ipv6.conf.all.forwarding", "1")?;
@@ -316,6 +434,12 @@ impl Topo {
                 &format!("-6 route add default via 2001:db8:2{n}::1"),
             )?;
         }
+        // TCP's acknowledgements go back outside the tunnel, by plain forwarding through pair 1's
+        // nodes (their kernels forward whether hirt runs or not).
+        r(
+            &egress,
+            &format!("-6 route add {SRC}/128 via 2001:db8:31::1"),
+        )?;
         Ok(Topo {
             base,
             ingress,
@@ -624,6 +748,13 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         topo.ingress.spawn(move || sender(flows, period, stop))
     };
 
+    let stop_tcp = Arc::new(AtomicBool::new(false));
+    let tcp_sink = {
+        let (conns, stop) = (cfg.tcp, stop_tcp.clone());
+        topo.egress.spawn(move || tcp_sink(conns, stop))
+    };
+    let mut tcp_sources = Vec::new();
+
     let mut kills: Vec<(usize, u64, HashSet<u16>, u64)> = Vec::new();
     let mut rejoins: Vec<Option<u64>> = Vec::new();
     let mut flows_per_node = [0usize; 2];
@@ -632,6 +763,11 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         wait_both(&live, Duration::from_secs(20))?;
         std::thread::sleep(Duration::from_millis(cfg.settle_ms));
         t_start = mono_ns();
+        for conn in 0..cfg.tcp as u16 {
+            let stop = stop_tcp.clone();
+            let period = Duration::from_secs_f64(cfg.period_ms / 1e3);
+            tcp_sources.push(topo.ingress.spawn(move || tcp_source(conn, period, stop)));
+        }
         flows_per_node = [0u8, 1].map(|k| {
             live.last_node
                 .iter()
@@ -690,6 +826,36 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         Ok(())
     })();
     std::thread::sleep(Duration::from_millis(200));
+    stop_tcp.store(true, Ordering::Relaxed);
+    let mut sent_tcp = Vec::new();
+    for (conn, h) in tcp_sources.into_iter().enumerate() {
+        let r = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("TCP sender panicked"))?;
+        sent_tcp.push(match r {
+            Ok(r) => r,
+            Err(e) => (0, Some(format!("connection {conn}: {e}"))),
+        });
+    }
+    // The receiver has accepted every connection that was made (the senders connected before
+    // writing), and stops waiting for the others.
+    let got_tcp = tcp_sink
+        .join()
+        .map_err(|_| anyhow::anyhow!("TCP receiver panicked"))??;
+    let tcp: Vec<TcpResult> = sent_tcp
+        .into_iter()
+        .enumerate()
+        .map(|(conn, (sent, err))| {
+            let got = got_tcp.iter().find(|g| usize::from(g.0) == conn);
+            TcpResult {
+                conn: conn as u16,
+                sent,
+                received: got.map_or(0, |g| g.1),
+                corrupt_at: got.and_then(|g| g.2),
+                error: err.or_else(|| got.and_then(|g| g.3.clone())),
+            }
+        })
+        .collect();
     stop_tx.store(true, Ordering::Relaxed);
     let ticks = tx
         .join()
@@ -710,7 +876,7 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
     drop(encoders);
     drop(decoders);
     outcome?;
-    Ok(analyse(
+    let mut report = analyse(
         cfg,
         t_start,
         &ticks,
@@ -720,7 +886,13 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         flows_per_node,
         verified_bytes,
         corrupt,
-    ))
+    );
+    report.tcp_complete = tcp
+        .iter()
+        .filter(|t| t.error.is_none() && t.corrupt_at.is_none() && t.received == t.sent)
+        .count();
+    report.tcp = tcp;
+    Ok(report)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -857,6 +1029,8 @@ fn analyse(
         first_moved_ms: first,
         all_moved_ms: all,
         moved_events,
+        tcp: Vec::new(),
+        tcp_complete: 0,
     }
 }
 
@@ -910,6 +1084,17 @@ pub fn print(r: &ScaleoutReport, json: bool) -> anyhow::Result<()> {
         r.lost_elsewhere,
         r.moved_events,
         r.events.len()
+    );
+    for t in &r.tcp {
+        println!(
+            "tcp {}: sent {} received {} corrupt at {:?} error {:?}",
+            t.conn, t.sent, t.received, t.corrupt_at, t.error
+        );
+    }
+    println!(
+        "TCP connections complete (every byte, in order, clean end): {}/{}",
+        r.tcp_complete,
+        r.tcp.len()
     );
     Ok(())
 }

@@ -68,6 +68,10 @@ pub struct ScaleoutBenchArgs {
     /// Directory for the logs of the hirt processes (default: the temporary directory).
     #[arg(long)]
     pub log_dir: Option<std::path::PathBuf>,
+    /// TCP connections through the tunnel beside the UDP flows (1000 bytes every
+    /// --period-ms each), every byte checked.
+    #[arg(long, default_value_t = 4)]
+    pub tcp: usize,
     /// How an encoder is stopped: `kill` (SIGKILL) or `term` (SIGTERM, a clean stop).
     #[arg(long, value_enum, default_value_t = StopArg::Kill)]
     pub stop: StopArg,
@@ -97,6 +101,7 @@ impl ScaleoutBenchArgs {
             settle_ms: self.settle_ms,
             fec: self.fec,
             log_dir: self.log_dir,
+            tcp: self.tcp,
             stop: match self.stop {
                 StopArg::Kill => hirt_bench::scaleout::StopBy::Kill,
                 StopArg::Term => hirt_bench::scaleout::StopBy::Term,
