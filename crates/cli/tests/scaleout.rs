@@ -4,11 +4,14 @@
 //! flows with sequence-numbered payloads; each pair's encoder is killed with SIGKILL twice and
 //! started again (`hirt_bench::scaleout`, docs/scale-out.md).
 //!
+//! Four TCP connections run beside the UDP flows through the same route.
+//!
 //! Checked: flows landed on both pairs (per-pair delivery counts at the receiver, one socket per
 //! link from a decoder); after every kill all the killed pair's flows arrive through the other
 //! pair; every datagram received is byte-for-byte what was sent, none twice; the only losses
 //! are the killed pair's flows between the kill and their move, and a restarted encoder's
-//! first sources (refused by its decoder until it takes the encoder for restarted).
+//! first sources (refused by its decoder until it takes the encoder for restarted); every TCP
+//! connection survives the stops and delivers every byte written, in order and intact.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,4 +71,22 @@ fn killed_encoders_flows_move_to_the_other_pair() {
         "losses only in switch and rejoin windows"
     );
     assert!(r.verified_bytes >= r.received * 200, "{r:?}");
+    assert_eq!(r.tcp.len(), 4);
+    for t in &r.tcp {
+        assert_eq!(
+            t.corrupt_at, None,
+            "TCP connection {}: every byte as written",
+            t.conn
+        );
+        assert!(
+            t.sent > 0 && t.error.is_none(),
+            "TCP connection {}: {t:?}",
+            t.conn
+        );
+        assert_eq!(
+            t.received, t.sent,
+            "TCP connection {}: all delivered",
+            t.conn
+        );
+    }
 }
