@@ -263,13 +263,17 @@ fn tcp_source(
     Ok((sent, err.map(|e| e.to_string())))
 }
 
+/// What the receiver read from one TCP connection.
+struct TcpRead {
+    conn: u16,
+    received: u64,
+    corrupt_at: Option<u64>,
+    error: Option<String>,
+}
+
 /// Accepts `conns` connections and reads each to its end, comparing every byte with what its
-/// sender wrote: (connection, bytes read, first differing offset, error).
-/// Gives up waiting for connections once `stop` is set.
-fn tcp_sink(
-    conns: usize,
-    stop: Arc<AtomicBool>,
-) -> std::io::Result<Vec<(u16, u64, Option<u64>, Option<String>)>> {
+/// sender wrote. Gives up waiting for connections once `stop` is set.
+fn tcp_sink(conns: usize, stop: Arc<AtomicBool>) -> std::io::Result<Vec<TcpRead>> {
     use std::io::Read;
     let l = std::net::TcpListener::bind(SocketAddrV6::new(DST, TCP_PORT, 0, 0))?;
     l.set_nonblocking(true)?;
@@ -307,7 +311,12 @@ fn tcp_sink(
                     }
                 }
             }
-            (conn, got, corrupt_at, err)
+            TcpRead {
+                conn,
+                received: got,
+                corrupt_at,
+                error: err,
+            }
         }));
     }
     Ok(readers.into_iter().filter_map(|r| r.join().ok()).collect())
@@ -846,13 +855,13 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         .into_iter()
         .enumerate()
         .map(|(conn, (sent, err))| {
-            let got = got_tcp.iter().find(|g| usize::from(g.0) == conn);
+            let got = got_tcp.iter().find(|g| usize::from(g.conn) == conn);
             TcpResult {
                 conn: conn as u16,
                 sent,
-                received: got.map_or(0, |g| g.1),
-                corrupt_at: got.and_then(|g| g.2),
-                error: err.or_else(|| got.and_then(|g| g.3.clone())),
+                received: got.map_or(0, |g| g.received),
+                corrupt_at: got.and_then(|g| g.corrupt_at),
+                error: err.or_else(|| got.and_then(|g| g.error.clone())),
             }
         })
         .collect();
