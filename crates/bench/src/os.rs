@@ -85,3 +85,9 @@ pub fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64
 }
+
+/// Sends SIGTERM to process `pid` (a child the caller started); returns whether it was sent.
+pub fn terminate(pid: u32) -> bool {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) == 0 }
+}

@@ -31,6 +31,9 @@ enum Command {
     Udp(cmd::udp::UdpArgs),
     /// Show the counters of a running instance.
     Status(cmd::status::StatusArgs),
+    /// Ingress health check of a scale-out deployment: keep a multipath route over several
+    /// encoder/decoder pairs to the pairs that are alive.
+    Health(cmd::health::HealthArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -56,6 +59,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Srv6(args)) => cmd::srv6::run(args),
         Some(Command::Udp(args)) => cmd::udp::run(args),
         Some(Command::Status(args)) => cmd::status::run(args),
+        Some(Command::Health(args)) => cmd::health::run(args),
         Some(Command::Bench(cmd)) => cmd::bench::run(cmd),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }

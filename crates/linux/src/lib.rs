@@ -20,6 +20,8 @@
 //!   AF_XDP sockets: [`xdp`];
 //! - operations: [`metrics`] (Prometheus, JSON), [`control`] (`hirt status`, live controller
 //!   change);
+//! - scale-out: [`health`] (`hirt health`: the ingress keeps a multipath route over several
+//!   encoder/decoder pairs to those that answer, docs/scale-out.md);
 //!
 //! Modules depend downwards only: the transports use the engine, the engine uses neither.
 //!
@@ -32,6 +34,7 @@ pub mod control;
 pub mod crypto;
 pub mod ecn;
 pub mod engine;
+pub mod health;
 pub mod metrics;
 pub mod mss;
 pub mod srv6;

@@ -1,6 +1,7 @@
 //! An rtnetlink client on `netlink-packet-route` messages over a synchronous `netlink-sys`
 //! socket: set a link up / its MTU, add an address, add/delete/list routes (plain, SRv6 `seg6`
-//! encapsulation, `seg6local` behaviours End, End.DX6, End.DT6), add/delete policy rules, ask the
+//! encapsulation, `seg6local` behaviours End, End.DX6, End.DT6, multipath routes whose next hops
+//! each carry their own `seg6` encapsulation), add/delete policy rules, ask the
 //! kernel's route and neighbour tables. This is what hirt needs to own its SIDs (routes to its
 //! TUN device) and to act as End.DX6 (a rule sending what it decapsulates to a table whose
 //! default route is the configured next hop).
@@ -13,8 +14,8 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr};
 
 use netlink_packet_core::{
-    DefaultNla, Emitable, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLA_F_NESTED, NLM_F_ACK,
-    NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    DefaultNla, Emitable, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLA_F_NESTED,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressHeaderFlags, AddressMessage};
 use netlink_packet_route::link::{
@@ -24,7 +25,7 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteLwEnCapType, RouteLwTunnelEncap, RouteMessage,
+    RouteAddress, RouteAttribute, RouteLwEnCapType, RouteLwTunnelEncap, RouteMessage, RouteNextHop,
     RouteProtocol, RouteScope, RouteSeg6IpTunnel, RouteSeg6LocalTunnel, RouteType, Seg6Header,
     Seg6LocalAction, Seg6Mode,
 };
@@ -46,6 +47,8 @@ const NLMSG_HDRLEN: usize = 16;
 const SEG6_LOCAL_BPF: u16 = 8;
 const SEG6_LOCAL_BPF_PROG: u16 = 1;
 const SEG6_LOCAL_BPF_PROG_NAME: u16 = 2;
+/// `SEG6_IPTUNNEL_SRH`: the `seg6` encapsulation's one attribute (mode and routing header).
+const SEG6_IPTUNNEL_SRH: u16 = 1;
 /// The name End.BPF programs are installed under (the kernel shows it in `ip route`).
 const END_BPF_NAME: &str = "hirt";
 
@@ -93,6 +96,20 @@ pub struct Seg6Encap {
     pub inline: bool,
 }
 
+/// One next hop of a multipath route that encapsulates in SRv6 (`nexthop encap seg6 mode encap
+/// segs S1,S2 via GW dev DEV` in `ip route` words): the kernel picks one per flow by hash
+/// (`net.ipv6.fib_multipath_hash_policy`) and encapsulates with its segment list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seg6NextHop {
+    /// The segment list, first segment first.
+    pub segments: Vec<Ipv6Addr>,
+    /// Next hop on the link (the kernel routes the encapsulated packet by its new destination,
+    /// the first segment; the next hop names the path in the route).
+    pub gateway: Option<IpAddr>,
+    /// Output interface index (0: the kernel finds it from the gateway).
+    pub oif: u32,
+}
+
 /// A route as the kernel lists it: the fields [`Route`] describes, plus its SRv6 encapsulation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListedRoute {
@@ -100,6 +117,9 @@ pub struct ListedRoute {
     pub route: Route,
     /// The `seg6` encapsulation, if any.
     pub seg6: Option<Seg6Encap>,
+    /// The next hops of a multipath route (empty for a single-path one), each with its own
+    /// encapsulation.
+    pub multipath: Vec<Seg6NextHop>,
 }
 
 /// Where the kernel sends packets to a destination.
@@ -279,6 +299,41 @@ impl Netlink {
     ) -> io::Result<()> {
         let flags = NLM_F_CREATE | if replace { NLM_F_REPLACE } else { NLM_F_EXCL };
         self.ack(RouteNetlinkMessage::NewRoute(m), flags, what)
+    }
+
+    /// Installs `dst/prefix_len` in `table` as a multipath route over `hops`, each of which
+    /// encapsulates in SRv6 with its own segment list, replacing whatever route the kernel had
+    /// for that prefix in one step (`ip -6 route replace DST nexthop encap seg6 ... nexthop
+    /// ...`): flows of next hops that stay keep flowing while the set changes.
+    pub fn replace_seg6_multipath(
+        &mut self,
+        dst: IpAddr,
+        prefix_len: u8,
+        table: u32,
+        hops: &[Seg6NextHop],
+    ) -> io::Result<()> {
+        if hops.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a multipath route needs at least one next hop",
+            ));
+        }
+        let r = Route {
+            dst,
+            prefix_len,
+            gateway: None,
+            oif: 0,
+            table,
+            seg6local: None,
+        };
+        let mut m = route_message(&r, None);
+        m.attributes.push(RouteAttribute::MultiPath(
+            hops.iter().map(seg6_next_hop).collect(),
+        ));
+        self.new_route(m, true, || {
+            let segs: Vec<_> = hops.iter().map(|h| &h.segments).collect();
+            format!("{} over next hops {segs:?}", describe("replace", &r, None))
+        })
     }
 
     /// Deletes a route (any encapsulation: destination and table identify it).
@@ -648,6 +703,7 @@ fn listed_route(m: &RouteMessage) -> Option<ListedRoute> {
         seg6local: None,
     };
     let mut seg6 = None;
+    let mut multipath = Vec::new();
     let mut action = None;
     let (mut nh6, mut table) = (None, None);
     for a in &m.attributes {
@@ -656,6 +712,7 @@ fn listed_route(m: &RouteMessage) -> Option<ListedRoute> {
             RouteAttribute::Gateway(g) => route.gateway = ip(g),
             RouteAttribute::Oif(i) => route.oif = *i,
             RouteAttribute::Table(t) => route.table = *t,
+            RouteAttribute::MultiPath(hops) => multipath = hops.iter().map(listed_hop).collect(),
             RouteAttribute::Encap(encap) => {
                 for e in encap {
                     match e {
@@ -687,7 +744,80 @@ fn listed_route(m: &RouteMessage) -> Option<ListedRoute> {
         (Some(Seg6LocalAction::EndDt6), _, Some(t)) => Some(Seg6Local::EndDt6(t)),
         _ => None,
     };
-    Some(ListedRoute { route, seg6 })
+    Some(ListedRoute {
+        route,
+        seg6,
+        multipath,
+    })
+}
+
+/// A next hop of a listed multipath route as hirt describes them (segments empty when it does
+/// not encapsulate).
+fn listed_hop(h: &RouteNextHop) -> Seg6NextHop {
+    let mut hop = Seg6NextHop {
+        segments: Vec::new(),
+        gateway: None,
+        oif: h.interface_index,
+    };
+    for a in &h.attributes {
+        match a {
+            RouteAttribute::Gateway(g) => hop.gateway = ip(g),
+            RouteAttribute::Encap(encap) => {
+                for e in encap {
+                    match e {
+                        RouteLwTunnelEncap::Seg6(RouteSeg6IpTunnel::Seg6(srh)) => {
+                            hop.segments = srh.segments.clone()
+                        }
+                        // Inside RTA_MULTIPATH the crate does not know the encapsulation
+                        // type (it is given per next hop) and leaves the attribute raw.
+                        RouteLwTunnelEncap::Other(nla) if nla.kind() == SEG6_IPTUNNEL_SRH => {
+                            let mut value = vec![0; nla.value_len()];
+                            nla.emit_value(&mut value);
+                            hop.segments = seg6_iptunnel_segments(&value).unwrap_or_default()
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    hop
+}
+
+/// The segment list, first segment first, of a raw `struct seg6_iptunnel_encap` (a 32-bit mode,
+/// then the routing header, whose list holds the last segment first).
+fn seg6_iptunnel_segments(value: &[u8]) -> Option<Vec<Ipv6Addr>> {
+    let srh = value.get(4..)?;
+    let last_entry = usize::from(*srh.get(4)?);
+    (0..=last_entry)
+        .rev()
+        .map(|i| {
+            let at = 8 + 16 * i;
+            let b: [u8; 16] = srh.get(at..at + 16)?.try_into().ok()?;
+            Some(Ipv6Addr::from(b))
+        })
+        .collect()
+}
+
+/// One `rtnexthop` of a multipath route: gateway, device, `seg6` encapsulation (mode encap).
+fn seg6_next_hop(h: &Seg6NextHop) -> RouteNextHop {
+    let mut srh = Seg6Header::default();
+    srh.mode = Seg6Mode::Encap;
+    srh.segments = h.segments.clone();
+    let mut hop = RouteNextHop::default();
+    hop.interface_index = h.oif;
+    hop.attributes.extend(
+        h.gateway
+            .map(|g| RouteAttribute::Gateway(RouteAddress::from(g))),
+    );
+    hop.attributes
+        .push(RouteAttribute::EncapType(RouteLwEnCapType::Seg6));
+    hop.attributes
+        .push(RouteAttribute::Encap(vec![RouteLwTunnelEncap::Seg6(
+            RouteSeg6IpTunnel::Seg6(srh),
+        )]));
+    hop
 }
 
 fn ip(a: &RouteAddress) -> Option<IpAddr> {
@@ -733,12 +863,20 @@ impl Installed {
         Ok(())
     }
 
-    /// Installs a rule and remembers it.
+    /// Installs a rule and remembers it. The same rule already present is taken over: an
+    /// instance killed with SIGKILL leaves its rules behind (its routes go with its device), and
+    /// the instance restarted in its place owns them from then on.
     pub fn rule(&mut self, nl: &mut Netlink, r: Rule) -> io::Result<()> {
         if self.nl.is_none() {
             self.nl = Some(Netlink::open()?);
         }
-        nl.add_rule(&r)?;
+        match nl.add_rule(&r) {
+            Ok(()) => {}
+            Err(e) if errno(&e) == Some(libc::EEXIST) => {
+                tracing::info!("taking over the rule iif {} lookup {}", r.iif, r.table);
+            }
+            Err(e) => return Err(e),
+        }
         self.rules.push(r);
         Ok(())
     }
@@ -841,7 +979,8 @@ mod tests {
                     find(&encap),
                     Some(ListedRoute {
                         route: encap.clone(),
-                        seg6: Some(segs.clone())
+                        seg6: Some(segs.clone()),
+                        multipath: Vec::new(),
                     })
                 );
                 for r in &behaviours {
@@ -867,6 +1006,116 @@ mod tests {
             assert!(shown.contains(want), "{want:?} not in\n{shown}");
         }
         assert!(!after.contains("fc00:"), "routes left behind:\n{after}");
+    }
+
+    /// A multipath route whose next hops each encapsulate with their own segment list is
+    /// installed, shrunk to one next hop and grown back by replacing it, reads back through
+    /// netlink as it was written, and shows in `ip -6 route` as `ip` would have made it.
+    #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
+    fn seg6_multipath_route_is_replaced_in_place() {
+        if !netns::available() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let ns = NetNs::new(&netns::unique_name("hnm")).unwrap();
+        veth_pair_up(&ns);
+        ns.ip(&["link", "add", "e0", "type", "veth", "peer", "name", "e1"])
+            .unwrap();
+        ns.ip(&["link", "set", "e0", "up"]).unwrap();
+        ns.ip(&["link", "set", "e1", "up"]).unwrap();
+        ns.ip(&["-6", "addr", "add", "fd00::1/64", "dev", "d0", "nodad"])
+            .unwrap();
+        ns.ip(&["-6", "addr", "add", "fd01::1/64", "dev", "e0", "nodad"])
+            .unwrap();
+        let (shown_two, shown_one, listed_two, listed_one) = ns
+            .spawn(|| {
+                let hops = [
+                    Seg6NextHop {
+                        segments: vec![v6("fc00:e1::1"), v6("fc00:d1::1")],
+                        gateway: Some(IpAddr::V6(v6("fd00::2"))),
+                        oif: if_index("d0")?,
+                    },
+                    Seg6NextHop {
+                        segments: vec![v6("fc00:e2::1"), v6("fc00:d2::1")],
+                        gateway: Some(IpAddr::V6(v6("fd01::2"))),
+                        oif: if_index("e0")?,
+                    },
+                ];
+                let dst = IpAddr::V6(v6("2001:db8:9::"));
+                let mut nl = Netlink::open()?;
+                let find = |nl: &mut Netlink| -> io::Result<Option<ListedRoute>> {
+                    Ok(nl
+                        .routes(libc::AF_INET6 as u8, 254)?
+                        .into_iter()
+                        .find(|l| l.route.dst == dst))
+                };
+                nl.replace_seg6_multipath(dst, 64, 254, &hops)?;
+                let (shown_two, listed_two) = (ip_route_show()?, find(&mut nl)?);
+                nl.replace_seg6_multipath(dst, 64, 254, &hops[1..])?;
+                let (shown_one, listed_one) = (ip_route_show()?, find(&mut nl)?);
+                nl.replace_seg6_multipath(dst, 64, 254, &hops)?;
+                assert_eq!(find(&mut nl)?.map(|l| l.multipath), Some(hops.to_vec()));
+                assert!(nl.replace_seg6_multipath(dst, 64, 254, &[]).is_err());
+                Ok((shown_two, shown_one, listed_two, listed_one))
+            })
+            .join()
+            .unwrap()
+            .unwrap();
+        let listed_two = listed_two.expect("the multipath route is listed");
+        assert_eq!(listed_two.multipath.len(), 2, "{listed_two:?}");
+        assert_eq!(
+            listed_two.multipath[0].segments,
+            vec![v6("fc00:e1::1"), v6("fc00:d1::1")]
+        );
+        for want in [
+            "nexthop  encap seg6 mode encap segs 2 [ fc00:e1::1 fc00:d1::1 ] via fd00::2 dev d0 weight 1",
+            "nexthop  encap seg6 mode encap segs 2 [ fc00:e2::1 fc00:d2::1 ] via fd01::2 dev e0 weight 1",
+        ] {
+            assert!(shown_two.contains(want), "{want:?} not in\n{shown_two}");
+        }
+        // One next hop left: the kernel keeps it as a plain route with that encapsulation.
+        let one = listed_one.expect("still routed");
+        assert_eq!(
+            one.seg6.map(|e| e.segments),
+            Some(vec![v6("fc00:e2::1"), v6("fc00:d2::1")]),
+            "{shown_one}"
+        );
+        assert!(!shown_one.contains("fc00:e1::1"), "{shown_one}");
+    }
+
+    /// A rule left behind by an instance that could not clean up (SIGKILL) is taken over by the
+    /// next one, which removes it when it stops.
+    #[test]
+    #[cfg_attr(not(hirt_root), ignore = "needs root")]
+    fn installed_rules_take_over_a_stale_one() {
+        if !netns::available() {
+            eprintln!("skipped: needs root");
+            return;
+        }
+        let ns = NetNs::new(&netns::unique_name("hnr")).unwrap();
+        let rules = ns
+            .spawn(|| {
+                let rule = Rule {
+                    family: libc::AF_INET6 as u8,
+                    iif: "hirt0x".into(),
+                    table: 4869,
+                    priority: 1000,
+                };
+                let mut nl = Netlink::open()?;
+                nl.add_rule(&rule)?;
+                let mut installed = Installed::default();
+                installed.rule(&mut nl, rule.clone())?;
+                drop(installed);
+                let out = std::process::Command::new("ip")
+                    .args(["-6", "rule", "show"])
+                    .output()?;
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+            .join()
+            .unwrap()
+            .unwrap();
+        assert!(!rules.contains("hirt0x"), "removed on stop:\n{rules}");
     }
 
     /// A link `d0` that is up (its peer `d1` up too, so it has a carrier).

@@ -14,6 +14,9 @@ pub enum BenchCommand {
     Dataplane(DataplaneBenchArgs),
     /// TCP goodput through the UDP tunnel, and Gbit/s per hirt core.
     Udp(UdpBenchArgs),
+    /// Two SRv6 encoder/decoder pairs behind ECMP kept by `hirt health`: encoders killed with
+    /// SIGKILL, the time until their flows arrive through the other pair.
+    Scaleout(ScaleoutBenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -21,6 +24,89 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Codec(a) => hirt_bench::codec::run(a.into()),
         BenchCommand::Dataplane(a) => hirt_bench::dataplane::run(a.into()),
         BenchCommand::Udp(a) => hirt_bench::udp::run(a.into()),
+        BenchCommand::Scaleout(a) => {
+            let json = a.json;
+            let report = hirt_bench::scaleout::run(&a.into_config()?)?;
+            hirt_bench::scaleout::print(&report, json)
+        }
+    }
+}
+
+/// Arguments of `hirt bench scaleout`.
+#[derive(Debug, Clone, Args)]
+pub struct ScaleoutBenchArgs {
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Encoder kills, alternating between the two pairs.
+    #[arg(long, default_value_t = 50)]
+    pub events: usize,
+    /// UDP flows (one source port each).
+    #[arg(long, default_value_t = 32)]
+    pub flows: usize,
+    /// Milliseconds between two datagrams of a flow.
+    #[arg(long, default_value_t = 2.0)]
+    pub period_ms: f64,
+    /// `hirt health --interval-ms`.
+    #[arg(long, default_value_t = 50.0)]
+    pub interval_ms: f64,
+    /// `hirt health --timeout-ms`.
+    #[arg(long, default_value_t = 25.0)]
+    pub timeout_ms: f64,
+    /// `hirt health --fall`.
+    #[arg(long, default_value_t = 3)]
+    pub fall: u32,
+    /// `hirt health --rise`.
+    #[arg(long, default_value_t = 3)]
+    pub rise: u32,
+    /// Milliseconds both pairs carry flows before each kill.
+    #[arg(long, default_value_t = 300)]
+    pub settle_ms: u64,
+    /// `hirt srv6 --fec` of the pairs.
+    #[arg(long, default_value = "ours")]
+    pub fec: String,
+    /// Directory for the logs of the hirt processes (default: the temporary directory).
+    #[arg(long)]
+    pub log_dir: Option<std::path::PathBuf>,
+    /// TCP connections through the tunnel beside the UDP flows (1000 bytes every
+    /// --period-ms each), every byte checked.
+    #[arg(long, default_value_t = 4)]
+    pub tcp: usize,
+    /// How an encoder is stopped: `kill` (SIGKILL) or `term` (SIGTERM, a clean stop).
+    #[arg(long, value_enum, default_value_t = StopArg::Kill)]
+    pub stop: StopArg,
+}
+
+/// How `hirt bench scaleout` stops an encoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StopArg {
+    /// SIGKILL: nothing is cleaned up.
+    Kill,
+    /// SIGTERM: hirt removes its routes and exits.
+    Term,
+}
+
+impl ScaleoutBenchArgs {
+    /// The configuration; the hirt processes are this binary.
+    pub fn into_config(self) -> anyhow::Result<hirt_bench::scaleout::ScaleoutConfig> {
+        Ok(hirt_bench::scaleout::ScaleoutConfig {
+            program: std::env::current_exe()?,
+            events: self.events,
+            flows: self.flows,
+            period_ms: self.period_ms,
+            interval_ms: self.interval_ms,
+            timeout_ms: self.timeout_ms,
+            fall: self.fall,
+            rise: self.rise,
+            settle_ms: self.settle_ms,
+            fec: self.fec,
+            log_dir: self.log_dir,
+            tcp: self.tcp,
+            stop: match self.stop {
+                StopArg::Kill => hirt_bench::scaleout::StopBy::Kill,
+                StopArg::Term => hirt_bench::scaleout::StopBy::Term,
+            },
+        })
     }
 }
 

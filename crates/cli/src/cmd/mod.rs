@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod coder;
 pub mod fec;
+pub mod health;
 pub mod lab;
 pub mod sim;
 pub mod srv6;
