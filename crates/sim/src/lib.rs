@@ -9,6 +9,7 @@
 
 pub mod command;
 pub mod experiments;
+pub mod multipath;
 pub mod plot;
 pub mod scenario;
 pub mod traffic;

@@ -120,7 +120,8 @@ keyword_enum!(
         Greedy = "greedy",
         /// Uniformly random over the usable paths (baseline).
         Random = "random",
-        /// Flows spread over the usable paths in proportion to capacity, discounted by RTT.
+        /// Flows spread over the usable paths in proportion to capacity (`capacity-bps`) times
+        /// `min SRTT / SRTT`.
         Bond = "bond",
     }
 );
@@ -250,12 +251,17 @@ pub struct PathManagerConfig {
     pub flow_idle_ms: f64,
     /// Most flows remembered; beyond it the least recently seen is forgotten (65536).
     pub max_flows: usize,
-    /// Path capacities in bit/s for `bond`, by path id (missing: the measured delivery rate).
+    /// Path capacities in bit/s for `bond`, by path id (missing: the mean of the given ones;
+    /// none given: all alike).
     pub capacity_bps: Vec<(PathId, u64)>,
     /// The policy.
     pub policy: PolicyConfig,
     /// Which path repairs take (same).
     pub repair_path: RepairPath,
+    /// Added to the hold of a repair that takes a faster path than its sources
+    /// ([`PathManager::repair_hold`](super::PathManager::repair_hold)), in ms (2): room for
+    /// jitter.
+    pub repair_hold_margin_ms: f64,
 }
 
 impl Default for PathManagerConfig {
@@ -272,6 +278,7 @@ impl Default for PathManagerConfig {
             capacity_bps: Vec::new(),
             policy: PolicyConfig::default(),
             repair_path: RepairPath::Same,
+            repair_hold_margin_ms: 2.0,
         }
     }
 }
@@ -332,6 +339,13 @@ impl PathManagerConfig {
             m,
             (1.0..=16_777_216.0).contains(&m),
             "1..=16777216",
+        )?;
+        let h = self.repair_hold_margin_ms;
+        range(
+            "repair-hold-margin-ms",
+            h,
+            (0.0..=10_000.0).contains(&h),
+            "0..=10000",
         )?;
         self.policy.validate()
     }

@@ -333,6 +333,22 @@ impl PathManager {
             .unwrap_or(0.0)
     }
 
+    /// EXP3 weight share of `path` among all paths, usable or not (TPC's convergence
+    /// criterion on the weights alone, without the health state machine's help).
+    pub fn exp3_raw_weight_share(&self, path: PathId) -> f64 {
+        self.index(path)
+            .map(|i| self.exp3.weight_share(i, |_| true))
+            .unwrap_or(0.0)
+    }
+
+    /// The probability that the policy puts a new flow on `path` now (1 or 0 for failover and
+    /// greedy).
+    pub fn probability(&self, path: PathId) -> f64 {
+        self.index(path)
+            .and_then(|i| self.probs.get(i).copied())
+            .unwrap_or(0.0)
+    }
+
     /// Every path's measurements and counters.
     pub fn snapshot(&self) -> Vec<PathSnapshot> {
         let total: u64 = self.paths.iter().map(|p| p.sources).sum();
@@ -463,26 +479,23 @@ impl PathManager {
                     .unwrap_or(fallback_rtt)
                     .as_secs_f64()
                     .max(1e-6);
-                let measured: Vec<f64> = (0..n)
-                    .map(|i| {
-                        let p = &self.paths[i];
-                        p.capacity_bps.map_or(p.delivery_bps, |c| c as f64)
-                    })
+                // Capacity comes from `capacity-bps`; a path without one counts as the mean of
+                // the configured ones (all alike when none is). A measured delivery rate is no
+                // capacity estimate: it is what the policy chose to send, so a path given
+                // little would keep getting little.
+                let configured: Vec<f64> = (0..n)
+                    .filter_map(|i| self.paths[i].capacity_bps.map(|c| c as f64))
                     .collect();
-                let known: Vec<f64> = measured.iter().copied().filter(|&c| c > 0.0).collect();
-                // A path with no capacity known yet counts as the mean of the known ones, so
-                // that it gets traffic (and with it a measurement).
-                let default = if known.is_empty() {
+                let default = if configured.is_empty() {
                     1.0
                 } else {
-                    known.iter().sum::<f64>() / known.len() as f64
+                    configured.iter().sum::<f64>() / configured.len() as f64
                 };
                 for i in 0..n {
                     if usable[i] {
-                        let cap = if measured[i] > 0.0 {
-                            measured[i]
-                        } else {
-                            default
+                        let cap = match self.paths[i].capacity_bps {
+                            Some(c) => c as f64,
+                            None => default,
                         };
                         let rtt = self.paths[i].srtt_or(fallback_rtt).as_secs_f64();
                         probs[i] = cap * (min_rtt / rtt.max(1e-6));
@@ -635,6 +648,29 @@ impl PathManager {
         self.paths[i].repairs += 1;
         self.record_send(i, len, now);
         self.paths[i].id
+    }
+
+    /// How long to hold a repair for sources on `source_path` before sending it on
+    /// `repair_path`: half the SRTT difference when the repair path is the faster one (plus
+    /// `repair-hold-margin-ms`), else zero. A repair that outruns the sources it covers makes
+    /// the decoder solve for sources still in flight and count them lost; held this long, it
+    /// arrives with them, and still crosses an outage of the source path.
+    pub fn repair_hold(&self, source_path: PathId, repair_path: PathId) -> Duration {
+        let (Some(s), Some(r)) = (self.index(source_path), self.index(repair_path)) else {
+            return Duration::ZERO;
+        };
+        if s == r {
+            return Duration::ZERO;
+        }
+        let fallback = self.initial_rtt();
+        let diff = self.paths[s]
+            .srtt_or(fallback)
+            .saturating_sub(self.paths[r].srtt_or(fallback));
+        if diff.is_zero() {
+            Duration::ZERO
+        } else {
+            diff / 2 + Duration::from_secs_f64(self.cfg.repair_hold_margin_ms / 1000.0)
+        }
     }
 
     /// A packet of `len` bytes the caller put on `path` itself (e.g. feedback riding the path).
