@@ -635,11 +635,14 @@ impl PathManager {
         let src = self.index(source_path);
         let i = match (self.cfg.repair_path, src) {
             (RepairPath::Same, Some(s)) => s,
+            // Until both ends of the choice have an RTT, a repair's hold is unknown and it
+            // could outrun its sources: it goes with them.
+            (RepairPath::Diverse, Some(s)) if self.paths[s].srtt.is_none() => s,
             (RepairPath::Diverse, Some(s)) => {
                 let usable = self.usable_mask();
                 let fallback = self.initial_rtt();
                 (0..self.paths.len())
-                    .filter(|&i| i != s && usable[i])
+                    .filter(|&i| i != s && usable[i] && self.paths[i].srtt.is_some())
                     .min_by_key(|&i| (self.paths[i].srtt_or(fallback), self.paths[i].id))
                     .unwrap_or(s)
             }
@@ -762,7 +765,7 @@ impl PathManager {
     }
 
     /// Credits pending EXP3 steps on path `i` whose decision precedes the newest confirmed
-    /// packet: `u = SRTT_max - SRTT_i` over the usable paths.
+    /// packet: `u = SRTT_max - SRTT_i`, the maximum over every measured path.
     fn reward(&mut self, i: usize) {
         if self.cfg.policy.kind != PolicyKind::LowestDelay {
             self.paths[i].steps.clear();
@@ -779,9 +782,12 @@ impl PathManager {
             // SRTT_max is not known yet: the steps wait rather than earn a zero reward.
             return;
         }
-        let max = (0..self.paths.len())
-            .filter(|&j| usable[j])
-            .filter_map(|j| self.paths[j].srtt)
+        // Over every measured path, usable or not: while a slow path is suspect, the fast
+        // one still earns its lead over it.
+        let max = self
+            .paths
+            .iter()
+            .filter_map(|p| p.srtt)
             .max()
             .unwrap_or(srtt);
         let diff = max.saturating_sub(srtt).as_secs_f64();
@@ -1040,7 +1046,25 @@ mod tests {
         c.repair_path = RepairPath::Diverse;
         let mut m = PathManager::new(c, &[3, 7], 1).unwrap();
         assert_eq!(m.path_for_flow(1, 100, t0), 3);
+        // No RTT known yet: repairs go with their sources.
+        assert_eq!(m.path_for_repair(3, 100, t0), 3);
+        for (path, rtt) in [(3, 40), (7, 10)] {
+            let obs = PathObservation {
+                path,
+                echo_sent_at: Some(t0),
+                echo_held: Duration::ZERO,
+                received: 1,
+                lost: 0,
+                bytes: 100,
+                interval: Duration::ZERO,
+            };
+            m.handle_observation(&obs, t0 + MS * rtt);
+        }
+        let t0 = t0 + MS * 40;
         assert_eq!(m.path_for_repair(3, 100, t0), 7);
+        // Half the RTT difference plus the 2 ms margin; none the other way round.
+        assert_eq!(m.repair_hold(3, 7), MS * 17);
+        assert_eq!(m.repair_hold(7, 3), Duration::ZERO);
         assert_eq!(m.path_for_repair(7, 100, t0), 3);
         m.set_repair_path(RepairPath::Same);
         assert_eq!(m.path_for_repair(3, 100, t0), 3);
@@ -1069,6 +1093,50 @@ mod tests {
         // A flow keeps its path (new-flow assignment).
         let first = m.path_for_flow(5, 1, t0);
         assert!((0..50).all(|_| m.path_for_flow(5, 1, t0) == first));
+    }
+
+    proptest::proptest! {
+        /// A path whose reports alternate between good and heavy loss (a flapping path) moves
+        /// traffic at most once away from it and never back while it keeps flapping: with
+        /// `up-after` >= 2, one good report between bad ones never restores it.
+        #[test]
+        fn alternating_reports_do_not_flap_traffic(
+            up_after in 2u32..5,
+            down_after in 1u32..5,
+            start_bad in proptest::prelude::any::<bool>(),
+            reports in 4usize..200,
+        ) {
+            let t0 = crate::test_util::t0();
+            let mut c = cfg(PolicyKind::Failover);
+            c.up_after = up_after;
+            c.down_after = down_after;
+            c.probe_interval_ms = 0.0;
+            let mut m = PathManager::new(c, &[0, 1], 1).unwrap();
+            let mut switches = Vec::new();
+            for k in 0..reports {
+                let now = t0 + MS * (20 * k as u32);
+                let bad = (k % 2 == 0) == start_bad;
+                for path in [0u8, 1] {
+                    let obs = PathObservation {
+                        path,
+                        echo_sent_at: Some(now),
+                        echo_held: Duration::ZERO,
+                        received: if bad && path == 0 { 1 } else { 10 },
+                        lost: if bad && path == 0 { 9 } else { 0 },
+                        bytes: 1000,
+                        interval: 20 * MS,
+                    };
+                    m.handle_observation(&obs, now);
+                }
+                while let Some(e) = m.poll_event() {
+                    if let PathEvent::Switch { to, .. } = e {
+                        switches.push(to);
+                    }
+                }
+            }
+            proptest::prop_assert!(switches.len() <= 1, "{:?}", switches);
+            proptest::prop_assert!(switches.iter().all(|&p| p == 1), "{:?}", switches);
+        }
     }
 
     #[test]
