@@ -10,6 +10,7 @@
 pub mod command;
 pub mod experiments;
 pub mod multipath;
+pub mod paths_experiments;
 pub mod plot;
 pub mod scenario;
 pub mod traffic;

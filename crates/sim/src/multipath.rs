@@ -117,17 +117,17 @@ impl FromStr for PathSpec {
                 "rate" => p.rate_bps = Some(parse_bitrate(&v)?),
                 "loss" => p.loss = v.parse().map_err(|e| format!("loss `{v}`: {e}"))?,
                 "outage" => {
-                    let (start, len) = v
-                        .split_once('+')
-                        .ok_or_else(|| format!("outage `{v}`: expected START+LENGTH, e.g. 10s+2s"))?;
+                    let (start, len) = v.split_once('+').ok_or_else(|| {
+                        format!("outage `{v}`: expected START+LENGTH, e.g. 10s+2s")
+                    })?;
                     p.schedule
                         .outages
                         .push((parse_duration(start)?, parse_duration(len)?));
                 }
                 "delay-at" | "delay-change" | "delay_change" => {
-                    let (at, d) = v
-                        .split_once(':')
-                        .ok_or_else(|| format!("delay-at `{v}`: expected TIME:DELAY, e.g. 10s:95ms"))?;
+                    let (at, d) = v.split_once(':').ok_or_else(|| {
+                        format!("delay-at `{v}`: expected TIME:DELAY, e.g. 10s:95ms")
+                    })?;
                     p.schedule
                         .delay_changes
                         .push((parse_duration(at)?, parse_duration(d)?));
@@ -164,6 +164,12 @@ pub struct MultipathScenario {
     pub stream_per_path: bool,
     /// Time-driven repair delay of the encoder.
     pub repair_delay: Option<Duration>,
+    /// Time-driven re-sends after a timer repair (`None`: the encoder's default). A stream
+    /// whose path was evacuated goes silent: these re-sends are the repairs that recover what
+    /// the outage took before the move.
+    pub repair_retries: Option<u8>,
+    /// Gap between those re-sends (`None`: `repair_delay`).
+    pub repair_retry_gap: Option<Duration>,
     /// Master seed.
     pub seed: u64,
 }
@@ -182,6 +188,8 @@ impl Default for MultipathScenario {
             flow_packets: 20,
             stream_per_path: true,
             repair_delay: Some(Duration::from_millis(5)),
+            repair_retries: None,
+            repair_retry_gap: None,
             seed: 1,
         }
     }
@@ -253,6 +261,8 @@ pub struct MultipathReport {
     /// Flows (of `flow-packets` sources) started at or after the first delay change (all
     /// flows without one) whose every source reached the application.
     pub flows_completed: u64,
+    /// Mean completion time of those flows, ms.
+    pub flow_mean_ms: f64,
     /// Median completion time of those flows (first send to last source delivered), ms.
     pub flow_p50_ms: f64,
     /// 90th percentile of it, ms.
@@ -383,6 +393,12 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
         .map_err(|e| anyhow::anyhow!("--scheme {}: {e}", sc.scheme))?;
     let mut enc_cfg = EncoderConfig::new(mode.clone());
     enc_cfg.repair_delay = sc.repair_delay;
+    if let Some(n) = sc.repair_retries {
+        enc_cfg.repair_retries = n;
+    }
+    if sc.repair_retry_gap.is_some() {
+        enc_cfg.repair_retry_gap = sc.repair_retry_gap;
+    }
     let dec_cfg = DecoderConfig::new(mode.scheme.clone());
     let mut enc = Encoder::new(enc_cfg, sc.seed);
     let mut dec = Decoder::new(dec_cfg, sc.seed ^ 0xDEC0DE);
@@ -502,6 +518,7 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
         flows_completed: 0,
         recovery_p99_ms: 0.0,
         recovery_max_ms: 0.0,
+        flow_mean_ms: 0.0,
         flow_p50_ms: 0.0,
         flow_p90_ms: 0.0,
         converge_ms: None,
@@ -533,7 +550,10 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
         let (mut enc_touched, mut dec_touched, mut mgr_touched) = (false, false, false);
         match ev {
             Ev::Emit => {
-                for o in outages.iter_mut().filter(|o| o.preferred.is_none() && o.start <= t) {
+                for o in outages
+                    .iter_mut()
+                    .filter(|o| o.preferred.is_none() && o.start <= t)
+                {
                     o.preferred = Some(mgr.preferred() == Some(o.path));
                 }
                 let idx = emitted as usize;
@@ -649,7 +669,11 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
                     push(&mut heap, ns_of(arr), ev);
                 }
             }
-            Ev::Probe { path, pseq: ps, sent } => {
+            Ev::Probe {
+                path,
+                pseq: ps,
+                sent,
+            } => {
                 mon.on_packet(path, ps, sent, 0, now);
                 last_arrival_path = path;
             }
@@ -786,7 +810,8 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
                     continue;
                 }
                 let idx = esi_map.get(&rec.stream).and_then(|(e0, v)| {
-                    v.get(rec.esi.wrapping_sub(*e0) as usize).map(|&i| i as usize)
+                    v.get(rec.esi.wrapping_sub(*e0) as usize)
+                        .map(|&i| i as usize)
                 });
                 let Some(idx) = idx else {
                     r.corrupt_recoveries += 1;
@@ -867,6 +892,7 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
     rec.sort_by(f64::total_cmp);
     r.recovery_p99_ms = quantile(&rec, 0.99);
     r.recovery_max_ms = rec.last().copied().unwrap_or(0.0);
+    r.flow_mean_ms = fct.iter().sum::<f64>() / fct.len().max(1) as f64;
     r.flow_p50_ms = quantile(&fct, 0.5);
     r.flow_p90_ms = quantile(&fct, 0.9);
     r.traffic_converge_ms = traffic_converge_ns.map(|c| c as f64 / 1e6);
@@ -888,15 +914,155 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
     Ok(r)
 }
 
+/// `hirt sim --path ...`: the multi-path flags, with the strings in the flags' syntax.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MultipathCommand {
+    /// One per `--path` (ids 0, 1, ... in order).
+    pub paths: Vec<String>,
+    /// `--policy`: failover | lowest-delay | greedy | random | bond.
+    pub policy: String,
+    /// `--repair-path`: same | diverse.
+    pub repair_path: String,
+    /// `--gamma`: EXP3 exploration.
+    pub gamma: f64,
+    /// `--exp3-reward`: normalized | ms.
+    pub reward: String,
+    /// `--path-feedback-interval`: the path report interval.
+    pub feedback_interval: String,
+    /// `--scheme`.
+    pub scheme: String,
+    /// `--window`.
+    pub window: Option<u16>,
+    /// `--rate` (pps).
+    pub rate: String,
+    /// `--packets` (`None`: 20 s worth).
+    pub packets: Option<u64>,
+    /// `--size` (one size in bytes).
+    pub size: String,
+    /// `--repair-delay` (or `off`).
+    pub repair_delay: String,
+    /// `--repair-retries`.
+    pub repair_retries: u8,
+    /// `--seed`.
+    pub seed: u64,
+    /// `--json`.
+    pub json: bool,
+}
+
+impl MultipathCommand {
+    /// The scenario the flags describe; errors name the flag.
+    pub fn scenario(&self) -> anyhow::Result<MultipathScenario> {
+        let paths = self
+            .paths
+            .iter()
+            .map(|p| {
+                p.parse::<PathSpec>()
+                    .map_err(|e| anyhow::anyhow!("--path `{p}`: {e}"))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let mut manager = PathManagerConfig::default();
+        manager.policy.kind = self
+            .policy
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--policy: {e}"))?;
+        manager.repair_path = self
+            .repair_path
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--repair-path: {e}"))?;
+        manager.policy.gamma = self.gamma;
+        manager.policy.reward = self
+            .reward
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--exp3-reward: {e}"))?;
+        manager.feedback_interval_ms = parse_duration(&self.feedback_interval)
+            .map_err(|e| anyhow::anyhow!("--path-feedback-interval: {e}"))?
+            .as_secs_f64()
+            * 1e3;
+        manager
+            .validate()
+            .map_err(|e| anyhow::anyhow!("path manager: {e}"))?;
+        let rate_pps =
+            crate::traffic::parse_rate(&self.rate).map_err(|e| anyhow::anyhow!("--rate: {e}"))?;
+        let size: usize = self
+            .size
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("--size: multi-path runs take one size in bytes"))?;
+        let duration = match self.packets {
+            Some(n) => Duration::from_secs_f64(n as f64 / rate_pps),
+            None => Duration::from_secs(20),
+        };
+        let repair_delay = match self.repair_delay.trim() {
+            "off" => None,
+            d => Some(parse_duration(d).map_err(|e| anyhow::anyhow!("--repair-delay: {e}"))?),
+        };
+        Ok(MultipathScenario {
+            paths,
+            manager,
+            scheme: self.scheme.clone(),
+            window: self.window,
+            rate_pps,
+            size,
+            duration,
+            repair_delay,
+            repair_retries: Some(self.repair_retries),
+            seed: self.seed,
+            ..MultipathScenario::default()
+        })
+    }
+
+    /// Runs it and prints the report (JSON, or a summary line per run and per path).
+    pub fn run(&self) -> anyhow::Result<()> {
+        let r = run(&self.scenario()?)?;
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+            return Ok(());
+        }
+        println!(
+            "{} (repairs {}): {} sources, {} lost, {} recovered, {} unrecovered, {} duplicates, \
+             {} double deliveries, overhead {:.3}, {} switches, failover {:?} ms, converge {:?} ms",
+            r.policy,
+            r.repair_path,
+            r.sources,
+            r.lost,
+            r.recovered,
+            r.unrecovered,
+            r.duplicates,
+            r.double_deliveries,
+            r.overhead,
+            r.switches,
+            r.failover_ms,
+            r.converge_ms
+        );
+        for p in &r.paths {
+            let s = &p.snapshot;
+            println!(
+                "  path {}: {}, srtt {:.1} ms, share {:.3}, {} sources, {} repairs, {} probes, \
+                 {} outage drops",
+                s.path,
+                s.state.as_str(),
+                s.srtt_ms,
+                s.share,
+                s.sources,
+                s.repairs,
+                s.probes,
+                p.outage_drops
+            );
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn parses_path_specs() {
-        let p: PathSpec = "delay=5ms,rdelay=5ms,loss=ge:p=0.01,r=0.3,outage=10s+2s,delay-at=10s:95ms,rate=50mbit"
-            .parse()
-            .unwrap();
+        let p: PathSpec =
+            "delay=5ms,rdelay=5ms,loss=ge:p=0.01,r=0.3,outage=10s+2s,delay-at=10s:95ms,rate=50mbit"
+                .parse()
+                .unwrap();
         assert_eq!(p.delay, Duration::from_millis(5));
         assert_eq!(p.rdelay, Some(Duration::from_millis(5)));
         assert!(matches!(p.loss, LossSpec::GilbertElliott { .. }));
@@ -969,7 +1135,10 @@ mod tests {
     #[test]
     fn exp3_converges_after_a_delay_inversion() {
         // 10 ms vs 100 ms RTT, swapped at 2 s (TPC IV-C), TPC's reward in ms, Gamma 0.1.
-        let paths = ["delay=5ms,delay-change=2s:50ms", "delay=50ms,delay-change=2s:5ms"];
+        let paths = [
+            "delay=5ms,delay-change=2s:50ms",
+            "delay=50ms,delay-change=2s:5ms",
+        ];
         for seed in 1..=3 {
             let mut sc = scenario(&paths, "lowest-delay", "same", seed);
             sc.manager.policy.reward = hirt_core::path::Exp3Reward::Milliseconds;
@@ -986,7 +1155,10 @@ mod tests {
     fn per_path_reordering_is_neither_loss_nor_double_delivery() {
         // Flows over a 10 ms and a 100 ms RTT path at once, 1% loss on each; repairs with
         // their sources, then across the other path.
-        let paths = ["delay=5ms,loss=uniform:0.01", "delay=50ms,loss=uniform:0.01"];
+        let paths = [
+            "delay=5ms,loss=uniform:0.01",
+            "delay=50ms,loss=uniform:0.01",
+        ];
         for repair in ["same", "diverse"] {
             for policy in ["random", "bond"] {
                 let r = run(&scenario(&paths, policy, repair, 7)).unwrap();

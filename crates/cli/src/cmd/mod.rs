@@ -5,6 +5,7 @@ pub mod coder;
 pub mod fec;
 pub mod lab;
 pub mod sim;
+pub mod sim_paths;
 pub mod srv6;
 pub mod status;
 pub mod udp;
