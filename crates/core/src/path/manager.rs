@@ -693,7 +693,7 @@ impl PathManager {
         let p = &mut self.paths[i];
         let mut progress = false;
         if let Some(sent) = obs.echo_sent_at {
-            if p.confirmed.map_or(true, |c| sent > c) {
+            if p.confirmed.is_none_or(|c| sent > c) {
                 progress = true;
                 p.confirmed = Some(sent);
                 while p.unconfirmed.front().is_some_and(|&t| t <= sent) {
@@ -898,7 +898,7 @@ impl PathManager {
 fn argmax(p: &[f64]) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, &x) in p.iter().enumerate() {
-        if x > 0.0 && best.map_or(true, |b| x > p[b]) {
+        if x > 0.0 && best.is_none_or(|b| x > p[b]) {
             best = Some(i);
         }
     }
@@ -1007,7 +1007,7 @@ mod tests {
         assert_eq!(to, 1);
         // Detection: oldest unconfirmed send + SRTT (10 ms) + 1.25 intervals (25 ms).
         assert!(
-            t_out >= 1000 && t_out < 1000 + 3 * 20,
+            (1000..1000 + 3 * 20).contains(&t_out),
             "switched at {t_out}"
         );
         let (t_back, to) = sw[1];
