@@ -15,6 +15,7 @@ pub mod link;
 pub mod loss;
 pub mod rate;
 pub mod reorder;
+pub mod schedule;
 
 pub use delay::Delay;
 pub use link::{Link, LinkConfig, LinkCounters};
@@ -23,6 +24,7 @@ pub use loss::{
 };
 pub use rate::{QueueLimit, RateLimit};
 pub use reorder::Reorder;
+pub use schedule::{LinkSchedule, ScheduledLink};
 
 /// Builds the deterministic RNG every element uses from a caller seed and an element-specific
 /// salt, so that two elements seeded alike still draw independent streams.

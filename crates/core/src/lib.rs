@@ -35,6 +35,7 @@ pub mod feedback;
 mod loss;
 mod order;
 mod overload;
+pub mod path;
 mod stats;
 mod streams;
 mod timestamp;

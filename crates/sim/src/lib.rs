@@ -9,6 +9,8 @@
 
 pub mod command;
 pub mod experiments;
+pub mod multipath;
+pub mod paths_experiments;
 pub mod plot;
 pub mod scenario;
 pub mod traffic;

@@ -6,6 +6,7 @@ pub mod fec;
 pub mod health;
 pub mod lab;
 pub mod sim;
+pub mod sim_paths;
 pub mod srv6;
 pub mod status;
 pub mod udp;

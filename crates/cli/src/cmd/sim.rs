@@ -8,6 +8,9 @@ use hirt_sim::SimConfig;
 /// Arguments of `hirt sim`.
 #[derive(Debug, Args)]
 pub struct SimArgs {
+    /// Several paths (`--path`, `--policy`, ...).
+    #[command(flatten)]
+    pub multipath: super::sim_paths::PathArgs,
     /// Forward loss model: none | uniform:P | ge:p=..,r=..[,k=..,h=..] | burst:len=B,every=N |
     /// trace:FILE.
     #[arg(long, default_value = "none")]
@@ -132,6 +135,9 @@ impl From<SimArgs> for SimConfig {
 }
 
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
+    if args.multipath.active() {
+        return super::sim_paths::run(&args);
+    }
     hirt_sim::command::run(args.into())
 }
 
