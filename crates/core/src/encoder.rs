@@ -8,9 +8,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::codec::EncCodec;
-use crate::config::EncoderConfig;
+use crate::config::{EncoderConfig, INITIAL_RTT};
 use crate::controller::{self, Controller, FeedbackContext, RepairTrigger};
-use crate::feedback::Feedback;
+use crate::feedback::{Feedback, LossReport};
 use crate::overload::Budget;
 use crate::stats::EncoderStats;
 use crate::streams::StreamMap;
@@ -59,6 +59,14 @@ const DROP_CREDIT_TTL: Duration = Duration::from_millis(100);
 /// skipped repair would have recovered is reported unrecovered when it leaves the decoder's
 /// window, which at the rates where overload happens is milliseconds later.
 const SKIP_CREDIT_TTL: Duration = Duration::from_millis(500);
+/// Repairs per source that loss reports may draw on (a token bucket), and the bucket's size:
+/// the answers to reports are capped by what the reports name and by this budget, so neither
+/// a burst of reports nor an overloaded decoder can make the encoder send more than a bounded
+/// share of the traffic in repairs.
+const REPORT_BUDGET_PER_SOURCE: f64 = 0.3;
+const REPORT_BUDGET_MAX: f64 = 256.0;
+/// Slots of the "answered at" memory of loss reports (a power of two above the largest window).
+const ANSWERED_SLOTS: usize = 4096;
 
 #[derive(Debug)]
 struct Stream {
@@ -85,6 +93,13 @@ struct Stream {
     /// last one was skipped.
     skip_credit: u32,
     skip_credit_at: Option<Instant>,
+    /// When the latest source came (the deadline mode's tail timer waits for a pause).
+    last_source_at: Option<Instant>,
+    /// Loss reports: the answer budget, when each named ESI was last answered (allocated on
+    /// the first report), and local drops not yet set against named ESIs.
+    report_tokens: f64,
+    answered: Vec<(Esi, Option<Instant>)>,
+    report_drop_credit: u32,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -186,6 +201,10 @@ impl Encoder {
             drop_credit_at: None,
             skip_credit: 0,
             skip_credit_at: None,
+            last_source_at: None,
+            report_tokens: 32.0,
+            answered: Vec::new(),
+            report_drop_credit: 0,
             srtt: None,
             stats,
         });
@@ -206,6 +225,8 @@ impl Encoder {
         s.next_esi = esi.wrapping_add(1);
         s.stats.sources += 1;
         s.stats.source_bytes += packet.len() as u64;
+        s.last_source_at = Some(now);
+        s.report_tokens = (s.report_tokens + REPORT_BUDGET_PER_SOURCE).min(REPORT_BUDGET_MAX);
 
         // Block codes emit their repairs from push_source; their work is already done, overload
         // control can only withhold them (counted as skips).
@@ -266,6 +287,18 @@ impl Encoder {
         trigger: RepairTrigger,
         now: Instant,
     ) {
+        Self::repair_until(s, out, rng, trigger, None, now);
+    }
+
+    /// [`Self::repair`] over the window that ends just before `end` (`None`: the newest source).
+    fn repair_until(
+        s: &mut Stream,
+        out: &mut Out,
+        rng: &mut ChaCha8Rng,
+        trigger: RepairTrigger,
+        end: Option<Esi>,
+        now: Instant,
+    ) {
         if !s.budget.admit(now, rng) {
             s.stats.overload_skips += 1;
             s.skip_credit = s.skip_credit.saturating_add(1);
@@ -277,11 +310,15 @@ impl Encoder {
         let stream = s.id;
         let mut made = 0u64;
         let mut bytes = 0u64;
-        s.codec.repair_now(&mut |info, payload| {
+        let mut emit = |info, payload: &[u8]| {
             out.push(stream, info, payload, now);
             made += 1;
             bytes += payload.len() as u64;
-        });
+        };
+        match end {
+            Some(end) => s.codec.repair_until(end, &mut emit),
+            None => s.codec.repair_now(&mut emit),
+        };
         s.budget.spend(cost * made);
         s.stats.symbol_ops += cost * made;
         s.stats.repairs += made;
@@ -290,6 +327,7 @@ impl Encoder {
             RepairTrigger::Controller => s.stats.repairs_controller += made,
             RepairTrigger::Timer => s.stats.repairs_timer += made,
             RepairTrigger::Code => s.stats.repairs_code += made,
+            RepairTrigger::LossReport => s.stats.repairs_report += made,
         }
         s.controller.on_repair(trigger);
         if s.codec.unprotected() == 0 {
@@ -357,6 +395,7 @@ impl Encoder {
             window: s.codec.window(),
             max_window: s.max_window,
             own_residual,
+            deadline: self.cfg.deadline.map(|d| d.resolve(s.srtt)),
         };
         // The decoder's own drops are not link losses (see `Feedback::link_only`). The driver
         // counts them every few milliseconds while the decoder declares losses as packets
@@ -386,18 +425,108 @@ impl Encoder {
         }
         s.stats.window = s.codec.window();
         s.stats.rate = s.controller.rate();
+        if fb.local_drops > 0 {
+            s.report_drop_credit = s.report_drop_credit.saturating_add(fb.local_drops);
+        } else if s.drop_credit == 0 {
+            s.report_drop_credit = 0;
+        }
+        if !fb.loss_report.is_empty() {
+            Self::answer_loss_report(s, &mut self.out, &mut self.rng, &fb.loss_report, now);
+        }
+    }
+
+    /// Loss-triggered repair: one repair per ESI the report names that the window still
+    /// covers and that was not answered in the last RTT (a repeated report, or one that crossed
+    /// the repair in flight, gets nothing new), less the decoder's local drops (more repairs do
+    /// not help a decoder that drops packets itself), within the answer budget. The repairs
+    /// cover the window that ends just after the newest ESI named: sources sent after it may
+    /// be lost too and not reported yet, and an equation that includes them would wait for
+    /// their answers as well.
+    fn answer_loss_report(
+        s: &mut Stream,
+        out: &mut Out,
+        rng: &mut ChaCha8Rng,
+        report: &LossReport,
+        now: Instant,
+    ) {
+        let named = u64::from(report.missing());
+        if !s.controller.answers_loss_reports() {
+            s.stats.report_withheld += named;
+            return;
+        }
+        if s.answered.is_empty() {
+            s.answered = vec![(0, None); ANSWERED_SLOTS];
+        }
+        let quiet = s.srtt.unwrap_or(INITIAL_RTT) + Duration::from_millis(1);
+        let w = u32::from(s.codec.window());
+        let kept = u32::from(s.max_window);
+        let next = s.next_esi;
+        // Age 1 = the newest source. Ages beyond what the code keeps cannot be covered; an age
+        // of 0 or "negative" names a source not sent yet (a corrupted report).
+        let age = |esi: Esi| next.wrapping_sub(esi);
+        let sent = |esi: Esi| (1..=kept).contains(&age(esi));
+        let Some(newest) = report
+            .ranges()
+            .iter()
+            .flat_map(|r| {
+                let last = r.first.wrapping_add(u32::from(r.len) - 1);
+                [r.first, last]
+            })
+            .filter(|&e| sent(e))
+            .min_by_key(|&e| age(e))
+        else {
+            s.stats.report_withheld += named;
+            return;
+        };
+        let end = newest.wrapping_add(1);
+        let mut want = 0u32;
+        for r in report.ranges() {
+            // Distance from `end`: 1..=w are covered by a repair that ends there.
+            let back_first = end.wrapping_sub(r.first);
+            if back_first == 0 || back_first > u32::MAX / 2 {
+                continue;
+            }
+            let skip = back_first.saturating_sub(w);
+            for k in skip..u32::from(r.len).min(back_first) {
+                let esi = r.first.wrapping_add(k);
+                let slot = &mut s.answered[esi as usize & (ANSWERED_SLOTS - 1)];
+                if slot.0 == esi && slot.1.is_some_and(|t| now.saturating_duration_since(t) < quiet)
+                {
+                    continue;
+                }
+                *slot = (esi, Some(now));
+                want += 1;
+            }
+        }
+        let drops = s.report_drop_credit.min(want);
+        s.report_drop_credit -= drops;
+        want -= drops;
+        let allowed = want.min(s.report_tokens.max(0.0) as u32);
+        s.report_tokens -= f64::from(allowed);
+        s.stats.report_withheld += named - u64::from(allowed);
+        for _ in 0..allowed {
+            Self::repair_until(s, out, rng, RepairTrigger::LossReport, Some(end), now);
+        }
     }
 
     fn repair_delay(&self, s: &Stream) -> Option<Duration> {
-        s.controller.repair_delay().or(self.cfg.repair_delay)
+        let d = s.controller.repair_delay().or(self.cfg.repair_delay)?;
+        match self.cfg.deadline {
+            Some(deadline) => Some(d.min(deadline.resolve(s.srtt) / 3)),
+            None => Some(d),
+        }
     }
 
     /// When the time-driven repair of `s` is due, if one is: `repair_delay` after its first
-    /// unprotected source, or its pending re-send, whichever comes first.
+    /// unprotected source (with a deadline: after its latest source, so only a pause in the
+    /// traffic triggers it), or its pending re-send, whichever comes first.
     fn timer_due(&self, s: &Stream) -> Option<Instant> {
-        let fresh = s
-            .unprotected_since
-            .and_then(|since| since.checked_add(self.repair_delay(s)?));
+        let since = if self.cfg.deadline.is_some() {
+            s.unprotected_since.and(s.last_source_at)
+        } else {
+            s.unprotected_since
+        };
+        let fresh = since.and_then(|since| since.checked_add(self.repair_delay(s)?));
         match (fresh, s.retry_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -420,8 +549,12 @@ impl Encoder {
             }
             let delay = self.repair_delay(&self.streams[i]);
             let s = &mut self.streams[i];
-            let fresh = s
-                .unprotected_since
+            let since = if self.cfg.deadline.is_some() {
+                s.unprotected_since.and(s.last_source_at)
+            } else {
+                s.unprotected_since
+            };
+            let fresh = since
                 .zip(delay)
                 .and_then(|(since, d)| since.checked_add(d))
                 .is_some_and(|due| due <= now);

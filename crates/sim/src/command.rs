@@ -62,6 +62,8 @@ pub struct SimConfig {
     pub tail: u64,
     /// Master seed (every point of a sweep records its own).
     pub seed: u64,
+    /// Recovery deadline: `30ms`, `2rtt` (multiple of the RTT), `auto` (one RTT), or `off`.
+    pub deadline: String,
     /// Print the report as JSON.
     pub json: bool,
     /// Print the report as CSV (header + row).
@@ -102,6 +104,7 @@ impl Default for SimConfig {
             in_order: "off".into(),
             tail: 5_000,
             seed: 1,
+            deadline: "off".into(),
             json: false,
             csv: false,
             sweep: None,
@@ -191,6 +194,13 @@ fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
         in_order,
         seed: a.seed,
         tail: a.tail,
+        deadline: match a.deadline.trim() {
+            "off" | "none" | "" => None,
+            d => Some(
+                d.parse::<hirt_core::Deadline>()
+                    .map_err(|e| anyhow::anyhow!("--deadline {d}: {e}"))?,
+            ),
+        },
     })
 }
 
@@ -216,6 +226,14 @@ pub fn run(args: SimConfig) -> anyhow::Result<()> {
                 r.recovery_delay_p50_ms, r.recovery_delay_p99_ms, r.recovery_delay_max_ms,
                 r.recovery_latency_p99_ms
             );
+            if base.deadline.is_some() {
+                println!(
+                    "deadline {:.1} ms: {} recovered in time ({:.4}%), {} late; overhead bound {:.3}% (99.9% in time), {:.3}% (this run's share): overhead / bound {:.2}",
+                    r.deadline_ms, r.recovered_in_time, r.recovered_in_time_ratio * 100.0,
+                    r.late_recoveries, r.bound_overhead * 100.0,
+                    r.bound_overhead_achieved * 100.0, r.overhead_to_bound
+                );
+            }
         }
         return Ok(());
     };
@@ -259,6 +277,7 @@ mod tests {
         assert!(bad(|c| c.loss = "lots".into()).contains("--loss"));
         assert!(bad(|c| c.queue = "many".into()).contains("--queue"));
         assert!(bad(|c| c.sweep = Some("fig99".into())).contains("--sweep"));
+        assert!(bad(|c| c.deadline = "soon".into()).contains("--deadline"));
         assert!(bad(|c| {
             c.json = true;
             c.csv = true

@@ -7,6 +7,7 @@
 //! ([`experiments`]) sweep runs in parallel and draw the HIRT §VIII figures ([`plot`]).
 #![deny(unsafe_code)]
 
+pub mod bound;
 pub mod command;
 pub mod experiments;
 pub mod plot;

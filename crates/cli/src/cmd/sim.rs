@@ -71,6 +71,11 @@ pub struct SimArgs {
     /// Master seed (every point of a sweep records its own).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Recovery deadline: `30ms`, `2rtt` (a multiple of the RTT), `auto` (one RTT) or `off`.
+    /// Reports recoveries in time and late, and the overhead bound; `ours` derives its window
+    /// and repairs from it (`--window` then caps the window).
+    #[arg(long, default_value = "off")]
+    pub deadline: String,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -119,6 +124,7 @@ impl From<SimArgs> for SimConfig {
             in_order: a.in_order,
             tail: a.tail,
             seed: a.seed,
+            deadline: a.deadline,
             json: a.json,
             csv: a.csv,
             sweep: a.sweep,
@@ -154,5 +160,7 @@ mod tests {
         let a = Cli::parse_from(["sim", "--loss", "uniform:0.03", "--window", "200"]).sim;
         let c = SimConfig::from(a);
         assert_eq!((c.loss.as_str(), c.window), ("uniform:0.03", Some(200)));
+        let a = Cli::parse_from(["sim", "--deadline", "2rtt"]).sim;
+        assert_eq!(SimConfig::from(a).deadline, "2rtt");
     }
 }
