@@ -67,6 +67,10 @@ const REPORT_BUDGET_PER_SOURCE: f64 = 0.3;
 const REPORT_BUDGET_MAX: f64 = 256.0;
 /// Slots of the "answered at" memory of loss reports (a power of two above the largest window).
 const ANSWERED_SLOTS: usize = 4096;
+/// Share of the answers to loss reports that may stay without a spare repair when lost.
+const SPARE_MISS: f64 = 2e-4;
+/// Pacing of the answers to loss reports when no source comes between them.
+const ANSWER_GAP: Duration = Duration::from_micros(200);
 
 #[derive(Debug)]
 struct Stream {
@@ -100,6 +104,18 @@ struct Stream {
     report_tokens: f64,
     answered: Vec<(Esi, Option<Instant>)>,
     report_drop_credit: u32,
+    /// Spare repairs behind the answers to loss reports: when they are due, the end of the
+    /// window they cover (that of the latest answer), and the answers they back up.
+    spare_due: Option<Instant>,
+    spare_end: Esi,
+    spare_answers: u32,
+    /// Answers (and spares) not sent yet, the window end they cover, and when the next may go:
+    /// they are paced, one per source sent or one per `ANSWER_GAP`, so that a burst of link
+    /// losses does not take a whole batch of them (a burst of losses on the link is reported
+    /// at once and would otherwise be answered back to back).
+    answers_due: u32,
+    answers_end: Esi,
+    answer_at: Option<Instant>,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -205,6 +221,12 @@ impl Encoder {
             report_tokens: 32.0,
             answered: Vec::new(),
             report_drop_credit: 0,
+            spare_due: None,
+            spare_end: 0,
+            spare_answers: 0,
+            answers_due: 0,
+            answers_end: 0,
+            answer_at: None,
             srtt: None,
             stats,
         });
@@ -260,6 +282,9 @@ impl Encoder {
             controller.on_repair(RepairTrigger::Code);
         }
 
+        if s.answers_due > 0 {
+            Self::send_answer(s, out, &mut self.rng, now);
+        }
         let wanted = s.controller.on_source();
         for _ in 0..wanted {
             Self::repair(s, out, &mut self.rng, RepairTrigger::Controller, now);
@@ -431,7 +456,15 @@ impl Encoder {
             s.report_drop_credit = 0;
         }
         if !fb.loss_report.is_empty() {
-            Self::answer_loss_report(s, &mut self.out, &mut self.rng, &fb.loss_report, now);
+            let deadline = self.cfg.deadline.map(|d| d.resolve(s.srtt));
+            Self::answer_loss_report(
+                s,
+                &mut self.out,
+                &mut self.rng,
+                &fb.loss_report,
+                deadline,
+                now,
+            );
         }
     }
 
@@ -447,6 +480,7 @@ impl Encoder {
         out: &mut Out,
         rng: &mut ChaCha8Rng,
         report: &LossReport,
+        deadline: Option<Duration>,
         now: Instant,
     ) {
         let named = u64::from(report.missing());
@@ -504,8 +538,88 @@ impl Encoder {
         let allowed = want.min(s.report_tokens.max(0.0) as u32);
         s.report_tokens -= f64::from(allowed);
         s.stats.report_withheld += named - u64::from(allowed);
-        for _ in 0..allowed {
-            Self::repair_until(s, out, rng, RepairTrigger::LossReport, Some(end), now);
+        Self::queue_answers(s, out, rng, allowed, end, now);
+        if allowed > 0 && deadline.is_some() {
+            // An answer is lost with the link's loss probability, and asking again takes a
+            // round trip more than the deadline leaves: spare repairs over the window of the
+            // answers follow half the remaining time later, as many as the answers sent by then
+            // need (see `spares_needed`). Later answers join the batch, so
+            // the spares cover them too.
+            s.spare_end = end;
+            s.spare_answers += allowed;
+            if s.spare_due.is_none() {
+                let rtt = s.srtt.unwrap_or(INITIAL_RTT);
+                let slack = deadline.unwrap_or(rtt).saturating_sub(rtt);
+                s.spare_due = now.checked_add((slack / 2).max(Duration::from_micros(100)));
+            }
+        }
+    }
+
+    /// Queues `n` answers over the window ending before `end` (a newer end replaces an older
+    /// one: its window covers the older losses too) and sends the first at once.
+    fn queue_answers(
+        s: &mut Stream,
+        out: &mut Out,
+        rng: &mut ChaCha8Rng,
+        n: u32,
+        end: Esi,
+        now: Instant,
+    ) {
+        if n == 0 {
+            return;
+        }
+        if s.answers_due == 0 || (end.wrapping_sub(s.answers_end) as i32) > 0 {
+            s.answers_end = end;
+        }
+        s.answers_due += n;
+        if s.answer_at.is_none_or(|t| t <= now) {
+            Self::send_answer(s, out, rng, now);
+        }
+    }
+
+    /// Sends one queued answer and schedules the next.
+    fn send_answer(s: &mut Stream, out: &mut Out, rng: &mut ChaCha8Rng, now: Instant) {
+        if s.answers_due == 0 {
+            return;
+        }
+        s.answers_due -= 1;
+        let end = s.answers_end;
+        Self::repair_until(s, out, rng, RepairTrigger::LossReport, Some(end), now);
+        s.answer_at = if s.answers_due > 0 {
+            now.checked_add(ANSWER_GAP)
+        } else {
+            None
+        };
+    }
+
+    /// Spare repairs that back up `answers` answers to loss reports on a link that loses a
+    /// share `p` of the packets in bursts of mean length `burst`: the lost answers come in
+    /// bursts too, so the spares are counted in bursts, `burst x k` for the fewest `k` for
+    /// which the expected number of loss bursts beyond `k` that hit the answers (Poisson,
+    /// `E[(L - k)+]`) is at most `SPARE_MISS` per answer.
+    fn spares_needed(answers: u32, (p, burst): (f64, f64)) -> u32 {
+        let burst = burst.clamp(1.0, f64::from(answers.max(1)));
+        let k = Self::bursts_needed(answers, p.clamp(0.0, 0.5) / burst);
+        (f64::from(k) * burst).round() as u32
+    }
+
+    fn bursts_needed(answers: u32, rate: f64) -> u32 {
+        let lambda = f64::from(answers) * rate;
+        let tolerated = SPARE_MISS * f64::from(answers);
+        // E[(L - k)+] = lambda - k + sum_{l < k} (k - l) P(L = l).
+        let mut k = 0u32;
+        loop {
+            let mut below = 0.0;
+            let mut term = (-lambda).exp();
+            for l in 0..k {
+                below += f64::from(k - l) * term;
+                term *= lambda / f64::from(l + 1);
+            }
+            let shortfall = lambda - f64::from(k) + below;
+            if shortfall <= tolerated || k >= answers {
+                return k;
+            }
+            k += 1;
         }
     }
 
@@ -536,12 +650,30 @@ impl Encoder {
     /// When [`Encoder::handle_timeout`] must be called next (a time-driven repair or its
     /// re-send is due), or `None` if no source is waiting for protection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.streams.iter().filter_map(|s| self.timer_due(s)).min()
+        self.streams
+            .iter()
+            .flat_map(|s| [self.timer_due(s), s.spare_due, s.answer_at])
+            .flatten()
+            .min()
     }
 
     /// Sends the time-driven repairs that are due at `now`; then drain [`Encoder::poll_repair`].
     pub fn handle_timeout(&mut self, now: Instant) {
         let sliding = self.cfg.mode.scheme.is_sliding();
+        for s in &mut self.streams {
+            if s.answer_at.is_some_and(|t| t <= now) {
+                Self::send_answer(s, &mut self.out, &mut self.rng, now);
+            }
+            if s.spare_due.is_some_and(|t| t <= now) {
+                s.spare_due = None;
+                let k = Self::spares_needed(
+                    std::mem::take(&mut s.spare_answers),
+                    s.controller.loss_estimate(),
+                );
+                let end = s.spare_end;
+                Self::queue_answers(s, &mut self.out, &mut self.rng, k, end, now);
+            }
+        }
         for i in 0..self.streams.len() {
             match self.timer_due(&self.streams[i]) {
                 Some(due) if due <= now => {}

@@ -87,6 +87,13 @@ pub trait Controller: fmt::Debug + Send {
     fn answers_loss_reports(&self) -> bool {
         false
     }
+
+    /// The link's loss ratio and mean loss burst length as the controller estimates them
+    /// (`(0, 1)` if it keeps no estimate): the encoder sizes the spare repairs behind its
+    /// answers to loss reports with them.
+    fn loss_estimate(&self) -> (f64, f64) {
+        (0.0, 1.0)
+    }
 }
 
 /// Builds the controller a configuration names, for a scheme whose window/block is `window`.

@@ -46,7 +46,9 @@
 //!   late for D < 2.5 RTT, so a small proactive rate `spare + 2 p^2` keeps spare equations
 //!   in the window for those: the steady overhead is about `p/(1-p) + spare + 2 p^2`.
 //! - **otherwise**: *proactive*, the rate formula above over the deadline's window, so the
-//!   margin follows the loss count a window of D holds (its variance from the measured bursts).
+//!   margin follows the loss count a window of D holds (its variance from the measured bursts);
+//!   deficit repayment only when D exceeds 1.5 RTT (e.g. the window is capped below a round
+//!   trip of sources at high rates), since it arrives a round trip after the report.
 //!
 //! Dense traffic: when the next scheduled repair is at most `max_delay` away, the time-driven
 //! repair is told to wait for it (1.25 x the repair interval) instead of adding repairs; sparse
@@ -111,7 +113,7 @@ impl Default for OursParams {
             slack: 2.0,
             base: 0.001,
             max: 0.3,
-            spare: 0.001,
+            spare: 0.0,
         }
     }
 }
@@ -256,8 +258,8 @@ impl Ours {
             .clamp(32.0, f64::from(ctx.max_window.max(1)));
         self.window = w;
         self.deadline_window = Some(w as u16);
-        // Detection: the reorder tolerance (3 sources) and the report gap (1 ms), with room.
-        let detect = 8.0 / self.pps + 0.002;
+        // Detection: the reorder tolerance (3 sources) and the report gap (1 ms).
+        let detect = 4.0 / self.pps + 0.001;
         self.reactive = ctx.rtt.is_some_and(|rtt| {
             let round = rtt.as_secs_f64() + detect;
             round < d.as_secs_f64() && round * self.pps < w
@@ -267,7 +269,7 @@ impl Ours {
     fn recompute(&mut self) {
         let p = self.loss();
         if self.reactive {
-            self.rate = (self.p.spare + 2.0 * p * p).min(self.p.max);
+            self.rate = self.p.spare.min(self.p.max);
             return;
         }
         let dispersion = (2.0 * self.burst() - 1.0).max(1.0);
@@ -315,6 +317,10 @@ impl Controller for Ours {
         self.reactive
     }
 
+    fn loss_estimate(&self) -> (f64, f64) {
+        (self.loss(), self.burst())
+    }
+
     fn on_feedback(&mut self, fb: &Feedback, ctx: &FeedbackContext) {
         let n = f64::from(fb.received) + f64::from(fb.lost);
         if n > 0.0 {
@@ -356,9 +362,14 @@ impl Controller for Ours {
         } else {
             self.open_for + n
         };
-        // With a deadline, repayment would come a round trip late: loss reports (or the
-        // proactive margin) do its work.
-        if self.hold <= 0.0 && ctx.deadline.is_none() {
+        // Repayment comes a round trip after the losses: with a deadline, only when that is
+        // still in time and loss reports do not do its work already.
+        let repay = match (ctx.deadline, ctx.rtt) {
+            (None, _) => true,
+            (Some(d), Some(rtt)) => !self.reactive && d.as_secs_f64() > 1.5 * rtt.as_secs_f64(),
+            (Some(_), None) => false,
+        };
+        if self.hold <= 0.0 && repay {
             let p = self.loss();
             let rtt_pkts = ctx.rtt.map_or(0.0, |r| r.as_secs_f64() * self.pps);
             let surplus = ((self.rate * (1.0 - p) - p) * rtt_pkts).max(0.0);
