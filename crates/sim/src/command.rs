@@ -68,7 +68,8 @@ pub struct SimConfig {
     pub json: bool,
     /// Print the report as CSV (header + row).
     pub csv: bool,
-    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all (comma-separated).
+    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all | deadline
+    /// (comma-separated; `all` is the HIRT §VIII sweeps).
     pub sweep: Option<String>,
     /// Full size sweeps: 1e6 packets per point, 100 Latin-hypercube points, 10 Fig. 11b seeds.
     pub full: bool,
@@ -124,7 +125,8 @@ impl SimConfig {
         scenario(self)
     }
 
-    /// The sweeps to run (`None`: one run).
+    /// The sweeps to run (`None`: one run). The deadline experiment is asked for separately
+    /// ([`Self::deadline_sweep`]).
     pub fn sweeps(&self) -> anyhow::Result<Option<Vec<Sweep>>> {
         let Some(sweep) = &self.sweep else {
             return Ok(None);
@@ -134,11 +136,19 @@ impl SimConfig {
         }
         let v = sweep
             .split(',')
+            .filter(|s| *s != DEADLINE_SWEEP)
             .map(|s| s.parse::<Sweep>())
             .collect::<Result<_, _>>()
             .map_err(anyhow::Error::msg)
             .context("--sweep")?;
         Ok(Some(v))
+    }
+
+    /// Whether `--sweep` names the deadline experiment (`deadline`).
+    pub fn deadline_sweep(&self) -> bool {
+        self.sweep
+            .as_deref()
+            .is_some_and(|s| s.split(',').any(|w| w == DEADLINE_SWEEP))
     }
 
     /// Checks the whole configuration: every field parses, and the output choices agree.
@@ -157,6 +167,9 @@ impl SimConfig {
         Ok(())
     }
 }
+
+/// `--sweep` name of the recovery-deadline experiment ([`crate::deadline_sweep`]).
+pub const DEADLINE_SWEEP: &str = "deadline";
 
 fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
     let queue = match a.queue.trim().strip_suffix('B') {
@@ -249,6 +262,16 @@ pub fn run(args: SimConfig) -> anyhow::Result<()> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if args.deadline_sweep() {
+        let t0 = std::time::Instant::now();
+        let md = crate::deadline_sweep::run(&o, jobs, &args.out)?;
+        println!(
+            "## deadline ({} packets/run, {} seeds, {:.1} s wall)\n{md}",
+            o.packets,
+            o.seeds,
+            t0.elapsed().as_secs_f64()
+        );
+    }
     for s in sweeps {
         let t0 = std::time::Instant::now();
         let md = experiments::run_sweep(s, &o, jobs, &args.out)?;

@@ -9,6 +9,7 @@
 
 pub mod bound;
 pub mod command;
+pub mod deadline_sweep;
 pub mod experiments;
 pub mod plot;
 pub mod scenario;

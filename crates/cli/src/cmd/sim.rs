@@ -82,7 +82,8 @@ pub struct SimArgs {
     /// Print the report as CSV (header + row).
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
-    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all.
+    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all | deadline (recovered
+    /// in time vs overhead at 0.5/1/2 RTT, with the bound).
     #[arg(long)]
     pub sweep: Option<String>,
     /// Full size sweeps: 1e6 packets per point, 100 Latin-hypercube points, 10 Fig. 11b seeds.

@@ -34,18 +34,19 @@
 //!    repairs per source (default one per two windows), so a lone loss on a clean link is still
 //!    recovered.
 //!
-//! **With a recovery deadline** D (`EncoderConfig::deadline`), the window is the sources sent in
-//! one deadline (`pps x D`, within the scheme's window: a repair sent later than D after a loss
-//! is useless, and a shorter window is cheaper and recovers sooner), deficit repayment is off
-//! (it pays after a round trip) and the strategy depends on D against the round trip:
+//! **With a recovery deadline** D (`EncoderConfig::deadline`), the window follows the sources
+//! sent in one deadline (a repair sent later than D after a loss is useless, and a shorter
+//! window is cheaper and recovers sooner; always within the scheme's window) and the strategy
+//! depends on D against the round trip:
 //!
-//! - **D > RTT + detection** (and the window still holds a loss a round trip later):
-//!   *loss-triggered*. The decoder reports the ESIs it is missing; the encoder answers each once
+//! - **D > RTT + detection** (and a window of `pps x D` still holds a loss a round trip
+//!   later): *loss-triggered*, window `pps x D`. The decoder reports the ESIs it is missing; the encoder answers each once
 //!   per RTT with one repair (`Encoder` does that, capped by a budget). A repair that answers a
 //!   report is lost with the link's loss probability, and a second round trip would come too
 //!   late for D < 2.5 RTT, so a small proactive rate `spare + 2 p^2` keeps spare equations
 //!   in the window for those: the steady overhead is about `p/(1-p) + spare + 2 p^2`.
-//! - **otherwise**: *proactive*, the rate formula above over the deadline's window, so the
+//! - **otherwise**: *proactive*, window `pps x D / 2` (a sliding-window system takes up to a
+//!   window to close, so half the deadline is left for that), the rate formula above over it, so the
 //!   margin follows the loss count a window of D holds (its variance from the measured bursts);
 //!   deficit repayment only when D exceeds 1.5 RTT (e.g. the window is capped below a round
 //!   trip of sources at high rates), since it arrives a round trip after the report.
@@ -253,17 +254,24 @@ impl Ours {
         if self.pps <= 0.0 {
             return;
         }
-        let w = (self.pps * d.as_secs_f64())
-            .round()
-            .clamp(32.0, f64::from(ctx.max_window.max(1)));
-        self.window = w;
-        self.deadline_window = Some(w as u16);
+        let max = f64::from(ctx.max_window.max(1));
+        let full = (self.pps * d.as_secs_f64()).round().clamp(32.0, max);
         // Detection: the reorder tolerance (3 sources) and the report gap (1 ms).
         let detect = 4.0 / self.pps + 0.001;
         self.reactive = ctx.rtt.is_some_and(|rtt| {
             let round = rtt.as_secs_f64() + detect;
-            round < d.as_secs_f64() && round * self.pps < w
+            round < d.as_secs_f64() && round * self.pps < full
         });
+        // Proactive: a loss is recovered once the repairs sent after it outnumber the losses
+        // among the sources they cover, which in a window of W sources takes up to W sources;
+        // half the deadline leaves the other half for that.
+        let w = if self.reactive {
+            full
+        } else {
+            (full / 2.0).round().max(32.0).min(max)
+        };
+        self.window = w;
+        self.deadline_window = Some(w as u16);
     }
 
     fn recompute(&mut self) {
