@@ -598,7 +598,9 @@ impl Encoder {
     /// which the expected number of loss bursts beyond `k` that hit the answers (Poisson,
     /// `E[(L - k)+]`) is at most `SPARE_MISS` per answer.
     fn spares_needed(answers: u32, (p, burst): (f64, f64)) -> u32 {
-        let burst = burst.clamp(1.0, f64::from(answers.max(1)));
+        // Answers are paced between sources, so a burst of link losses takes about every
+        // other packet of it from them.
+        let burst = ((burst + 1.0) / 2.0).clamp(1.0, f64::from(answers.max(1)));
         let k = Self::bursts_needed(answers, p.clamp(0.0, 0.5) / burst);
         (f64::from(k) * burst).round() as u32
     }
