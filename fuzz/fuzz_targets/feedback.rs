@@ -31,7 +31,10 @@ fuzz_target!(|data: &[u8]| {
         ("hirt:w=16", None),
         ("ours:w=16", None),
         ("rquic", None),
-        ("ours:w=64", Some(Deadline::Fixed(Duration::from_millis(50)))),
+        (
+            "ours:w=64",
+            Some(Deadline::Fixed(Duration::from_millis(50))),
+        ),
     ] {
         let mode: FecMode = mode.parse().unwrap();
         let mut cfg = EncoderConfig::new(mode);

@@ -80,7 +80,11 @@ impl EncCodec {
 
     /// A repair over the window that ends just before `end` (sliding RLC); other codes make
     /// their usual repair.
-    pub(crate) fn repair_until(&mut self, end: Esi, out: &mut dyn FnMut(RepairInfo, &[u8])) -> bool {
+    pub(crate) fn repair_until(
+        &mut self,
+        end: Esi,
+        out: &mut dyn FnMut(RepairInfo, &[u8]),
+    ) -> bool {
         match self {
             EncCodec::Rlc(c) => c.repair_until(end, out),
             _ => self.repair_now(out),

@@ -172,6 +172,19 @@ impl SchemeConfig {
         }
     }
 
+    /// Repairs per source a block code sends by itself (RS m/k, block XOR 1/r, layered one per
+    /// r sources per interleave layer); `None` for sliding codes and no code.
+    pub fn block_rate(&self) -> Option<f64> {
+        match self {
+            SchemeConfig::Rs { k, m } => Some(f64::from(*m) / f64::from((*k).max(1))),
+            SchemeConfig::BlockXor { r } => Some(1.0 / f64::from((*r).max(1))),
+            SchemeConfig::Layered { r, interleaves } => {
+                Some(interleaves.len() as f64 / f64::from((*r).max(1)))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the code is a sliding window (repairs are made on demand by the controller),
     /// as opposed to a block code that emits its repairs itself.
     pub fn is_sliding(&self) -> bool {
@@ -732,7 +745,9 @@ mod tests {
         assert_eq!("2rtt".parse::<Deadline>().unwrap(), Deadline::Rtt(2.0));
         assert_eq!(" 0.5RTT ".parse::<Deadline>().unwrap(), Deadline::Rtt(0.5));
         assert_eq!("auto".parse::<Deadline>().unwrap(), Deadline::Auto);
-        for bad in ["", "fast", "-1ms", "0ms", "2 hours", "1000rtt", "0rtt", "nanrtt", "61s"] {
+        for bad in [
+            "", "fast", "-1ms", "0ms", "2 hours", "1000rtt", "0rtt", "nanrtt", "61s",
+        ] {
             assert!(bad.parse::<Deadline>().is_err(), "{bad}");
         }
         for d in ["30ms", "2rtt", "auto", "0.25rtt"] {

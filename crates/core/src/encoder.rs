@@ -116,6 +116,8 @@ struct Stream {
     answers_due: u32,
     answers_end: Esi,
     answer_at: Option<Instant>,
+    /// Repairs per source of a block code (`SchemeConfig::block_rate`); `None`: sliding.
+    block_rate: Option<f64>,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -227,6 +229,7 @@ impl Encoder {
             answers_due: 0,
             answers_end: 0,
             answer_at: None,
+            block_rate: scheme.block_rate(),
             srtt: None,
             stats,
         });
@@ -335,10 +338,23 @@ impl Encoder {
         let stream = s.id;
         let mut made = 0u64;
         let mut bytes = 0u64;
+        // A time-driven flush of a block code's partial block sends the code's own ratio of
+        // repairs for the sources in it (at least one), not all of a full block's: a pinned
+        // k:m code then costs m/k whatever the traffic, and an isolated source ceil(m/k).
+        // Block-code repairs are independent (any k' of the block's symbols suffice), so the
+        // ones left out are simply not sent.
+        let limit = match (trigger, s.block_rate) {
+            (RepairTrigger::Timer, Some(rate)) => {
+                (rate * s.codec.unprotected() as f64).ceil().max(1.0) as u64
+            }
+            _ => u64::MAX,
+        };
         let mut emit = |info, payload: &[u8]| {
-            out.push(stream, info, payload, now);
-            made += 1;
-            bytes += payload.len() as u64;
+            if made < limit {
+                out.push(stream, info, payload, now);
+                made += 1;
+                bytes += payload.len() as u64;
+            }
         };
         match end {
             Some(end) => s.codec.repair_until(end, &mut emit),
@@ -524,7 +540,10 @@ impl Encoder {
             for k in skip..u32::from(r.len).min(back_first) {
                 let esi = r.first.wrapping_add(k);
                 let slot = &mut s.answered[esi as usize & (ANSWERED_SLOTS - 1)];
-                if slot.0 == esi && slot.1.is_some_and(|t| now.saturating_duration_since(t) < quiet)
+                if slot.0 == esi
+                    && slot
+                        .1
+                        .is_some_and(|t| now.saturating_duration_since(t) < quiet)
                 {
                     continue;
                 }
@@ -625,6 +644,14 @@ impl Encoder {
         }
     }
 
+    /// Whether the time-driven repair waits for a pause in the sources rather than for
+    /// `repair_delay` after the first unprotected one: with a deadline (the loss reports or
+    /// the proactive rate cover dense traffic), and for block codes (a block fills by itself
+    /// with dense traffic; flushing it early would add repairs on top of the code's).
+    fn pause_timer(&self, s: &Stream) -> bool {
+        self.cfg.deadline.is_some() || s.block_rate.is_some()
+    }
+
     fn repair_delay(&self, s: &Stream) -> Option<Duration> {
         let d = s.controller.repair_delay().or(self.cfg.repair_delay)?;
         match self.cfg.deadline {
@@ -637,7 +664,7 @@ impl Encoder {
     /// unprotected source (with a deadline: after its latest source, so only a pause in the
     /// traffic triggers it), or its pending re-send, whichever comes first.
     fn timer_due(&self, s: &Stream) -> Option<Instant> {
-        let since = if self.cfg.deadline.is_some() {
+        let since = if self.pause_timer(s) {
             s.unprotected_since.and(s.last_source_at)
         } else {
             s.unprotected_since
@@ -682,8 +709,9 @@ impl Encoder {
                 _ => continue,
             }
             let delay = self.repair_delay(&self.streams[i]);
+            let pause = self.pause_timer(&self.streams[i]);
             let s = &mut self.streams[i];
-            let since = if self.cfg.deadline.is_some() {
+            let since = if pause {
                 s.unprotected_since.and(s.last_source_at)
             } else {
                 s.unprotected_since

@@ -216,10 +216,7 @@ impl<'a> FeedbackView<'a> {
             let body = buf
                 .get(start..start + n * RANGE_LEN)
                 .ok_or(FeedbackError::Truncated)?;
-            if body
-                .chunks_exact(RANGE_LEN)
-                .any(|r| r[4] == 0 && r[5] == 0)
-            {
+            if body.chunks_exact(RANGE_LEN).any(|r| r[4] == 0 && r[5] == 0) {
                 return Err(FeedbackError::LossReport);
             }
             body
@@ -620,7 +617,11 @@ mod tests {
         assert!(!ranges[1].contains(0x0101) && ranges[1].contains(0x00ff));
         // Every cut inside the report is refused as truncated.
         for n in 64..b.len() {
-            assert_eq!(Feedback::decode(&b[..n]), Err(FeedbackError::Truncated), "{n}");
+            assert_eq!(
+                Feedback::decode(&b[..n]),
+                Err(FeedbackError::Truncated),
+                "{n}"
+            );
         }
     }
 
@@ -660,7 +661,10 @@ mod tests {
         // A full report fits MAX_LEN.
         let mut full = LossReport::default();
         for i in 0..MAX_RANGES as u32 {
-            assert!(full.push(EsiRange { first: i * 10, len: 2 }));
+            assert!(full.push(EsiRange {
+                first: i * 10,
+                len: 2
+            }));
         }
         assert!(!full.push(EsiRange { first: 999, len: 1 }));
         assert!(!LossReport::default().push(EsiRange { first: 1, len: 0 }));

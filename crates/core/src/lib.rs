@@ -41,7 +41,8 @@ mod timestamp;
 
 pub use config::{
     ConfigError, ControllerConfig, Deadline, DecoderConfig, EncoderConfig, FecMode, SchemeConfig,
-    DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY, DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW, DEFAULT_LOSS_REPORT_GAP, INITIAL_RTT,
+    DEFAULT_LOSS_REPORT_GAP, DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY,
+    DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW, INITIAL_RTT,
 };
 pub use decoder::{Decoder, Recovered, Verdict};
 pub use encoder::{Encoder, Repair, SourceTag};

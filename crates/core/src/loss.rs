@@ -391,7 +391,10 @@ mod tests {
         let ranges = |t: &LossTracker, lookback| {
             let mut r = crate::feedback::LossReport::default();
             t.missing(lookback, &mut r);
-            r.ranges().iter().map(|r| (r.first, r.len)).collect::<Vec<_>>()
+            r.ranges()
+                .iter()
+                .map(|r| (r.first, r.len))
+                .collect::<Vec<_>>()
         };
         // declared = 28 (tolerance 2 behind top 30).
         assert_eq!(ranges(&t, 100), vec![(20, 2), (10, 1), (5, 1), (3, 1)]);

@@ -124,7 +124,11 @@ fn loss_reports_are_answered_and_recover_the_losses_at_once() {
     // later sources arrived, and the answer is immediate on this zero-delay link.
     assert_eq!(l.dec.stats(0).unwrap().recovered, u64::from(l.recovered));
     assert!(l.recovered >= lost - 2, "{} of {lost}", l.recovered);
-    assert!(l.recovered_soon >= lost * 95 / 100, "{} of {lost}", l.recovered_soon);
+    assert!(
+        l.recovered_soon >= lost * 95 / 100,
+        "{} of {lost}",
+        l.recovered_soon
+    );
     assert!(l.reports > 0 && st.repairs_report > 0);
     // Once the controller runs on loss reports its own repairs stop: every repair answers a
     // report, one per loss plus the spares that back up answers (at 1000 pps and one loss per
@@ -239,4 +243,44 @@ fn local_drops_are_not_answered() {
         l.enc.handle_timeout(l.now);
     }
     assert_eq!(n, 0);
+}
+
+/// Repairs per source of `mode` for `n` sources one `gap` apart with the default 5 ms repair
+/// timer (no loss: the ratio does not depend on it).
+fn block_overhead(mode: &str, n: u32, gap: Duration) -> f64 {
+    let mode: FecMode = mode.parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode), 1);
+    let mut now = t0();
+    for i in 0..n {
+        now += gap;
+        if enc.poll_timeout().is_some_and(|t| t <= now) {
+            enc.handle_timeout(now);
+        }
+        enc.handle_source(0, &payload(i), now);
+        while enc.poll_repair().is_some() {}
+    }
+    now += Duration::from_secs(1);
+    enc.handle_timeout(now);
+    let st = enc.stats(0).unwrap();
+    st.repairs as f64 / st.sources as f64
+}
+
+/// A pinned k:m block code costs m/k whatever the rate: with dense traffic the timer waits for
+/// a pause instead of flushing half-full blocks with all m repairs, and a flush sends the
+/// code's ratio for the sources in it (an isolated source: ceil(m/k)).
+#[test]
+fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
+    // 2000 pps (a block of 20 takes 10 ms, longer than the 5 ms timer).
+    let dense = block_overhead("rs:20:10", 20_000, Duration::from_micros(500));
+    assert!((dense - 0.5).abs() < 0.025, "{dense}");
+    // 10 000 pps.
+    let fast = block_overhead("rs:20:10", 20_000, Duration::from_micros(100));
+    assert!((fast - 0.5).abs() < 0.025, "{fast}");
+    // Sparse: every source flushed alone, with ceil(10 / 20) = 1 repair.
+    let sparse = block_overhead("rs:20:10", 200, Duration::from_millis(20));
+    assert!((sparse - 1.0).abs() < 1e-9, "{sparse}");
+    let sparse = block_overhead("rs:4:4", 200, Duration::from_millis(20));
+    assert!((sparse - 1.0).abs() < 1e-9, "{sparse}");
+    let sparse = block_overhead("rs:2:6", 200, Duration::from_millis(20));
+    assert!((sparse - 3.0).abs() < 1e-9, "{sparse}");
 }

@@ -58,7 +58,10 @@ pub fn overhead_bound(t: &LossTrace<'_>, f: f64) -> f64 {
         counts.iter().map(|&l| (l as f64).min(got)).sum()
     };
     // Bisection on the repairs per window.
-    let (mut lo, mut hi) = (0.0f64, counts.iter().copied().max().unwrap_or(1) as f64 / (1.0 - p));
+    let (mut lo, mut hi) = (
+        0.0f64,
+        counts.iter().copied().max().unwrap_or(1) as f64 / (1.0 - p),
+    );
     for _ in 0..60 {
         let mid = 0.5 * (lo + hi);
         if recovered(mid) >= need {
@@ -88,7 +91,16 @@ mod tests {
         let b = overhead_bound(&t, 1.0);
         assert!((b - 0.03 / 0.97).abs() < 1e-12, "{b}");
         assert!((overhead_bound(&t, 0.5) - 0.5 * 0.03 / 0.97).abs() < 1e-12);
-        assert_eq!(overhead_bound(&LossTrace { lost_at_ns: &[], ..t }, 1.0), 0.0);
+        assert_eq!(
+            overhead_bound(
+                &LossTrace {
+                    lost_at_ns: &[],
+                    ..t
+                },
+                1.0
+            ),
+            0.0
+        );
     }
 
     #[test]

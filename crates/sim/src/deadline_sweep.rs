@@ -43,7 +43,10 @@ pub fn loss_points(o: &PlanOptions) -> Vec<(String, LossSpec)> {
         .into_iter()
         .map(|p| (format!("uniform {}%", p * 100.0), LossSpec::Uniform { p }))
         .collect();
-    for (i, (u, w)) in latin_hypercube(o.lhs_points, o.seed).into_iter().enumerate() {
+    for (i, (u, w)) in latin_hypercube(o.lhs_points, o.seed)
+        .into_iter()
+        .enumerate()
+    {
         let p = 0.0001 + u * (0.01 - 0.0001);
         let r = 0.10 + w * (0.50 - 0.10);
         v.push((

@@ -185,7 +185,10 @@ fn ours_with_a_deadline_recovers_in_time_near_the_bound() {
     assert_eq!(r.late_recoveries, r.recovered - r.recovered_in_time);
     assert_eq!(r.deadline_ms, 100.0);
     let p = r.link_loss;
-    assert!((r.bound_overhead - 0.999 * p / (1.0 - p)).abs() < 1e-9, "{r:?}");
+    assert!(
+        (r.bound_overhead - 0.999 * p / (1.0 - p)).abs() < 1e-9,
+        "{r:?}"
+    );
     assert!(r.overhead <= 1.5 * p / (1.0 - p), "{r:?}");
     assert!(r.repairs_report > 0 && r.loss_reports > 0);
     let json = serde_json::to_string(&r).unwrap();

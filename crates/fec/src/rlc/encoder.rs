@@ -210,11 +210,15 @@ mod tests {
         assert!(enc.repair_until(14, &mut |i, p| out = Some((i, p.to_vec()))));
         let (info, p) = out.take().unwrap();
         assert_eq!((info.first_esi, info.nss), (11, 3));
-        assert_eq!(p, vec![0, 1 ^ 1 ^ 1, 2 ^ 4 ^ 8]);
+        // Three length prefixes 0x0001 XOR to 0x0001.
+        assert_eq!(p, vec![0, 1, 2 ^ 4 ^ 8]);
         // The newer symbols stay unprotected; before 12 only 10 and 11 are kept.
         assert_eq!(enc.unprotected(), 3);
         assert!(enc.repair_until(12, &mut |i, _| out = Some((i, vec![]))));
-        assert_eq!((out.as_ref().unwrap().0.first_esi, out.unwrap().0.nss), (10, 2));
+        assert_eq!(
+            (out.as_ref().unwrap().0.first_esi, out.unwrap().0.nss),
+            (10, 2)
+        );
         // Not after a kept symbol.
         assert!(!enc.repair_until(10, &mut |_, _| panic!()));
         assert!(!enc.repair_until(20, &mut |_, _| panic!()));
