@@ -117,7 +117,9 @@ struct Stream {
     answers_end: Esi,
     answer_at: Option<Instant>,
     /// Repairs per source of a block code (`SchemeConfig::block_rate`); `None`: sliding.
+    /// The fraction of a repair a time-driven flush owes to the next one.
     block_rate: Option<f64>,
+    block_credit: f64,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -230,6 +232,7 @@ impl Encoder {
             answers_end: 0,
             answer_at: None,
             block_rate: scheme.block_rate(),
+            block_credit: 0.0,
             srtt: None,
             stats,
         });
@@ -339,13 +342,17 @@ impl Encoder {
         let mut made = 0u64;
         let mut bytes = 0u64;
         // A time-driven flush of a block code's partial block sends the code's own ratio of
-        // repairs for the sources in it (at least one), not all of a full block's: a pinned
-        // k:m code then costs m/k whatever the traffic, and an isolated source ceil(m/k).
-        // Block-code repairs are independent (any k' of the block's symbols suffice), so the
-        // ones left out are simply not sent.
+        // repairs for the sources in it, not all of a full block's: a pinned k:m code then
+        // costs m/k whatever the traffic. The fraction is carried to the next flush; a flush
+        // sends at least one repair (an isolated source gets ceil(m/k)). Block-code repairs
+        // are independent (any k' of the block's symbols suffice), so the ones left out are
+        // simply not sent.
         let limit = match (trigger, s.block_rate) {
             (RepairTrigger::Timer, Some(rate)) => {
-                (rate * s.codec.unprotected() as f64).ceil().max(1.0) as u64
+                s.block_credit += rate * s.codec.unprotected() as f64;
+                let n = s.block_credit.floor().max(1.0);
+                s.block_credit = (s.block_credit - n).max(0.0);
+                n as u64
             }
             _ => u64::MAX,
         };
@@ -646,10 +653,10 @@ impl Encoder {
 
     /// Whether the time-driven repair waits for a pause in the sources rather than for
     /// `repair_delay` after the first unprotected one: with a deadline (the loss reports or
-    /// the proactive rate cover dense traffic), and for block codes (a block fills by itself
-    /// with dense traffic; flushing it early would add repairs on top of the code's).
-    fn pause_timer(&self, s: &Stream) -> bool {
-        self.cfg.deadline.is_some() || s.block_rate.is_some()
+    /// the proactive rate cover dense traffic). Block codes keep the bounded delay: their
+    /// flush sends only the code's ratio for the sources in the partial block.
+    fn pause_timer(&self, _s: &Stream) -> bool {
+        self.cfg.deadline.is_some()
     }
 
     fn repair_delay(&self, s: &Stream) -> Option<Duration> {

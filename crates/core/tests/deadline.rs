@@ -265,17 +265,19 @@ fn block_overhead(mode: &str, n: u32, gap: Duration) -> f64 {
     st.repairs as f64 / st.sources as f64
 }
 
-/// A pinned k:m block code costs m/k whatever the rate: with dense traffic the timer waits for
-/// a pause instead of flushing half-full blocks with all m repairs, and a flush sends the
-/// code's ratio for the sources in it (an isolated source: ceil(m/k)).
+/// A pinned k:m block code costs m/k whatever the rate: a time-driven flush of a partial block
+/// sends the code's ratio for the sources in it (the fraction carried over; an isolated
+/// source: ceil(m/k)), not all m repairs of a full block.
 #[test]
 fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
     // 2000 pps (a block of 20 takes 10 ms, longer than the 5 ms timer).
     let dense = block_overhead("rs:20:10", 20_000, Duration::from_micros(500));
     assert!((dense - 0.5).abs() < 0.025, "{dense}");
-    // 10 000 pps.
-    let fast = block_overhead("rs:20:10", 20_000, Duration::from_micros(100));
-    assert!((fast - 0.5).abs() < 0.025, "{fast}");
+    // 10 000, 3333, 1000 and 400 pps: full blocks, and partial ones of 15, 5 and 12 sources.
+    for gap_us in [100, 300, 1000, 2500] {
+        let r = block_overhead("rs:20:10", 20_000, Duration::from_micros(gap_us));
+        assert!((r - 0.5).abs() < 0.025, "{gap_us} us: {r}");
+    }
     // Sparse: every source flushed alone, with ceil(10 / 20) = 1 repair.
     let sparse = block_overhead("rs:20:10", 200, Duration::from_millis(20));
     assert!((sparse - 1.0).abs() < 1e-9, "{sparse}");
