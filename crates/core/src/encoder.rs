@@ -69,6 +69,8 @@ const REPORT_BUDGET_MAX: f64 = 256.0;
 const ANSWERED_SLOTS: usize = 4096;
 /// Share of the answers to loss reports that may stay without a spare repair when lost.
 const SPARE_MISS: f64 = 2e-4;
+/// How long the smallest RTT sample stands as the path's base RTT (a route change may raise it).
+const BASE_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// Pacing of the answers to loss reports when no source comes between them.
 const ANSWER_GAP: Duration = Duration::from_micros(200);
 
@@ -120,6 +122,11 @@ struct Stream {
     /// The fraction of a repair a time-driven flush owes to the next one.
     block_rate: Option<f64>,
     block_credit: f64,
+    /// Base RTT of the path (smallest recent sample, and when it was taken), and until when
+    /// a queue on the path pauses loss-triggered repairs (see `watch_queue`).
+    base_rtt: Option<(Duration, Instant)>,
+    rttvar: Duration,
+    queue_until: Option<Instant>,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -233,6 +240,9 @@ impl Encoder {
             answer_at: None,
             block_rate: scheme.block_rate(),
             block_credit: 0.0,
+            base_rtt: None,
+            rttvar: Duration::ZERO,
+            queue_until: None,
             srtt: None,
             stats,
         });
@@ -254,7 +264,9 @@ impl Encoder {
         s.stats.sources += 1;
         s.stats.source_bytes += packet.len() as u64;
         s.last_source_at = Some(now);
-        s.report_tokens = (s.report_tokens + REPORT_BUDGET_PER_SOURCE).min(REPORT_BUDGET_MAX);
+        if s.queue_until.is_none_or(|t| now >= t) {
+            s.report_tokens = (s.report_tokens + REPORT_BUDGET_PER_SOURCE).min(REPORT_BUDGET_MAX);
+        }
 
         // Block codes emit their repairs from push_source; their work is already done, overload
         // control can only withhold them (counted as skips).
@@ -424,6 +436,7 @@ impl Encoder {
                     Some(srtt) => (srtt * 7 + sample) / 8,
                 });
                 s.stats.rtt = s.srtt;
+                Self::watch_queue(s, sample, now);
             }
         }
         // Residual losses that our own skipped repairs may have caused are not the link's
@@ -507,7 +520,7 @@ impl Encoder {
         now: Instant,
     ) {
         let named = u64::from(report.missing());
-        if !s.controller.answers_loss_reports() {
+        if !s.controller.answers_loss_reports() || s.queue_until.is_some_and(|t| now < t) {
             s.stats.report_withheld += named;
             return;
         }
@@ -578,6 +591,38 @@ impl Encoder {
                 let slack = deadline.unwrap_or(rtt).saturating_sub(rtt);
                 s.spare_due = now.checked_add((slack / 2).max(Duration::from_micros(100)));
             }
+        }
+    }
+
+    /// Congestion signal of the deadline mode: a smoothed RTT above the path's base RTT (the
+    /// smallest smoothed RTT of the last `BASE_RTT_WINDOW`) by more than `max(base/8, 4 rttvar,
+    /// 2 ms)` means a queue is building on the path. Loss-triggered repairs (answers and their spares) then
+    /// stop for two smoothed RTTs after each such sample: repairs would only add to that queue,
+    /// and the transports carried see the congestion losses and back off as they would without
+    /// the tunnel. Once the pause ends, answers resume and their echoes measure the path again.
+    fn watch_queue(s: &mut Stream, sample: Duration, now: Instant) {
+        // The base is the smallest *smoothed* RTT: jitter spreads the samples (and, where the
+        // link keeps its order, delays most of them), a queue lifts the smoothed RTT itself.
+        let srtt = s.srtt.unwrap_or(sample);
+        let base = match s.base_rtt {
+            Some((b, at)) if srtt >= b && now.saturating_duration_since(at) < BASE_RTT_WINDOW => b,
+            _ => {
+                s.base_rtt = Some((srtt, now));
+                srtt
+            }
+        };
+        // RFC 6298's deviation, for the margin.
+        let dev = if sample > srtt { sample - srtt } else { srtt - sample };
+        s.rttvar = (s.rttvar * 3 + dev) / 4;
+        let margin = (base / 8).max(s.rttvar * 4).max(Duration::from_millis(2));
+        if srtt > base + margin {
+            // Two RTTs: the answers sent before this sample still arrive for one more, and the
+            // budget saved meanwhile is dropped rather than spent at once when the pause ends.
+            s.queue_until = now.checked_add(srtt * 2);
+            s.report_tokens = 0.0;
+            s.answers_due = 0;
+            s.answer_at = None;
+            s.stats.queue_signals += 1;
         }
     }
 
@@ -702,10 +747,12 @@ impl Encoder {
             }
             if s.spare_due.is_some_and(|t| t <= now) {
                 s.spare_due = None;
-                let k = Self::spares_needed(
-                    std::mem::take(&mut s.spare_answers),
-                    s.controller.loss_estimate(),
-                );
+                let answers = std::mem::take(&mut s.spare_answers);
+                let k = if s.queue_until.is_some_and(|t| now < t) {
+                    0
+                } else {
+                    Self::spares_needed(answers, s.controller.loss_estimate())
+                };
                 let end = s.spare_end;
                 Self::queue_answers(s, &mut self.out, &mut self.rng, k, end, now);
             }

@@ -43,8 +43,11 @@ pub struct EncoderStats {
     /// Repairs sent in answer to the decoder's loss reports (also in `repairs`).
     pub repairs_report: u64,
     /// Sources named by loss reports that got no repair: answered less than an RTT ago, out of
-    /// the window, set against local drops, or over the answer budget.
+    /// the window, set against local drops, over the answer budget, or while the path queues.
     pub report_withheld: u64,
+    /// RTT samples that showed a queue building on the path (each pauses loss-triggered
+    /// repairs for an RTT).
+    pub queue_signals: u64,
 }
 
 /// Decoder counters of one stream.
