@@ -612,7 +612,7 @@ impl Encoder {
             }
         };
         // RFC 6298's deviation, for the margin.
-        let dev = if sample > srtt { sample - srtt } else { srtt - sample };
+        let dev = sample.abs_diff(srtt);
         s.rttvar = (s.rttvar * 3 + dev) / 4;
         let margin = (base / 8).max(s.rttvar * 4).max(Duration::from_millis(2));
         if srtt > base + margin {
