@@ -78,6 +78,19 @@ impl EncCodec {
         self.as_dyn().is_some_and(|c| c.repair_now(out))
     }
 
+    /// A repair over the window that ends just before `end` (sliding RLC); other codes make
+    /// their usual repair.
+    pub(crate) fn repair_until(
+        &mut self,
+        end: Esi,
+        out: &mut dyn FnMut(RepairInfo, &[u8]),
+    ) -> bool {
+        match self {
+            EncCodec::Rlc(c) => c.repair_until(end, out),
+            _ => self.repair_now(out),
+        }
+    }
+
     /// Sources a repair sent now would newly protect.
     pub(crate) fn unprotected(&self) -> usize {
         match self {

@@ -172,6 +172,19 @@ impl SchemeConfig {
         }
     }
 
+    /// Repairs per source a block code sends by itself (RS m/k, block XOR 1/r, layered one per
+    /// r sources per interleave layer); `None` for sliding codes and no code.
+    pub fn block_rate(&self) -> Option<f64> {
+        match self {
+            SchemeConfig::Rs { k, m } => Some(f64::from(*m) / f64::from((*k).max(1))),
+            SchemeConfig::BlockXor { r } => Some(1.0 / f64::from((*r).max(1))),
+            SchemeConfig::Layered { r, interleaves } => {
+                Some(interleaves.len() as f64 / f64::from((*r).max(1)))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the code is a sliding window (repairs are made on demand by the controller),
     /// as opposed to a block code that emits its repairs itself.
     pub fn is_sliding(&self) -> bool {
@@ -478,6 +491,80 @@ impl fmt::Display for FecMode {
     }
 }
 
+/// A recovery deadline: how late after its original would have arrived a recovered source is
+/// still worth delivering. A transport recovers a loss itself after about one RTT (QUIC: 9/8 RTT,
+/// TCP: RTT + at least 200 ms), so a later recovery only adds a duplicate.
+///
+/// Parsed from `30ms` / `0.5s` / `800us` (fixed), `2rtt` / `0.5rtt` (multiple of the measured
+/// RTT) or `auto` (one RTT). The encoder derives its window and its repair strategy from it
+/// (see `docs/core.md`, "Recovery deadline").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Deadline {
+    /// A fixed time.
+    Fixed(Duration),
+    /// A multiple of the stream's smoothed RTT.
+    Rtt(f64),
+    /// One RTT: recovered before the transport's own loss recovery.
+    Auto,
+}
+
+/// RTT assumed before the first measurement, for RTT-relative deadlines (RFC 9002's initial
+/// RTT is 333 ms; a tunnel's paths are usually shorter, and the first feedback corrects it).
+pub const INITIAL_RTT: Duration = Duration::from_millis(100);
+
+impl Deadline {
+    /// The deadline for a stream whose smoothed RTT is `rtt` ([`INITIAL_RTT`] before the first
+    /// measurement).
+    pub fn resolve(&self, rtt: Option<Duration>) -> Duration {
+        let rtt = rtt.unwrap_or(INITIAL_RTT);
+        match *self {
+            Deadline::Fixed(d) => d,
+            Deadline::Rtt(k) => rtt.mul_f64(k),
+            Deadline::Auto => rtt,
+        }
+    }
+}
+
+impl FromStr for Deadline {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_lowercase();
+        if t == "auto" {
+            return Ok(Deadline::Auto);
+        }
+        if let Some(k) = t.strip_suffix("rtt") {
+            let k: f64 = parse_num("deadline", k.trim(), 0.01, 100.0)?;
+            return Ok(Deadline::Rtt(k));
+        }
+        let (num, unit) = match t.find(|c: char| c.is_ascii_alphabetic()) {
+            Some(i) => t.split_at(i),
+            None => (t.as_str(), "ms"),
+        };
+        let scale = match unit {
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "us" => 1e-6,
+            _ => return Err(invalid("deadline", s)),
+        };
+        let secs = parse_num::<f64>("deadline", num.trim(), 0.0, 1e6)? * scale;
+        if !(1e-4..=60.0).contains(&secs) {
+            return Err(invalid("deadline", s));
+        }
+        Ok(Deadline::Fixed(Duration::from_secs_f64(secs)))
+    }
+}
+
+impl fmt::Display for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Deadline::Fixed(d) => write!(f, "{}ms", d.as_secs_f64() * 1e3),
+            Deadline::Rtt(k) => write!(f, "{k}rtt"),
+            Deadline::Auto => f.write_str("auto"),
+        }
+    }
+}
+
 /// Default time-driven repair delay ([`EncoderConfig::repair_delay`]).
 pub const DEFAULT_REPAIR_DELAY: Duration = Duration::from_millis(5);
 /// Default time-driven re-sends ([`EncoderConfig::repair_retries`]).
@@ -516,6 +603,14 @@ pub struct EncoderConfig {
     /// repair generation is skipped at random, with probability
     /// `(load - threshold) / (1 - threshold)` (HIRT §V). `1.0` disables it.
     pub overload_threshold: f64,
+    /// Recovery deadline (`None`: the window and rate come from the mode alone). With a
+    /// deadline the `ours` controller sizes the window to the sources sent in one deadline,
+    /// answers the decoder's loss reports when a repair can still arrive in time (deadline
+    /// longer than a round trip), and otherwise sizes proactive repairs for that window; the
+    /// time-driven repair then protects only the tail of a burst of sources (it fires when
+    /// no source came for `repair_delay`, at most a third of the deadline). The scheme's window
+    /// is the largest the controller may use.
+    pub deadline: Option<Deadline>,
 }
 
 impl EncoderConfig {
@@ -531,6 +626,7 @@ impl EncoderConfig {
             work_budget: None,
             budget_period: Duration::from_millis(1),
             overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,
+            deadline: None,
         }
     }
 }
@@ -581,7 +677,18 @@ pub struct DecoderConfig {
     pub in_order: Option<Duration>,
     /// Most sources held per stream for in-order release; beyond, the first hole is given up.
     pub in_order_max: usize,
+    /// Loss reports (loss-triggered repair): as soon as sources are declared lost, a feedback
+    /// naming the ones still missing goes out, at most one per this gap per stream; while some
+    /// stay missing, the report is repeated every `loss_report_repeat`. `None` (default): off.
+    pub loss_report_gap: Option<Duration>,
+    /// Repeat interval of a loss report while sources it named stay missing (the encoder
+    /// answers each missing source at most once per RTT, so repeats only replace lost reports
+    /// and lost repairs).
+    pub loss_report_repeat: Duration,
 }
+
+/// Default [`DecoderConfig::loss_report_gap`] when loss reports are on.
+pub const DEFAULT_LOSS_REPORT_GAP: Duration = Duration::from_millis(1);
 
 impl DecoderConfig {
     /// Defaults derived from the scheme. Loss window (HIRT's n_f) and feedback period: the
@@ -612,6 +719,8 @@ impl DecoderConfig {
             max_streams: 64,
             in_order: None,
             in_order_max: 1024,
+            loss_report_gap: None,
+            loss_report_repeat: Duration::from_millis(10),
         }
     }
 
@@ -626,6 +735,31 @@ impl DecoderConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_deadlines() {
+        let ms = |x: u64| Deadline::Fixed(Duration::from_millis(x));
+        assert_eq!("30ms".parse::<Deadline>().unwrap(), ms(30));
+        assert_eq!("30".parse::<Deadline>().unwrap(), ms(30));
+        assert_eq!("0.5s".parse::<Deadline>().unwrap(), ms(500));
+        assert_eq!("2rtt".parse::<Deadline>().unwrap(), Deadline::Rtt(2.0));
+        assert_eq!(" 0.5RTT ".parse::<Deadline>().unwrap(), Deadline::Rtt(0.5));
+        assert_eq!("auto".parse::<Deadline>().unwrap(), Deadline::Auto);
+        for bad in [
+            "", "fast", "-1ms", "0ms", "2 hours", "1000rtt", "0rtt", "nanrtt", "61s",
+        ] {
+            assert!(bad.parse::<Deadline>().is_err(), "{bad}");
+        }
+        for d in ["30ms", "2rtt", "auto", "0.25rtt"] {
+            let v: Deadline = d.parse().unwrap();
+            assert_eq!(v.to_string().parse::<Deadline>().unwrap(), v);
+        }
+        let rtt = Some(Duration::from_millis(40));
+        assert_eq!(Deadline::Rtt(2.0).resolve(rtt), Duration::from_millis(80));
+        assert_eq!(Deadline::Auto.resolve(rtt), Duration::from_millis(40));
+        assert_eq!(ms(7).resolve(rtt), Duration::from_millis(7));
+        assert_eq!(Deadline::Rtt(0.5).resolve(None), INITIAL_RTT / 2);
+    }
 
     #[test]
     fn parses_sim_strings() {

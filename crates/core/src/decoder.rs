@@ -82,6 +82,13 @@ struct Stream {
     refused_run: u32,
     /// Local drops to report in the next feedback.
     local_drops: u32,
+    /// Loss reports: when the last one went out, the losses declared by then, whether it named
+    /// something (then it is repeated while that stays missing), and the span of the latest
+    /// repair (what the encoder's window covers: older losses are not reported).
+    report_at: Option<Instant>,
+    reported_lost: u64,
+    report_open: bool,
+    repair_span: u32,
 }
 
 /// Recovered-packet output, split from the streams for disjoint borrows.
@@ -220,6 +227,10 @@ impl Decoder {
             order: Self::new_order(&self.cfg),
             refused_run: 0,
             local_drops: 0,
+            report_at: None,
+            reported_lost: 0,
+            report_open: false,
+            repair_span: 0,
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
@@ -444,6 +455,7 @@ impl Decoder {
             s.tracker.set_horizon(2 * u32::from(info.nss));
         }
         s.tracker.on_repair(info.first_esi, last);
+        s.repair_span = span + 1;
         s.echo = Some((timestamp, now));
         self.after_input(i, now);
         Ok(())
@@ -466,8 +478,32 @@ impl Decoder {
         }
     }
 
+    /// When the next loss report may go out, if one is wanted: new losses were declared since
+    /// the last one, or the last one named sources and its repeat interval passed.
+    fn report_due(cfg: &DecoderConfig, s: &Stream) -> Option<Instant> {
+        let gap = cfg.loss_report_gap?;
+        // Without a previous report, `feedback_due` sends the first one at once.
+        let at = s.report_at?;
+        if s.tracker.total_lost > s.reported_lost {
+            at.checked_add(gap)
+        } else if s.report_open {
+            at.checked_add(cfg.loss_report_repeat.max(gap))
+        } else {
+            None
+        }
+    }
+
     fn feedback_due(cfg: &DecoderConfig, s: &Stream, now: Instant) -> bool {
         if s.tracker.period.classified >= cfg.feedback_period.max(1) {
+            return true;
+        }
+        if cfg.loss_report_gap.is_some()
+            && s.tracker.total_lost > s.reported_lost
+            && s.report_at.is_none()
+        {
+            return true;
+        }
+        if Self::report_due(cfg, s).is_some_and(|t| t <= now) {
             return true;
         }
         match (s.period_start, cfg.feedback_interval) {
@@ -507,6 +543,21 @@ impl Decoder {
                 .as_micros()
                 .min(u128::from(u32::MAX)) as u32,
         });
+        let mut loss_report = crate::feedback::LossReport::default();
+        if self.cfg.loss_report_gap.is_some() {
+            let lookback = if s.repair_span > 0 {
+                s.repair_span
+            } else {
+                self.cfg.horizon
+            };
+            s.tracker.missing(lookback, &mut loss_report);
+            s.reported_lost = s.tracker.total_lost;
+            s.report_open = !loss_report.is_empty();
+            if s.report_open {
+                s.report_at = Some(now);
+                s.stats.loss_reports += 1;
+            }
+        }
         let fb = Feedback {
             stream: s.id,
             path: self.cfg.path,
@@ -527,6 +578,7 @@ impl Decoder {
             loss_window: self.cfg.loss_window.min(u32::from(u16::MAX)) as u16,
             echo,
             local_drops: std::mem::take(&mut s.local_drops),
+            loss_report,
         };
         s.seq = s.seq.wrapping_add(1);
         s.stats.feedback += 1;
@@ -557,7 +609,8 @@ impl Decoder {
             .flat_map(|s| {
                 let fb = iv.and_then(|iv| s.period_start?.checked_add(iv));
                 let hold = s.order.as_ref().and_then(Reorder::deadline);
-                [fb, hold]
+                let report = Self::report_due(&self.cfg, s);
+                [fb, hold, report]
             })
             .flatten()
             .min()

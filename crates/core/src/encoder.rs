@@ -8,9 +8,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::codec::EncCodec;
-use crate::config::EncoderConfig;
+use crate::config::{EncoderConfig, INITIAL_RTT};
 use crate::controller::{self, Controller, FeedbackContext, RepairTrigger};
-use crate::feedback::Feedback;
+use crate::feedback::{Feedback, LossReport};
 use crate::overload::Budget;
 use crate::stats::EncoderStats;
 use crate::streams::StreamMap;
@@ -59,6 +59,20 @@ const DROP_CREDIT_TTL: Duration = Duration::from_millis(100);
 /// skipped repair would have recovered is reported unrecovered when it leaves the decoder's
 /// window, which at the rates where overload happens is milliseconds later.
 const SKIP_CREDIT_TTL: Duration = Duration::from_millis(500);
+/// Repairs per source that loss reports may draw on (a token bucket), and the bucket's size:
+/// the answers to reports are capped by what the reports name and by this budget, so neither
+/// a burst of reports nor an overloaded decoder can make the encoder send more than a bounded
+/// share of the traffic in repairs.
+const REPORT_BUDGET_PER_SOURCE: f64 = 0.3;
+const REPORT_BUDGET_MAX: f64 = 256.0;
+/// Slots of the "answered at" memory of loss reports (a power of two above the largest window).
+const ANSWERED_SLOTS: usize = 4096;
+/// Share of the answers to loss reports that may stay without a spare repair when lost.
+const SPARE_MISS: f64 = 2e-4;
+/// How long the smallest RTT sample stands as the path's base RTT (a route change may raise it).
+const BASE_RTT_WINDOW: Duration = Duration::from_secs(10);
+/// Pacing of the answers to loss reports when no source comes between them.
+const ANSWER_GAP: Duration = Duration::from_micros(200);
 
 #[derive(Debug)]
 struct Stream {
@@ -85,6 +99,34 @@ struct Stream {
     /// last one was skipped.
     skip_credit: u32,
     skip_credit_at: Option<Instant>,
+    /// When the latest source came (the deadline mode's tail timer waits for a pause).
+    last_source_at: Option<Instant>,
+    /// Loss reports: the answer budget, when each named ESI was last answered (allocated on
+    /// the first report), and local drops not yet set against named ESIs.
+    report_tokens: f64,
+    answered: Vec<(Esi, Option<Instant>)>,
+    report_drop_credit: u32,
+    /// Spare repairs behind the answers to loss reports: when they are due, the end of the
+    /// window they cover (that of the latest answer), and the answers they back up.
+    spare_due: Option<Instant>,
+    spare_end: Esi,
+    spare_answers: u32,
+    /// Answers (and spares) not sent yet, the window end they cover, and when the next may go:
+    /// they are paced, one per source sent or one per `ANSWER_GAP`, so that a burst of link
+    /// losses does not take a whole batch of them (a burst of losses on the link is reported
+    /// at once and would otherwise be answered back to back).
+    answers_due: u32,
+    answers_end: Esi,
+    answer_at: Option<Instant>,
+    /// Repairs per source of a block code (`SchemeConfig::block_rate`); `None`: sliding.
+    /// The fraction of a repair a time-driven flush owes to the next one.
+    block_rate: Option<f64>,
+    block_credit: f64,
+    /// Base RTT of the path (smallest recent sample, and when it was taken), and until when
+    /// a queue on the path pauses loss-triggered repairs (see `watch_queue`).
+    base_rtt: Option<(Duration, Instant)>,
+    rttvar: Duration,
+    queue_until: Option<Instant>,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -186,6 +228,21 @@ impl Encoder {
             drop_credit_at: None,
             skip_credit: 0,
             skip_credit_at: None,
+            last_source_at: None,
+            report_tokens: 32.0,
+            answered: Vec::new(),
+            report_drop_credit: 0,
+            spare_due: None,
+            spare_end: 0,
+            spare_answers: 0,
+            answers_due: 0,
+            answers_end: 0,
+            answer_at: None,
+            block_rate: scheme.block_rate(),
+            block_credit: 0.0,
+            base_rtt: None,
+            rttvar: Duration::ZERO,
+            queue_until: None,
             srtt: None,
             stats,
         });
@@ -206,6 +263,10 @@ impl Encoder {
         s.next_esi = esi.wrapping_add(1);
         s.stats.sources += 1;
         s.stats.source_bytes += packet.len() as u64;
+        s.last_source_at = Some(now);
+        if s.queue_until.is_none_or(|t| now >= t) {
+            s.report_tokens = (s.report_tokens + REPORT_BUDGET_PER_SOURCE).min(REPORT_BUDGET_MAX);
+        }
 
         // Block codes emit their repairs from push_source; their work is already done, overload
         // control can only withhold them (counted as skips).
@@ -239,6 +300,9 @@ impl Encoder {
             controller.on_repair(RepairTrigger::Code);
         }
 
+        if s.answers_due > 0 {
+            Self::send_answer(s, out, &mut self.rng, now);
+        }
         let wanted = s.controller.on_source();
         for _ in 0..wanted {
             Self::repair(s, out, &mut self.rng, RepairTrigger::Controller, now);
@@ -266,6 +330,18 @@ impl Encoder {
         trigger: RepairTrigger,
         now: Instant,
     ) {
+        Self::repair_until(s, out, rng, trigger, None, now);
+    }
+
+    /// [`Self::repair`] over the window that ends just before `end` (`None`: the newest source).
+    fn repair_until(
+        s: &mut Stream,
+        out: &mut Out,
+        rng: &mut ChaCha8Rng,
+        trigger: RepairTrigger,
+        end: Option<Esi>,
+        now: Instant,
+    ) {
         if !s.budget.admit(now, rng) {
             s.stats.overload_skips += 1;
             s.skip_credit = s.skip_credit.saturating_add(1);
@@ -277,11 +353,32 @@ impl Encoder {
         let stream = s.id;
         let mut made = 0u64;
         let mut bytes = 0u64;
-        s.codec.repair_now(&mut |info, payload| {
-            out.push(stream, info, payload, now);
-            made += 1;
-            bytes += payload.len() as u64;
-        });
+        // A time-driven flush of a block code's partial block sends the code's own ratio of
+        // repairs for the sources in it, not all of a full block's: a pinned k:m code then
+        // costs m/k whatever the traffic. The fraction is carried to the next flush; a flush
+        // sends at least one repair (an isolated source gets ceil(m/k)). Block-code repairs
+        // are independent (any k' of the block's symbols suffice), so the ones left out are
+        // simply not sent.
+        let limit = match (trigger, s.block_rate) {
+            (RepairTrigger::Timer, Some(rate)) => {
+                s.block_credit += rate * s.codec.unprotected() as f64;
+                let n = s.block_credit.floor().max(1.0);
+                s.block_credit = (s.block_credit - n).max(0.0);
+                n as u64
+            }
+            _ => u64::MAX,
+        };
+        let mut emit = |info, payload: &[u8]| {
+            if made < limit {
+                out.push(stream, info, payload, now);
+                made += 1;
+                bytes += payload.len() as u64;
+            }
+        };
+        match end {
+            Some(end) => s.codec.repair_until(end, &mut emit),
+            None => s.codec.repair_now(&mut emit),
+        };
         s.budget.spend(cost * made);
         s.stats.symbol_ops += cost * made;
         s.stats.repairs += made;
@@ -290,6 +387,7 @@ impl Encoder {
             RepairTrigger::Controller => s.stats.repairs_controller += made,
             RepairTrigger::Timer => s.stats.repairs_timer += made,
             RepairTrigger::Code => s.stats.repairs_code += made,
+            RepairTrigger::LossReport => s.stats.repairs_report += made,
         }
         s.controller.on_repair(trigger);
         if s.codec.unprotected() == 0 {
@@ -338,6 +436,7 @@ impl Encoder {
                     Some(srtt) => (srtt * 7 + sample) / 8,
                 });
                 s.stats.rtt = s.srtt;
+                Self::watch_queue(s, sample, now);
             }
         }
         // Residual losses that our own skipped repairs may have caused are not the link's
@@ -357,6 +456,7 @@ impl Encoder {
             window: s.codec.window(),
             max_window: s.max_window,
             own_residual,
+            deadline: self.cfg.deadline.map(|d| d.resolve(s.srtt)),
         };
         // The decoder's own drops are not link losses (see `Feedback::link_only`). The driver
         // counts them every few milliseconds while the decoder declares losses as packets
@@ -386,18 +486,242 @@ impl Encoder {
         }
         s.stats.window = s.codec.window();
         s.stats.rate = s.controller.rate();
+        if fb.local_drops > 0 {
+            s.report_drop_credit = s.report_drop_credit.saturating_add(fb.local_drops);
+        } else if s.drop_credit == 0 {
+            s.report_drop_credit = 0;
+        }
+        if !fb.loss_report.is_empty() {
+            let deadline = self.cfg.deadline.map(|d| d.resolve(s.srtt));
+            Self::answer_loss_report(
+                s,
+                &mut self.out,
+                &mut self.rng,
+                &fb.loss_report,
+                deadline,
+                now,
+            );
+        }
+    }
+
+    /// Loss-triggered repair: one repair per ESI the report names that the window still
+    /// covers and that was not answered in the last RTT (a repeated report, or one that crossed
+    /// the repair in flight, gets nothing new), less the decoder's local drops (more repairs do
+    /// not help a decoder that drops packets itself), within the answer budget. The repairs
+    /// cover the window that ends just after the newest ESI named: sources sent after it may
+    /// be lost too and not reported yet, and an equation that includes them would wait for
+    /// their answers as well.
+    fn answer_loss_report(
+        s: &mut Stream,
+        out: &mut Out,
+        rng: &mut ChaCha8Rng,
+        report: &LossReport,
+        deadline: Option<Duration>,
+        now: Instant,
+    ) {
+        let named = u64::from(report.missing());
+        if !s.controller.answers_loss_reports() || s.queue_until.is_some_and(|t| now < t) {
+            s.stats.report_withheld += named;
+            return;
+        }
+        if s.answered.is_empty() {
+            s.answered = vec![(0, None); ANSWERED_SLOTS];
+        }
+        let quiet = s.srtt.unwrap_or(INITIAL_RTT) + Duration::from_millis(1);
+        let w = u32::from(s.codec.window());
+        let kept = u32::from(s.max_window);
+        let next = s.next_esi;
+        // Age 1 = the newest source. Ages beyond what the code keeps cannot be covered; an age
+        // of 0 or "negative" names a source not sent yet (a corrupted report).
+        let age = |esi: Esi| next.wrapping_sub(esi);
+        let sent = |esi: Esi| (1..=kept).contains(&age(esi));
+        let Some(newest) = report
+            .ranges()
+            .iter()
+            .flat_map(|r| {
+                let last = r.first.wrapping_add(u32::from(r.len) - 1);
+                [r.first, last]
+            })
+            .filter(|&e| sent(e))
+            .min_by_key(|&e| age(e))
+        else {
+            s.stats.report_withheld += named;
+            return;
+        };
+        let end = newest.wrapping_add(1);
+        let mut want = 0u32;
+        for r in report.ranges() {
+            // Distance from `end`: 1..=w are covered by a repair that ends there.
+            let back_first = end.wrapping_sub(r.first);
+            if back_first == 0 || back_first > u32::MAX / 2 {
+                continue;
+            }
+            let skip = back_first.saturating_sub(w);
+            for k in skip..u32::from(r.len).min(back_first) {
+                let esi = r.first.wrapping_add(k);
+                let slot = &mut s.answered[esi as usize & (ANSWERED_SLOTS - 1)];
+                if slot.0 == esi
+                    && slot
+                        .1
+                        .is_some_and(|t| now.saturating_duration_since(t) < quiet)
+                {
+                    continue;
+                }
+                *slot = (esi, Some(now));
+                want += 1;
+            }
+        }
+        let drops = s.report_drop_credit.min(want);
+        s.report_drop_credit -= drops;
+        want -= drops;
+        let allowed = want.min(s.report_tokens.max(0.0) as u32);
+        s.report_tokens -= f64::from(allowed);
+        s.stats.report_withheld += named - u64::from(allowed);
+        Self::queue_answers(s, out, rng, allowed, end, now);
+        if allowed > 0 && deadline.is_some() {
+            // An answer is lost with the link's loss probability, and asking again takes a
+            // round trip more than the deadline leaves: spare repairs over the window of the
+            // answers follow half the remaining time later, as many as the answers sent by then
+            // need (see `spares_needed`). Later answers join the batch, so
+            // the spares cover them too.
+            s.spare_end = end;
+            s.spare_answers += allowed;
+            if s.spare_due.is_none() {
+                let rtt = s.srtt.unwrap_or(INITIAL_RTT);
+                let slack = deadline.unwrap_or(rtt).saturating_sub(rtt);
+                s.spare_due = now.checked_add((slack / 2).max(Duration::from_micros(100)));
+            }
+        }
+    }
+
+    /// Congestion signal of the deadline mode: a smoothed RTT above the path's base RTT (the
+    /// smallest smoothed RTT of the last `BASE_RTT_WINDOW`) by more than `max(base/8, 4 rttvar,
+    /// 2 ms)` means a queue is building on the path. Loss-triggered repairs (answers and their spares) then
+    /// stop for two smoothed RTTs after each such sample: repairs would only add to that queue,
+    /// and the transports carried see the congestion losses and back off as they would without
+    /// the tunnel. Once the pause ends, answers resume and their echoes measure the path again.
+    fn watch_queue(s: &mut Stream, sample: Duration, now: Instant) {
+        // The base is the smallest *smoothed* RTT: jitter spreads the samples (and, where the
+        // link keeps its order, delays most of them), a queue lifts the smoothed RTT itself.
+        let srtt = s.srtt.unwrap_or(sample);
+        let base = match s.base_rtt {
+            Some((b, at)) if srtt >= b && now.saturating_duration_since(at) < BASE_RTT_WINDOW => b,
+            _ => {
+                s.base_rtt = Some((srtt, now));
+                srtt
+            }
+        };
+        // RFC 6298's deviation, for the margin.
+        let dev = sample.abs_diff(srtt);
+        s.rttvar = (s.rttvar * 3 + dev) / 4;
+        let margin = (base / 8).max(s.rttvar * 4).max(Duration::from_millis(2));
+        if srtt > base + margin {
+            // Two RTTs: the answers sent before this sample still arrive for one more, and the
+            // budget saved meanwhile is dropped rather than spent at once when the pause ends.
+            s.queue_until = now.checked_add(srtt * 2);
+            s.report_tokens = 0.0;
+            s.answers_due = 0;
+            s.answer_at = None;
+            s.stats.queue_signals += 1;
+        }
+    }
+
+    /// Queues `n` answers over the window ending before `end` (a newer end replaces an older
+    /// one: its window covers the older losses too) and sends the first at once.
+    fn queue_answers(
+        s: &mut Stream,
+        out: &mut Out,
+        rng: &mut ChaCha8Rng,
+        n: u32,
+        end: Esi,
+        now: Instant,
+    ) {
+        if n == 0 {
+            return;
+        }
+        if s.answers_due == 0 || (end.wrapping_sub(s.answers_end) as i32) > 0 {
+            s.answers_end = end;
+        }
+        s.answers_due += n;
+        if s.answer_at.is_none_or(|t| t <= now) {
+            Self::send_answer(s, out, rng, now);
+        }
+    }
+
+    /// Sends one queued answer and schedules the next.
+    fn send_answer(s: &mut Stream, out: &mut Out, rng: &mut ChaCha8Rng, now: Instant) {
+        if s.answers_due == 0 {
+            return;
+        }
+        s.answers_due -= 1;
+        let end = s.answers_end;
+        Self::repair_until(s, out, rng, RepairTrigger::LossReport, Some(end), now);
+        s.answer_at = if s.answers_due > 0 {
+            now.checked_add(ANSWER_GAP)
+        } else {
+            None
+        };
+    }
+
+    /// Spare repairs that back up `answers` answers to loss reports on a link that loses a
+    /// share `p` of the packets in bursts of mean length `burst`: the lost answers come in
+    /// bursts too, so the spares are counted in bursts, `burst x k` for the fewest `k` for
+    /// which the expected number of loss bursts beyond `k` that hit the answers (Poisson,
+    /// `E[(L - k)+]`) is at most `SPARE_MISS` per answer.
+    fn spares_needed(answers: u32, (p, burst): (f64, f64)) -> u32 {
+        // Answers are paced between sources, so a burst of link losses takes about every
+        // other packet of it from them.
+        let burst = ((burst + 1.0) / 2.0).clamp(1.0, f64::from(answers.max(1)));
+        let k = Self::bursts_needed(answers, p.clamp(0.0, 0.5) / burst);
+        (f64::from(k) * burst).round() as u32
+    }
+
+    fn bursts_needed(answers: u32, rate: f64) -> u32 {
+        let lambda = f64::from(answers) * rate;
+        let tolerated = SPARE_MISS * f64::from(answers);
+        // E[(L - k)+] = lambda - k + sum_{l < k} (k - l) P(L = l).
+        let mut k = 0u32;
+        loop {
+            let mut below = 0.0;
+            let mut term = (-lambda).exp();
+            for l in 0..k {
+                below += f64::from(k - l) * term;
+                term *= lambda / f64::from(l + 1);
+            }
+            let shortfall = lambda - f64::from(k) + below;
+            if shortfall <= tolerated || k >= answers {
+                return k;
+            }
+            k += 1;
+        }
+    }
+
+    /// Whether the time-driven repair waits for a pause in the sources rather than for
+    /// `repair_delay` after the first unprotected one: with a deadline (the loss reports or
+    /// the proactive rate cover dense traffic). Block codes keep the bounded delay: their
+    /// flush sends only the code's ratio for the sources in the partial block.
+    fn pause_timer(&self, _s: &Stream) -> bool {
+        self.cfg.deadline.is_some()
     }
 
     fn repair_delay(&self, s: &Stream) -> Option<Duration> {
-        s.controller.repair_delay().or(self.cfg.repair_delay)
+        let d = s.controller.repair_delay().or(self.cfg.repair_delay)?;
+        match self.cfg.deadline {
+            Some(deadline) => Some(d.min(deadline.resolve(s.srtt) / 3)),
+            None => Some(d),
+        }
     }
 
     /// When the time-driven repair of `s` is due, if one is: `repair_delay` after its first
-    /// unprotected source, or its pending re-send, whichever comes first.
+    /// unprotected source (with a deadline: after its latest source, so only a pause in the
+    /// traffic triggers it), or its pending re-send, whichever comes first.
     fn timer_due(&self, s: &Stream) -> Option<Instant> {
-        let fresh = s
-            .unprotected_since
-            .and_then(|since| since.checked_add(self.repair_delay(s)?));
+        let since = if self.pause_timer(s) {
+            s.unprotected_since.and(s.last_source_at)
+        } else {
+            s.unprotected_since
+        };
+        let fresh = since.and_then(|since| since.checked_add(self.repair_delay(s)?));
         match (fresh, s.retry_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -407,21 +731,46 @@ impl Encoder {
     /// When [`Encoder::handle_timeout`] must be called next (a time-driven repair or its
     /// re-send is due), or `None` if no source is waiting for protection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.streams.iter().filter_map(|s| self.timer_due(s)).min()
+        self.streams
+            .iter()
+            .flat_map(|s| [self.timer_due(s), s.spare_due, s.answer_at])
+            .flatten()
+            .min()
     }
 
     /// Sends the time-driven repairs that are due at `now`; then drain [`Encoder::poll_repair`].
     pub fn handle_timeout(&mut self, now: Instant) {
         let sliding = self.cfg.mode.scheme.is_sliding();
+        for s in &mut self.streams {
+            if s.answer_at.is_some_and(|t| t <= now) {
+                Self::send_answer(s, &mut self.out, &mut self.rng, now);
+            }
+            if s.spare_due.is_some_and(|t| t <= now) {
+                s.spare_due = None;
+                let answers = std::mem::take(&mut s.spare_answers);
+                let k = if s.queue_until.is_some_and(|t| now < t) {
+                    0
+                } else {
+                    Self::spares_needed(answers, s.controller.loss_estimate())
+                };
+                let end = s.spare_end;
+                Self::queue_answers(s, &mut self.out, &mut self.rng, k, end, now);
+            }
+        }
         for i in 0..self.streams.len() {
             match self.timer_due(&self.streams[i]) {
                 Some(due) if due <= now => {}
                 _ => continue,
             }
             let delay = self.repair_delay(&self.streams[i]);
+            let pause = self.pause_timer(&self.streams[i]);
             let s = &mut self.streams[i];
-            let fresh = s
-                .unprotected_since
+            let since = if pause {
+                s.unprotected_since.and(s.last_source_at)
+            } else {
+                s.unprotected_since
+            };
+            let fresh = since
                 .zip(delay)
                 .and_then(|(since, d)| since.checked_add(d))
                 .is_some_and(|due| due <= now);

@@ -50,13 +50,29 @@
 //! |       hold time (us, from that repair's arrival to now)       | 60
 //! +---------------------------------------------------------------+ 64
 //! |   local drops (only with flag 0x02: then the body is 68 bytes)| 64
-//! +---------------------------------------------------------------+ 68
+//! +---------------+---------------+-------------------------------+ 64 or 68 = L
+//! |  ranges n     |   reserved    |           reserved            | L     (only with flag 0x04)
+//! +---------------+---------------+-------------------------------+
+//! |                  first missing ESI of range 1                 | L+4
+//! +-------------------------------+-------------------------------+
+//! |        length of range 1      |  first missing ESI of range 2 | L+8
+//! +-------------------------------+-------------------------------+
+//! |  ... (n ranges of 6 bytes, 1 <= n <= 16, each length >= 1)    |
+//! +---------------------------------------------------------------+ L + 4 + 6n
 //! ```
 //! flags: bit 0 (0x01) = the timestamp echo and hold time are valid; bit 1 (0x02) = the local
-//! drops field follows. Other bits are reserved (sent 0, ignored). Reserved bytes are sent 0
-//! and ignored. [`Feedback::decode`] accepts a longer buffer (later versions may append fields)
-//! and never panics; a body without flag 0x02 is 64 bytes, and a decoder that does not know the
-//! flag reads a longer body as its first 64 bytes, so peers of different versions interoperate.
+//! drops field follows; bit 2 (0x04) = a loss report follows (after the local drops, if any).
+//! Other bits are reserved (sent 0, ignored). Reserved bytes are sent 0 and ignored.
+//! [`Feedback::decode`] accepts a longer buffer (later versions may append fields) and never
+//! panics; a body without flags 0x02 and 0x04 is 64 bytes, and a decoder that does not know a
+//! flag reads a longer body as its first 64 (or 68) bytes, so peers of different versions
+//! interoperate. [`FeedbackView`] reads the fields in place, after one check of every length.
+//!
+//! **Loss report** (loss-triggered repair): the ESIs the decoder has declared lost and not
+//! recovered, as up to [`MAX_RANGES`] runs, newest first. The encoder answers with at most as
+//! many repairs as the report names (and no more than its repair budget allows), so a report
+//! cannot make the encoder send more than it asks for; it rides in the feedback body, which
+//! every dataplane authenticates with the rest of the packet, so it cannot be forged either.
 //!
 //! **Local drops** are packets the decoder's own host dropped before the decoder could read
 //! them (the queue of its SID or TUN device, its UDP receive buffer): they look exactly like
@@ -75,8 +91,18 @@ pub const VERSION: u8 = 1;
 const FLAG_TS: u8 = 0x01;
 /// Flag: the local drops field (bytes 64..68) is present.
 const FLAG_LOCAL_DROPS: u8 = 0x02;
+/// Flag: a loss report follows.
+const FLAG_LOSS_REPORT: u8 = 0x04;
 /// Length of a body without the local drops field.
 const BASE_LEN: usize = 64;
+/// Length of the local drops field.
+const DROPS_LEN: usize = 4;
+/// Length of the loss report's header (range count and reserved bytes).
+const REPORT_HEADER_LEN: usize = 4;
+/// Length of one range of a loss report (first ESI, length).
+const RANGE_LEN: usize = 6;
+/// Most ranges one loss report names.
+pub const MAX_RANGES: usize = 16;
 
 /// Why a feedback body was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
@@ -87,6 +113,188 @@ pub enum FeedbackError {
     /// A version this build does not read.
     #[error("unknown feedback version {0}")]
     Version(u8),
+    /// A loss report with no range, more than [`MAX_RANGES`], or an empty range.
+    #[error("malformed loss report")]
+    LossReport,
+}
+
+/// A run of consecutive missing ESIs: `first`, `first + 1`, ..., `first + len - 1` (wrapping).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct EsiRange {
+    /// First missing ESI.
+    pub first: Esi,
+    /// How many (at least 1 on the wire).
+    pub len: u16,
+}
+
+impl EsiRange {
+    /// Whether `esi` lies in the range (serial arithmetic).
+    pub fn contains(&self, esi: Esi) -> bool {
+        esi.wrapping_sub(self.first) < u32::from(self.len)
+    }
+}
+
+/// What a decoder reports missing: up to [`MAX_RANGES`] runs of ESIs it declared lost and has
+/// not recovered. Empty = no report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct LossReport {
+    ranges: [EsiRange; MAX_RANGES],
+    n: u8,
+}
+
+impl LossReport {
+    /// Appends a range; `false` (and nothing changes) when full or when `len` is 0.
+    pub fn push(&mut self, range: EsiRange) -> bool {
+        if range.len == 0 || usize::from(self.n) >= MAX_RANGES {
+            return false;
+        }
+        self.ranges[usize::from(self.n)] = range;
+        self.n += 1;
+        true
+    }
+
+    /// The ranges, in the order given.
+    pub fn ranges(&self) -> &[EsiRange] {
+        &self.ranges[..usize::from(self.n)]
+    }
+
+    /// No range.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// ESIs named (sum of the range lengths).
+    pub fn missing(&self) -> u32 {
+        self.ranges().iter().map(|r| u32::from(r.len)).sum()
+    }
+
+    fn encoded_len(&self) -> usize {
+        if self.n == 0 {
+            0
+        } else {
+            REPORT_HEADER_LEN + RANGE_LEN * usize::from(self.n)
+        }
+    }
+}
+
+/// A feedback body read in place: [`FeedbackView::new`] checks the version and every length
+/// once; the accessors then read the fields from the caller's bytes without copying.
+#[derive(Clone, Copy, Debug)]
+pub struct FeedbackView<'a> {
+    base: &'a [u8; BASE_LEN],
+    drops: Option<&'a [u8; DROPS_LEN]>,
+    ranges: &'a [u8],
+}
+
+impl<'a> FeedbackView<'a> {
+    /// Checks `buf` (untrusted: never panics); trailing bytes are ignored.
+    pub fn new(buf: &'a [u8]) -> Result<Self, FeedbackError> {
+        let base: &[u8; BASE_LEN] = buf
+            .get(..BASE_LEN)
+            .and_then(|s| s.try_into().ok())
+            .ok_or(FeedbackError::Truncated)?;
+        if base[0] != VERSION {
+            return Err(FeedbackError::Version(base[0]));
+        }
+        let mut at = BASE_LEN;
+        let drops = if base[1] & FLAG_LOCAL_DROPS != 0 {
+            let d: &[u8; DROPS_LEN] = buf
+                .get(at..at + DROPS_LEN)
+                .and_then(|s| s.try_into().ok())
+                .ok_or(FeedbackError::Truncated)?;
+            at += DROPS_LEN;
+            Some(d)
+        } else {
+            None
+        };
+        let ranges: &[u8] = if base[1] & FLAG_LOSS_REPORT != 0 {
+            let n = usize::from(*buf.get(at).ok_or(FeedbackError::Truncated)?);
+            if n == 0 || n > MAX_RANGES {
+                return Err(FeedbackError::LossReport);
+            }
+            let start = at + REPORT_HEADER_LEN;
+            let body = buf
+                .get(start..start + n * RANGE_LEN)
+                .ok_or(FeedbackError::Truncated)?;
+            if body.chunks_exact(RANGE_LEN).any(|r| r[4] == 0 && r[5] == 0) {
+                return Err(FeedbackError::LossReport);
+            }
+            body
+        } else {
+            &[]
+        };
+        Ok(FeedbackView {
+            base,
+            drops,
+            ranges,
+        })
+    }
+
+    fn u16_at(&self, at: usize) -> u16 {
+        u16::from_be_bytes([self.base[at], self.base[at + 1]])
+    }
+
+    fn u32_at(&self, at: usize) -> u32 {
+        let b = self.base;
+        u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    }
+
+    /// The stream.
+    pub fn stream(&self) -> StreamId {
+        self.u16_at(2)
+    }
+
+    /// The feedback sequence number.
+    pub fn seq(&self) -> u16 {
+        self.u16_at(6)
+    }
+
+    /// Local drops (0 when the field is absent).
+    pub fn local_drops(&self) -> u32 {
+        self.drops.map_or(0, |d| u32::from_be_bytes(*d))
+    }
+
+    /// The loss report's ranges, in wire order (none without flag 0x04).
+    pub fn loss_ranges(&self) -> impl Iterator<Item = EsiRange> + 'a {
+        self.ranges.chunks_exact(RANGE_LEN).map(|r| EsiRange {
+            first: u32::from_be_bytes([r[0], r[1], r[2], r[3]]),
+            len: u16::from_be_bytes([r[4], r[5]]),
+        })
+    }
+
+    /// Copies every field out.
+    pub fn to_feedback(&self) -> Feedback {
+        let b = self.base;
+        let mut loss_report = LossReport::default();
+        for r in self.loss_ranges() {
+            loss_report.push(r);
+        }
+        Feedback {
+            stream: self.stream(),
+            path: b[4],
+            seq: self.seq(),
+            highest_esi: self.u32_at(8),
+            received: self.u32_at(12),
+            lost: self.u32_at(16),
+            recovered: self.u32_at(20),
+            residual: self.u32_at(24),
+            repairs: self.u32_at(28),
+            windows: self.u16_at(32),
+            window_loss_max: self.u16_at(34),
+            loss_sum: self.u32_at(36),
+            loss_sq_sum: self.u32_at(40),
+            bursts: self.u32_at(44),
+            burst_sum: self.u32_at(48),
+            burst_max: self.u16_at(52),
+            loss_window: self.u16_at(54),
+            echo: (b[1] & FLAG_TS != 0).then(|| TimestampEcho {
+                ts: self.u32_at(56),
+                hold_us: self.u32_at(60),
+            }),
+            local_drops: self.local_drops(),
+            loss_report,
+        }
+    }
 }
 
 /// A timestamp echo: the encoder's send timestamp of the latest repair the decoder received, and
@@ -142,23 +350,23 @@ pub struct Feedback {
     /// device queue or socket buffer; every stream of that decoder reports them). 0 = none or
     /// not measured.
     pub local_drops: u32,
+    /// ESIs declared lost and not recovered (loss-triggered repair; empty = no report).
+    pub loss_report: LossReport,
 }
 
 impl Feedback {
-    /// Largest encoded size in bytes (64 without local drops, 68 with).
-    pub const MAX_LEN: usize = 68;
+    /// Largest encoded size in bytes (64, + 4 with local drops, + 4 + 6 per range with a loss
+    /// report).
+    pub const MAX_LEN: usize = BASE_LEN + DROPS_LEN + REPORT_HEADER_LEN + RANGE_LEN * MAX_RANGES;
 
     /// Bytes [`Feedback::encode`] writes.
     pub fn encoded_len(&self) -> usize {
-        if self.local_drops > 0 {
-            Self::MAX_LEN
-        } else {
-            BASE_LEN
-        }
+        let drops = if self.local_drops > 0 { DROPS_LEN } else { 0 };
+        BASE_LEN + drops + self.loss_report.encoded_len()
     }
 
-    /// Writes the encoding (64 bytes, 68 with local drops) into the front of `buf`; returns the
-    /// bytes written, or `None` if `buf` is too short.
+    /// Writes the encoding (64 bytes, more with local drops or a loss report) into the front of
+    /// `buf`; returns the bytes written, or `None` if `buf` is too short.
     pub fn encode(&self, buf: &mut [u8]) -> Option<usize> {
         let len = self.encoded_len();
         let out = buf.get_mut(..len)?;
@@ -166,9 +374,21 @@ impl Feedback {
             Some(e) => (FLAG_TS, e),
             None => (0, TimestampEcho::default()),
         };
+        let mut at = BASE_LEN;
         if self.local_drops > 0 {
             flags |= FLAG_LOCAL_DROPS;
-            out[64..68].copy_from_slice(&self.local_drops.to_be_bytes());
+            out[at..at + DROPS_LEN].copy_from_slice(&self.local_drops.to_be_bytes());
+            at += DROPS_LEN;
+        }
+        if !self.loss_report.is_empty() {
+            flags |= FLAG_LOSS_REPORT;
+            out[at..at + REPORT_HEADER_LEN].copy_from_slice(&[self.loss_report.n, 0, 0, 0]);
+            at += REPORT_HEADER_LEN;
+            for r in self.loss_report.ranges() {
+                out[at..at + 4].copy_from_slice(&r.first.to_be_bytes());
+                out[at + 4..at + RANGE_LEN].copy_from_slice(&r.len.to_be_bytes());
+                at += RANGE_LEN;
+            }
         }
         out[0] = VERSION;
         out[1] = flags;
@@ -212,45 +432,7 @@ impl Feedback {
 
     /// Parses a feedback body. Untrusted input: never panics; trailing bytes are ignored.
     pub fn decode(buf: &[u8]) -> Result<Feedback, FeedbackError> {
-        let b: &[u8; BASE_LEN] = buf
-            .get(..BASE_LEN)
-            .and_then(|s| s.try_into().ok())
-            .ok_or(FeedbackError::Truncated)?;
-        if b[0] != VERSION {
-            return Err(FeedbackError::Version(b[0]));
-        }
-        let local_drops = if b[1] & FLAG_LOCAL_DROPS != 0 {
-            let d = buf.get(64..68).ok_or(FeedbackError::Truncated)?;
-            u32::from_be_bytes([d[0], d[1], d[2], d[3]])
-        } else {
-            0
-        };
-        let u16_at = |at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
-        let u32_at = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        Ok(Feedback {
-            stream: u16_at(2),
-            path: b[4],
-            seq: u16_at(6),
-            highest_esi: u32_at(8),
-            received: u32_at(12),
-            lost: u32_at(16),
-            recovered: u32_at(20),
-            residual: u32_at(24),
-            repairs: u32_at(28),
-            windows: u16_at(32),
-            window_loss_max: u16_at(34),
-            loss_sum: u32_at(36),
-            loss_sq_sum: u32_at(40),
-            bursts: u32_at(44),
-            burst_sum: u32_at(48),
-            burst_max: u16_at(52),
-            loss_window: u16_at(54),
-            echo: (b[1] & FLAG_TS != 0).then(|| TimestampEcho {
-                ts: u32_at(56),
-                hold_us: u32_at(60),
-            }),
-            local_drops,
-        })
+        FeedbackView::new(buf).map(|v| v.to_feedback())
     }
 
     /// The period as the link saw it: the decoder's local drops taken out of its losses.
@@ -328,6 +510,7 @@ mod tests {
                 hold_us: 250,
             }),
             local_drops: 0,
+            loss_report: LossReport::default(),
         }
     }
 
@@ -393,6 +576,109 @@ mod tests {
         assert_eq!(sample().to_bytes(), SAMPLE_BYTES);
     }
 
+    fn report(ranges: &[(u32, u16)]) -> LossReport {
+        let mut r = LossReport::default();
+        for &(first, len) in ranges {
+            assert!(r.push(EsiRange { first, len }));
+        }
+        r
+    }
+
+    /// A loss report after the local drops: flag 0x04, header (2 ranges), two 6-byte ranges.
+    #[test]
+    fn loss_report_follows_the_local_drops() {
+        let fb = Feedback {
+            local_drops: 7,
+            loss_report: report(&[(0x0a0b_0c0d, 3), (0xffff_fffe, 0x0102)]),
+            ..sample()
+        };
+        let b = fb.to_bytes();
+        assert_eq!(b.len(), 64 + 4 + 4 + 12);
+        assert_eq!(b[1], 0x07);
+        assert_eq!(&b[2..64], &SAMPLE_BYTES[2..]);
+        #[rustfmt::skip]
+        let tail: [u8; 20] = [
+            0x00, 0x00, 0x00, 0x07, // local drops 7
+            0x02, 0x00, 0x00, 0x00, // 2 ranges, reserved
+            0x0a, 0x0b, 0x0c, 0x0d, // range 1: first ESI
+            0x00, 0x03,             //          length 3
+            0xff, 0xff, 0xff, 0xfe, // range 2: first ESI
+            0x01, 0x02,             //          length 258
+        ];
+        assert_eq!(&b[64..], &tail);
+        assert_eq!(Feedback::decode(&b), Ok(fb));
+        let v = FeedbackView::new(&b).unwrap();
+        assert_eq!((v.stream(), v.seq(), v.local_drops()), (0x0102, 0x0405, 7));
+        let ranges: Vec<EsiRange> = v.loss_ranges().collect();
+        assert_eq!(ranges, fb.loss_report.ranges());
+        assert_eq!(fb.loss_report.missing(), 3 + 258);
+        // Wrapping range: 0xfffffffe, 0xffffffff, 0, 1, ...
+        assert!(ranges[1].contains(0xffff_ffff) && ranges[1].contains(0));
+        assert!(!ranges[1].contains(0x0101) && ranges[1].contains(0x00ff));
+        // Every cut inside the report is refused as truncated.
+        for n in 64..b.len() {
+            assert_eq!(
+                Feedback::decode(&b[..n]),
+                Err(FeedbackError::Truncated),
+                "{n}"
+            );
+        }
+    }
+
+    /// Without local drops the report starts at byte 64.
+    #[test]
+    fn loss_report_without_local_drops() {
+        let fb = Feedback {
+            loss_report: report(&[(5, 1)]),
+            ..sample()
+        };
+        let b = fb.to_bytes();
+        assert_eq!(b[1], 0x05);
+        assert_eq!(&b[64..], &[1, 0, 0, 0, 0, 0, 0, 5, 0, 1]);
+        assert_eq!(Feedback::decode(&b), Ok(fb));
+    }
+
+    #[test]
+    fn malformed_loss_reports_are_refused() {
+        let fb = Feedback {
+            loss_report: report(&[(5, 1)]),
+            ..sample()
+        };
+        let good = fb.to_bytes();
+        // No range.
+        let mut b = good.clone();
+        b[64] = 0;
+        assert_eq!(Feedback::decode(&b), Err(FeedbackError::LossReport));
+        // More than MAX_RANGES (and enough bytes for them).
+        let mut b = good.clone();
+        b[64] = 17;
+        b.resize(64 + 4 + 17 * 6, 1);
+        assert_eq!(Feedback::decode(&b), Err(FeedbackError::LossReport));
+        // An empty range.
+        let mut b = good.clone();
+        b[72..74].copy_from_slice(&[0, 0]);
+        assert_eq!(Feedback::decode(&b), Err(FeedbackError::LossReport));
+        // A full report fits MAX_LEN.
+        let mut full = LossReport::default();
+        for i in 0..MAX_RANGES as u32 {
+            assert!(full.push(EsiRange {
+                first: i * 10,
+                len: 2
+            }));
+        }
+        assert!(!full.push(EsiRange { first: 999, len: 1 }));
+        assert!(!LossReport::default().push(EsiRange { first: 1, len: 0 }));
+        let fb = Feedback {
+            local_drops: 1,
+            loss_report: full,
+            ..sample()
+        };
+        assert_eq!(fb.encoded_len(), Feedback::MAX_LEN);
+        let mut buf = [0u8; Feedback::MAX_LEN];
+        assert_eq!(fb.encode(&mut buf), Some(Feedback::MAX_LEN));
+        assert_eq!(Feedback::decode(&buf), Ok(fb));
+    }
+
     #[test]
     fn link_only_takes_local_drops_out() {
         let fb = Feedback {
@@ -454,10 +740,30 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn decode_never_panics_and_reencodes(data in proptest::collection::vec(0u8.., 0..100)) {
+        fn decode_never_panics_and_reencodes(data in proptest::collection::vec(0u8.., 0..200)) {
             if let Ok(fb) = Feedback::decode(&data) {
                 let again = Feedback::decode(&fb.to_bytes()).unwrap();
                 proptest::prop_assert_eq!(again, fb);
+            }
+        }
+
+        /// Any feedback with any loss report round-trips, and a valid body with flag bits set
+        /// at random is either read or refused, never misread past its end.
+        #[test]
+        fn loss_reports_round_trip(
+            ranges in proptest::collection::vec((0u32.., 1u16..), 0..=MAX_RANGES),
+            drops in 0u32..3,
+        ) {
+            let mut r = LossReport::default();
+            for (first, len) in ranges {
+                r.push(EsiRange { first, len });
+            }
+            let fb = Feedback { local_drops: drops, loss_report: r, ..sample() };
+            let b = fb.to_bytes();
+            proptest::prop_assert_eq!(b.len(), fb.encoded_len());
+            proptest::prop_assert_eq!(Feedback::decode(&b), Ok(fb));
+            for cut in 0..b.len() {
+                proptest::prop_assert!(Feedback::decode(&b[..cut]).is_err());
             }
         }
     }

@@ -41,12 +41,13 @@ mod streams;
 mod timestamp;
 
 pub use config::{
-    ConfigError, ControllerConfig, DecoderConfig, EncoderConfig, FecMode, SchemeConfig,
-    DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY, DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW,
+    ConfigError, ControllerConfig, Deadline, DecoderConfig, EncoderConfig, FecMode, SchemeConfig,
+    DEFAULT_LOSS_REPORT_GAP, DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY,
+    DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW, INITIAL_RTT,
 };
 pub use decoder::{Decoder, Recovered, Verdict};
 pub use encoder::{Encoder, Repair, SourceTag};
-pub use feedback::{Feedback, FeedbackError, TimestampEcho};
+pub use feedback::{EsiRange, Feedback, FeedbackError, FeedbackView, LossReport, TimestampEcho};
 pub use hirt_fec::{Esi, RepairInfo, SchemeId};
 pub use stats::{DecoderStats, EncoderStats};
 

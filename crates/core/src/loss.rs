@@ -138,6 +138,38 @@ impl LossTracker {
         self.finalized
     }
 
+    /// Fills `report` with the ESIs declared lost and neither received nor recovered among the
+    /// last `lookback` declared ones (never before `finalized`), newest first, as runs; stops
+    /// when the report is full. O(lookback).
+    pub(crate) fn missing(&self, lookback: u32, report: &mut crate::feedback::LossReport) {
+        let span = diff(self.declared, self.finalized).clamp(0, i64::from(lookback)) as u32;
+        let mut run: Option<(Esi, u16)> = None; // (lowest ESI so far, length)
+        for back in 1..=span {
+            let esi = self.declared.wrapping_sub(back);
+            let missing = self.ring[(esi & self.mask) as usize] & (RECEIVED | RECOVERED) == 0;
+            run = match (run, missing) {
+                (Some((_, len)), true) if len < u16::MAX => Some((esi, len + 1)),
+                (Some((first, len)), true) => {
+                    if !report.push(crate::feedback::EsiRange { first, len }) {
+                        return;
+                    }
+                    Some((esi, 1))
+                }
+                (None, true) => Some((esi, 1)),
+                (Some((first, len)), false) => {
+                    if !report.push(crate::feedback::EsiRange { first, len }) {
+                        return;
+                    }
+                    None
+                }
+                (None, false) => None,
+            };
+        }
+        if let Some((first, len)) = run {
+            report.push(crate::feedback::EsiRange { first, len });
+        }
+    }
+
     fn start(&mut self, esi: Esi) {
         // Our encoder numbers from 0: when the first ESI seen is near 0, the ones before it were
         // lost, not "before our time".
@@ -346,6 +378,40 @@ mod tests {
         assert_eq!(p.classified, 98); // tolerance 2
         assert_eq!(p.windows, 9);
         assert_eq!(p.loss_sum, 0);
+    }
+
+    #[test]
+    fn missing_lists_declared_unrecovered_runs_newest_first() {
+        let mut t = LossTracker::new(64, 40, 2, 10);
+        // Received: all of 0..30 except 3, 4, 5 (recovered: 4), 10 and 20, 21.
+        for e in (0..30).filter(|e| ![3, 4, 5, 10, 20, 21].contains(e)) {
+            t.on_source(e);
+        }
+        t.on_recovered(4);
+        let ranges = |t: &LossTracker, lookback| {
+            let mut r = crate::feedback::LossReport::default();
+            t.missing(lookback, &mut r);
+            r.ranges()
+                .iter()
+                .map(|r| (r.first, r.len))
+                .collect::<Vec<_>>()
+        };
+        // declared = 28 (tolerance 2 behind top 30).
+        assert_eq!(ranges(&t, 100), vec![(20, 2), (10, 1), (5, 1), (3, 1)]);
+        // Only the last 10 declared ESIs (18..28).
+        assert_eq!(ranges(&t, 10), vec![(20, 2)]);
+        // A recovery removes its ESI.
+        t.on_recovered(20);
+        assert_eq!(ranges(&t, 10), vec![(21, 1)]);
+        // A full report stops at MAX_RANGES.
+        let mut t = LossTracker::new(256, 200, 0, 10);
+        for e in (0..100).step_by(2) {
+            t.on_source(e);
+        }
+        let mut r = crate::feedback::LossReport::default();
+        t.missing(200, &mut r);
+        assert_eq!(r.ranges().len(), crate::feedback::MAX_RANGES);
+        assert_eq!((r.ranges()[0].first, r.ranges()[0].len), (97, 1));
     }
 
     #[test]

@@ -40,6 +40,14 @@ pub struct EncoderStats {
     pub rate: f64,
     /// Window / block size currently used by the code.
     pub window: u16,
+    /// Repairs sent in answer to the decoder's loss reports (also in `repairs`).
+    pub repairs_report: u64,
+    /// Sources named by loss reports that got no repair: answered less than an RTT ago, out of
+    /// the window, set against local drops, over the answer budget, or while the path queues.
+    pub report_withheld: u64,
+    /// RTT samples that showed a queue building on the path (each pauses loss-triggered
+    /// repairs for an RTT).
+    pub queue_signals: u64,
 }
 
 /// Decoder counters of one stream.
@@ -80,4 +88,6 @@ pub struct DecoderStats {
     /// Packets the host dropped before this decoder read them, as reported by the driver
     /// ([`crate::Decoder::add_local_drops`]) and passed on in feedback.
     pub local_drops: u64,
+    /// Feedback messages that carried a loss report.
+    pub loss_reports: u64,
 }

@@ -62,11 +62,14 @@ pub struct SimConfig {
     pub tail: u64,
     /// Master seed (every point of a sweep records its own).
     pub seed: u64,
+    /// Recovery deadline: `30ms`, `2rtt` (multiple of the RTT), `auto` (one RTT), or `off`.
+    pub deadline: String,
     /// Print the report as JSON.
     pub json: bool,
     /// Print the report as CSV (header + row).
     pub csv: bool,
-    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all (comma-separated).
+    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all | deadline
+    /// (comma-separated; `all` is the HIRT §VIII sweeps).
     pub sweep: Option<String>,
     /// Full size sweeps: 1e6 packets per point, 100 Latin-hypercube points, 10 Fig. 11b seeds.
     pub full: bool,
@@ -102,6 +105,7 @@ impl Default for SimConfig {
             in_order: "off".into(),
             tail: 5_000,
             seed: 1,
+            deadline: "off".into(),
             json: false,
             csv: false,
             sweep: None,
@@ -121,7 +125,8 @@ impl SimConfig {
         scenario(self)
     }
 
-    /// The sweeps to run (`None`: one run).
+    /// The sweeps to run (`None`: one run). The deadline experiment is asked for separately
+    /// ([`Self::deadline_sweep`]).
     pub fn sweeps(&self) -> anyhow::Result<Option<Vec<Sweep>>> {
         let Some(sweep) = &self.sweep else {
             return Ok(None);
@@ -131,11 +136,19 @@ impl SimConfig {
         }
         let v = sweep
             .split(',')
+            .filter(|s| *s != DEADLINE_SWEEP)
             .map(|s| s.parse::<Sweep>())
             .collect::<Result<_, _>>()
             .map_err(anyhow::Error::msg)
             .context("--sweep")?;
         Ok(Some(v))
+    }
+
+    /// Whether `--sweep` names the deadline experiment (`deadline`).
+    pub fn deadline_sweep(&self) -> bool {
+        self.sweep
+            .as_deref()
+            .is_some_and(|s| s.split(',').any(|w| w == DEADLINE_SWEEP))
     }
 
     /// Checks the whole configuration: every field parses, and the output choices agree.
@@ -154,6 +167,9 @@ impl SimConfig {
         Ok(())
     }
 }
+
+/// `--sweep` name of the recovery-deadline experiment ([`crate::deadline_sweep`]).
+pub const DEADLINE_SWEEP: &str = "deadline";
 
 fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
     let queue = match a.queue.trim().strip_suffix('B') {
@@ -191,6 +207,13 @@ fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
         in_order,
         seed: a.seed,
         tail: a.tail,
+        deadline: match a.deadline.trim() {
+            "off" | "none" | "" => None,
+            d => Some(
+                d.parse::<hirt_core::Deadline>()
+                    .map_err(|e| anyhow::anyhow!("--deadline {d}: {e}"))?,
+            ),
+        },
     })
 }
 
@@ -216,6 +239,14 @@ pub fn run(args: SimConfig) -> anyhow::Result<()> {
                 r.recovery_delay_p50_ms, r.recovery_delay_p99_ms, r.recovery_delay_max_ms,
                 r.recovery_latency_p99_ms
             );
+            if base.deadline.is_some() {
+                println!(
+                    "deadline {:.1} ms: {} recovered in time ({:.4}%), {} late; overhead bound {:.3}% (99.9% in time), {:.3}% (this run's share): overhead / bound {:.2}",
+                    r.deadline_ms, r.recovered_in_time, r.recovered_in_time_ratio * 100.0,
+                    r.late_recoveries, r.bound_overhead * 100.0,
+                    r.bound_overhead_achieved * 100.0, r.overhead_to_bound
+                );
+            }
         }
         return Ok(());
     };
@@ -231,6 +262,16 @@ pub fn run(args: SimConfig) -> anyhow::Result<()> {
     let jobs = args
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if args.deadline_sweep() {
+        let t0 = std::time::Instant::now();
+        let md = crate::deadline_sweep::run(&o, jobs, &args.out)?;
+        println!(
+            "## deadline ({} packets/run, {} seeds, {:.1} s wall)\n{md}",
+            o.packets,
+            o.seeds,
+            t0.elapsed().as_secs_f64()
+        );
+    }
     for s in sweeps {
         let t0 = std::time::Instant::now();
         let md = experiments::run_sweep(s, &o, jobs, &args.out)?;
@@ -259,6 +300,7 @@ mod tests {
         assert!(bad(|c| c.loss = "lots".into()).contains("--loss"));
         assert!(bad(|c| c.queue = "many".into()).contains("--queue"));
         assert!(bad(|c| c.sweep = Some("fig99".into())).contains("--sweep"));
+        assert!(bad(|c| c.deadline = "soon".into()).contains("--deadline"));
         assert!(bad(|c| {
             c.json = true;
             c.csv = true

@@ -7,7 +7,9 @@
 //! ([`experiments`]) sweep runs in parallel and draw the HIRT §VIII figures ([`plot`]).
 #![deny(unsafe_code)]
 
+pub mod bound;
 pub mod command;
+pub mod deadline_sweep;
 pub mod experiments;
 pub mod multipath;
 pub mod paths_experiments;

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use hirt_channel::{Link, LinkConfig, LossSpec, QueueLimit};
 use hirt_core::{
-    Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, RepairInfo, StreamId,
-    Verdict,
+    Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, RepairInfo,
+    StreamId, Verdict, DEFAULT_LOSS_REPORT_GAP,
 };
 use serde::Serialize;
 
@@ -62,6 +62,11 @@ pub struct Scenario {
     /// last measured losses get the repairs a long-lived tunnel would send after them (without
     /// it, every loss in the final window is unrecoverable: an artefact of stopping).
     pub tail: u64,
+    /// Recovery deadline. Recoveries later than it (after the time the original would have
+    /// arrived) are counted as late; `ours` also runs its deadline mode (window from the
+    /// deadline, loss reports answered when it exceeds a round trip, the decoder sends them).
+    /// `None`: no deadline (every recovery is in time; `ours` as without one).
+    pub deadline: Option<Deadline>,
 }
 
 impl Default for Scenario {
@@ -87,6 +92,7 @@ impl Default for Scenario {
             in_order: None,
             seed: 1,
             tail: 5_000,
+            deadline: None,
         }
     }
 }
@@ -97,9 +103,24 @@ impl Default for Scenario {
 /// for the measurements behind this choice.
 pub const OURS_WINDOW: u16 = 2400;
 
+/// Whether a scheme string names our controller (the one with a deadline mode).
+pub fn is_ours(scheme: &str) -> bool {
+    scheme.trim().starts_with("ours")
+}
+
+/// The window a scheme string gets when the scenario names none (with a deadline, `ours` gets
+/// the largest window and sizes the one it uses from the deadline).
+pub fn default_window_with(scheme: &str, deadline: Option<Deadline>) -> u16 {
+    if is_ours(scheme) && deadline.is_some() {
+        hirt_core::config::MAX_WINDOW
+    } else {
+        default_window(scheme)
+    }
+}
+
 /// The window a scheme string gets when the scenario names none.
 pub fn default_window(scheme: &str) -> u16 {
-    if scheme.trim().starts_with("ours") {
+    if is_ours(scheme) {
         OURS_WINDOW
     } else {
         hirt_core::DEFAULT_WINDOW
@@ -184,6 +205,27 @@ pub struct Report {
     pub hold_delay_max_ms: f64,
     /// Holes in-order release gave up (their sources, if recovered later, went out of order).
     pub order_skipped: u64,
+    /// The recovery deadline, ms (resolved against the true RTT, twice the one-way delay);
+    /// 0 without one.
+    pub deadline_ms: f64,
+    /// Lost sources recovered no later than the deadline after the time the original would
+    /// have arrived (all recoveries without a deadline).
+    pub recovered_in_time: u64,
+    /// `recovered_in_time / lost` (1 when nothing was lost).
+    pub recovered_in_time_ratio: f64,
+    /// Recoveries after the deadline (`recovered - recovered_in_time`).
+    pub late_recoveries: u64,
+    /// Lower bound on the overhead (repairs per source) any scheme needs to recover 99.9 % of
+    /// this run's losses in time (see `bound::overhead_bound`).
+    pub bound_overhead: f64,
+    /// The same bound for the fraction this run recovered in time.
+    pub bound_overhead_achieved: f64,
+    /// `overhead / bound_overhead_achieved` (0 when the bound is 0).
+    pub overhead_to_bound: f64,
+    /// Repairs sent in answer to loss reports (part of `repairs`, whole run).
+    pub repairs_report: u64,
+    /// Feedback messages that carried a loss report (whole run).
+    pub loss_reports: u64,
 }
 
 /// What travels on the links.
@@ -261,7 +303,9 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 /// Runs one scenario to completion.
 pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
-    let window = sc.window.unwrap_or_else(|| default_window(&sc.scheme));
+    let window = sc
+        .window
+        .unwrap_or_else(|| default_window_with(&sc.scheme, sc.deadline));
     let mode = FecMode::parse_with_window(&sc.scheme, window)
         .map_err(|e| anyhow::anyhow!("--scheme {}: {e}", sc.scheme))?;
     let mut enc_cfg = EncoderConfig::new(mode.clone());
@@ -269,6 +313,15 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     enc_cfg.repair_retries = sc.repair_retries;
     let mut dec_cfg = DecoderConfig::new(mode.scheme.clone());
     dec_cfg.in_order = sc.in_order;
+    // The other controllers have no deadline mode: for them the deadline only sorts the
+    // recoveries into in time and late.
+    if is_ours(&sc.scheme) && sc.deadline.is_some() {
+        enc_cfg.deadline = sc.deadline;
+        dec_cfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+    }
+    let deadline_ns = sc
+        .deadline
+        .map(|d| d.resolve(Some(sc.delay * 2)).as_nanos() as u64);
     let mut enc = Encoder::new(enc_cfg, sc.seed);
     let mut dec = Decoder::new(dec_cfg, sc.seed ^ 0xDEC0DE);
 
@@ -308,6 +361,8 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         seed: sc.seed,
         ..Report::default()
     };
+    // Send times of the measured sources the link lost (the loss trace of the bound).
+    let mut lost_at: Vec<u64> = Vec::new();
     let mut delays_pkts: Vec<f64> = Vec::new();
     let mut delays_ms: Vec<f64> = Vec::new();
     let mut latency_ms: Vec<f64> = Vec::new();
@@ -367,6 +422,9 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     None => {
                         fate[idx] = Fate::Lost;
                         r.lost += measured as u64;
+                        if measured {
+                            lost_at.push(t);
+                        }
                     }
                 }
                 enc_touched = true;
@@ -492,7 +550,11 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                             send_ns[..emitted as usize].partition_point(|&s| s + delay_ns <= t);
                         delays_pkts.push(due_before.saturating_sub(idx + 1) as f64);
                         let due = send_ns[idx] + delay_ns;
-                        delays_ms.push(t.saturating_sub(due) as f64 / 1e6);
+                        let late_by = t.saturating_sub(due);
+                        if deadline_ns.is_none_or(|d| late_by <= d) {
+                            r.recovered_in_time += 1;
+                        }
+                        delays_ms.push(late_by as f64 / 1e6);
                         latency_ms.push(t.saturating_sub(send_ns[idx]) as f64 / 1e6);
                     }
                     Fate::InFlight => fate[idx] = Fate::Recovered,
@@ -548,6 +610,30 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     r.hold_delay_p99_ms = percentile(&hold_ms, 0.99);
     r.hold_delay_max_ms = hold_ms.last().copied().unwrap_or(0.0);
     r.order_skipped = dec.stats(0).map_or(0, |s| s.order_skipped);
+    r.late_recoveries = r.recovered - r.recovered_in_time;
+    r.recovered_in_time_ratio = if r.lost == 0 {
+        1.0
+    } else {
+        r.recovered_in_time as f64 / r.lost as f64
+    };
+    let rtt_ns = 2 * delay_ns;
+    r.deadline_ms = deadline_ns.map_or(0.0, |d| d as f64 / 1e6);
+    let trace = crate::bound::LossTrace {
+        sources: r.sources,
+        lost_at_ns: &lost_at,
+        deadline_ns,
+        rtt_ns,
+        duration_ns: send_ns[..n].last().copied().unwrap_or(0),
+    };
+    r.bound_overhead = crate::bound::overhead_bound(&trace, 0.999);
+    r.bound_overhead_achieved = crate::bound::overhead_bound(&trace, r.recovered_in_time_ratio);
+    r.overhead_to_bound = if r.bound_overhead_achieved > 0.0 {
+        r.overhead / r.bound_overhead_achieved
+    } else {
+        0.0
+    };
+    r.repairs_report = enc.stats(0).map_or(0, |s| s.repairs_report);
+    r.loss_reports = dec.stats(0).map_or(0, |s| s.loss_reports);
     r.decoder_symbol_ops = dec.stats(0).map_or(0, |s| s.symbol_ops);
     Ok(r)
 }

@@ -74,13 +74,19 @@ pub struct SimArgs {
     /// Master seed (every point of a sweep records its own).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Recovery deadline: `30ms`, `2rtt` (a multiple of the RTT), `auto` (one RTT) or `off`.
+    /// Reports recoveries in time and late, and the overhead bound; `ours` derives its window
+    /// and repairs from it (`--window` then caps the window).
+    #[arg(long, default_value = "off")]
+    pub deadline: String,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
     /// Print the report as CSV (header + row).
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
-    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all.
+    /// Run an experiment instead: fig10 | fig11a | fig11b | sparse | all | deadline (recovered
+    /// in time vs overhead at 0.5/1/2 RTT, with the bound).
     #[arg(long)]
     pub sweep: Option<String>,
     /// Full size sweeps: 1e6 packets per point, 100 Latin-hypercube points, 10 Fig. 11b seeds.
@@ -122,6 +128,7 @@ impl From<SimArgs> for SimConfig {
             in_order: a.in_order,
             tail: a.tail,
             seed: a.seed,
+            deadline: a.deadline,
             json: a.json,
             csv: a.csv,
             sweep: a.sweep,
@@ -160,5 +167,7 @@ mod tests {
         let a = Cli::parse_from(["sim", "--loss", "uniform:0.03", "--window", "200"]).sim;
         let c = SimConfig::from(a);
         assert_eq!((c.loss.as_str(), c.window), ("uniform:0.03", Some(200)));
+        let a = Cli::parse_from(["sim", "--deadline", "2rtt"]).sim;
+        assert_eq!(SimConfig::from(a).deadline, "2rtt");
     }
 }

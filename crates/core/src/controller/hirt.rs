@@ -173,6 +173,7 @@ mod tests {
             window: 200,
             max_window: 200,
             own_residual: 0,
+            deadline: None,
         }
     }
 

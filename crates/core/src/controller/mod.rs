@@ -28,6 +28,8 @@ pub enum RepairTrigger {
     Timer,
     /// A block code emitted it on its own (block complete).
     Code,
+    /// It answers a loss report of the decoder (loss-triggered repair).
+    LossReport,
 }
 
 /// What the encoder tells a controller with each feedback.
@@ -46,6 +48,8 @@ pub struct FeedbackContext {
     /// overload, not of a repair rate too low for the link, so residual-loss loops should not
     /// raise the rate for it (HIRT §V: reacting to overload with more repairs feeds it).
     pub own_residual: u32,
+    /// The stream's recovery deadline, resolved against its RTT (`None`: no deadline).
+    pub deadline: Option<Duration>,
 }
 
 /// A repair-rate controller. Deterministic: no clock, no unseeded randomness.
@@ -75,6 +79,20 @@ pub trait Controller: fmt::Debug + Send {
     /// Overrides the configured time-driven repair delay (`None` = use the configuration).
     fn repair_delay(&self) -> Option<Duration> {
         None
+    }
+
+    /// Whether the encoder should answer the decoder's loss reports with repairs now (the
+    /// recovery deadline leaves time for a round trip). Controllers without a deadline mode
+    /// never do.
+    fn answers_loss_reports(&self) -> bool {
+        false
+    }
+
+    /// The link's loss ratio and mean loss burst length as the controller estimates them
+    /// (`(0, 1)` if it keeps no estimate): the encoder sizes the spare repairs behind its
+    /// answers to loss reports with them.
+    fn loss_estimate(&self) -> (f64, f64) {
+        (0.0, 1.0)
     }
 }
 

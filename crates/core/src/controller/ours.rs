@@ -34,6 +34,23 @@
 //!    repairs per source (default one per two windows), so a lone loss on a clean link is still
 //!    recovered.
 //!
+//! **With a recovery deadline** D (`EncoderConfig::deadline`), the window follows the sources
+//! sent in one deadline (a repair sent later than D after a loss is useless, and a shorter
+//! window is cheaper and recovers sooner; always within the scheme's window) and the strategy
+//! depends on D against the round trip:
+//!
+//! - **D > RTT + detection** (and a window of `pps x D` still holds a loss a round trip
+//!   later): *loss-triggered*, window `pps x D`. The decoder reports the ESIs it is missing; the encoder answers each once
+//!   per RTT with one repair (`Encoder` does that, capped by a budget). A repair that answers a
+//!   report is lost with the link's loss probability, and a second round trip would come too
+//!   late for D < 2.5 RTT, so a small proactive rate `spare + 2 p^2` keeps spare equations
+//!   in the window for those: the steady overhead is about `p/(1-p) + spare + 2 p^2`.
+//! - **otherwise**: *proactive*, window `pps x D / 2` (a sliding-window system takes up to a
+//!   window to close, so half the deadline is left for that), the rate formula above over it, so the
+//!   margin follows the loss count a window of D holds (its variance from the measured bursts);
+//!   deficit repayment only when D exceeds 1.5 RTT (e.g. the window is capped below a round
+//!   trip of sources at high rates), since it arrives a round trip after the report.
+//!
 //! Dense traffic: when the next scheduled repair is at most `max_delay` away, the time-driven
 //! repair is told to wait for it (1.25 x the repair interval) instead of adding repairs; sparse
 //! traffic keeps the configured repair delay.
@@ -78,6 +95,9 @@ pub struct OursParams {
     pub slack: f64,
     /// Most repairs per source, repayment included.
     pub max: f64,
+    /// With a deadline that leaves time for loss reports: proactive repairs per source kept on
+    /// top of the answers to reports (spare equations for answers that get lost).
+    pub spare: f64,
 }
 
 impl Default for OursParams {
@@ -94,6 +114,7 @@ impl Default for OursParams {
             slack: 2.0,
             base: 0.001,
             max: 0.3,
+            spare: 0.0,
         }
     }
 }
@@ -117,6 +138,7 @@ impl FromStr for OursParams {
                 "slack" => p.slack = parse_num(k, v, 0.0, 1e6)?,
                 "base" => p.base = parse_num(k, v, 0.0, 1.0)?,
                 "max" => p.max = parse_num(k, v, 0.0, 1.0)?,
+                "spare" => p.spare = parse_num(k, v, 0.0, 1.0)?,
                 "maxdelay_ms" => {
                     p.max_delay =
                         Duration::from_secs_f64(parse_num::<f64>(k, v, 0.0, 10_000.0)? / 1e3)
@@ -167,6 +189,10 @@ pub struct Ours {
     debt: f64,
     /// Sources to wait before a new deficit report is acted on (the last payment is in flight).
     hold: f64,
+    /// With a deadline: the window it implies (`None` without a deadline or before the source
+    /// rate is known), and whether loss reports are answered (the deadline exceeds a round trip).
+    deadline_window: Option<u16>,
+    reactive: bool,
 }
 
 impl Ours {
@@ -191,6 +217,8 @@ impl Ours {
             open_for: 0.0,
             debt: 0.0,
             hold: 0.0,
+            deadline_window: None,
+            reactive: false,
         };
         c.recompute();
         c
@@ -221,8 +249,37 @@ impl Ours {
         (self.burst_sum + 1.0) / (self.bursts + 1.0)
     }
 
+    /// Window and strategy for a deadline `d` (see the module docs).
+    fn follow_deadline(&mut self, d: std::time::Duration, ctx: &FeedbackContext) {
+        if self.pps <= 0.0 {
+            return;
+        }
+        let max = f64::from(ctx.max_window.max(1));
+        let full = (self.pps * d.as_secs_f64()).round().clamp(32.0, max);
+        // Detection: the reorder tolerance (3 sources) and the report gap (1 ms).
+        let detect = 4.0 / self.pps + 0.001;
+        self.reactive = ctx.rtt.is_some_and(|rtt| {
+            let round = rtt.as_secs_f64() + detect;
+            round < d.as_secs_f64() && round * self.pps < full
+        });
+        // Proactive: a loss is recovered once the repairs sent after it outnumber the losses
+        // among the sources they cover, which in a window of W sources takes up to W sources;
+        // half the deadline leaves the other half for that.
+        let w = if self.reactive {
+            full
+        } else {
+            (full / 2.0).round().max(32.0).min(max)
+        };
+        self.window = w;
+        self.deadline_window = Some(w as u16);
+    }
+
     fn recompute(&mut self) {
         let p = self.loss();
+        if self.reactive {
+            self.rate = self.p.spare.min(self.p.max);
+            return;
+        }
         let dispersion = (2.0 * self.burst() - 1.0).max(1.0);
         let need = p + self.p.base + self.z * (p * dispersion / self.window).sqrt();
         self.rate = need
@@ -252,10 +309,24 @@ impl Controller for Ours {
         }
     }
 
-    fn on_repair(&mut self, _trigger: RepairTrigger) {
-        // Every repair, whatever triggered it, uses one unit of credit; a time-driven repair may
-        // borrow up to one unit ahead.
-        self.credit = (self.credit - 1.0).max(-1.0);
+    fn on_repair(&mut self, trigger: RepairTrigger) {
+        // Every repair but an answer to a loss report uses one unit of credit; a time-driven
+        // repair may borrow up to one unit ahead.
+        if trigger != RepairTrigger::LossReport {
+            self.credit = (self.credit - 1.0).max(-1.0);
+        }
+    }
+
+    fn window(&self) -> Option<u16> {
+        self.deadline_window
+    }
+
+    fn answers_loss_reports(&self) -> bool {
+        self.reactive
+    }
+
+    fn loss_estimate(&self) -> (f64, f64) {
+        (self.loss(), self.burst())
     }
 
     fn on_feedback(&mut self, fb: &Feedback, ctx: &FeedbackContext) {
@@ -279,6 +350,9 @@ impl Controller for Ours {
             }
             self.last_fb = Some(ctx.now);
         }
+        if let Some(d) = ctx.deadline {
+            self.follow_deadline(d, ctx);
+        }
         // Deficit repayment: losses the decoder holds beyond the repairs it received, and beyond
         // what the repairs in flight will cover, are paid back at once (spread over the next
         // sources). The window is long enough (W = 2400 sources vs. an RTT of ~500 at 10 kpps)
@@ -296,7 +370,14 @@ impl Controller for Ours {
         } else {
             self.open_for + n
         };
-        if self.hold <= 0.0 {
+        // Repayment comes a round trip after the losses: with a deadline, only when that is
+        // still in time and loss reports do not do its work already.
+        let repay = match (ctx.deadline, ctx.rtt) {
+            (None, _) => true,
+            (Some(d), Some(rtt)) => !self.reactive && d.as_secs_f64() > 1.5 * rtt.as_secs_f64(),
+            (Some(_), None) => false,
+        };
+        if self.hold <= 0.0 && repay {
             let p = self.loss();
             let rtt_pkts = ctx.rtt.map_or(0.0, |r| r.as_secs_f64() * self.pps);
             let surplus = ((self.rate * (1.0 - p) - p) * rtt_pkts).max(0.0);
@@ -345,6 +426,7 @@ mod tests {
             window: 200,
             max_window: 200,
             own_residual: 0,
+            deadline: None,
         }
     }
 

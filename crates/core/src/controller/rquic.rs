@@ -157,6 +157,7 @@ mod tests {
             window: 10,
             max_window: 4095,
             own_residual: 0,
+            deadline: None,
         }
     }
 

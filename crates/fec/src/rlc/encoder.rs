@@ -83,12 +83,38 @@ impl RlcEncoder {
 
     /// Builds the repair over the current window into `self.repair`; returns its header.
     fn build_repair(&mut self) -> Option<RepairInfo> {
-        let n = self.window_len();
-        if n == 0 {
+        self.build_repair_until(0, self.window_len())
+    }
+
+    /// Makes a repair over the (up to) W symbols that end just before `end` instead of the
+    /// newest ones: a repair that answers a report of missing symbols need not cover the ones
+    /// sent after them (which may be lost too, unreported yet). `false` if `end` is not after
+    /// a kept symbol. The symbols after `end` stay unprotected.
+    pub fn repair_until(&mut self, end: Esi, repairs: &mut dyn FnMut(RepairInfo, &[u8])) -> bool {
+        let skip = self.next_esi.wrapping_sub(end) as usize;
+        if skip >= self.count {
+            return false;
+        }
+        let n = (self.count - skip).min(self.window);
+        let unprotected = self.unprotected;
+        let built = self.build_repair_until(skip, n);
+        self.unprotected = if skip == 0 { 0 } else { unprotected };
+        match built {
+            Some(info) => {
+                repairs(info, &self.repair);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Builds a repair over the `n` symbols before the newest `skip` ones.
+    fn build_repair_until(&mut self, skip: usize, n: usize) -> Option<RepairInfo> {
+        if n == 0 || skip + n > self.count {
             return None;
         }
         let cap = self.slots.len();
-        let first_slot = (self.next_slot + cap - n) % cap;
+        let first_slot = (self.next_slot + 2 * cap - n - skip) % cap;
         let coefs = &mut self.coefs[..n];
         // Cannot fail: DT and m were sanitized in `new`.
         generate_coding_coefficients(self.repair_key, coefs, self.cfg.dt, self.cfg.field.m())
@@ -111,7 +137,7 @@ impl RlcEncoder {
         });
         let info = RepairInfo {
             scheme: self.cfg.scheme(),
-            first_esi: self.next_esi.wrapping_sub(n as u32),
+            first_esi: self.next_esi.wrapping_sub((n + skip) as u32),
             nss: n as u16,
             stride: 1,
             repair_key: self.repair_key,
@@ -168,6 +194,39 @@ mod tests {
         let mut out = None;
         enc.repair_now(&mut |i, p| out = Some((i, p.to_vec())));
         out
+    }
+
+    #[test]
+    fn repair_until_covers_the_symbols_before_the_end() {
+        // Keeps 5 symbols, repairs over 3.
+        let mut enc = RlcEncoder::new(RlcConfig::xor(5));
+        enc.set_window(3);
+        let mut none = |_: RepairInfo, _: &[u8]| {};
+        for (esi, b) in (10..15).zip([1u8, 2, 4, 8, 16]) {
+            enc.push_source(esi, &[b], &mut none);
+        }
+        let mut out = None;
+        // End 14: the 3 symbols 11, 12, 13 (XOR of [0,1,b]: length prefix 0x0001).
+        assert!(enc.repair_until(14, &mut |i, p| out = Some((i, p.to_vec()))));
+        let (info, p) = out.take().unwrap();
+        assert_eq!((info.first_esi, info.nss), (11, 3));
+        // Three length prefixes 0x0001 XOR to 0x0001.
+        assert_eq!(p, vec![0, 1, 2 ^ 4 ^ 8]);
+        // The newer symbols stay unprotected; before 12 only 10 and 11 are kept.
+        assert_eq!(enc.unprotected(), 3);
+        assert!(enc.repair_until(12, &mut |i, _| out = Some((i, vec![]))));
+        assert_eq!(
+            (out.as_ref().unwrap().0.first_esi, out.unwrap().0.nss),
+            (10, 2)
+        );
+        // Not after a kept symbol.
+        assert!(!enc.repair_until(10, &mut |_, _| panic!()));
+        assert!(!enc.repair_until(20, &mut |_, _| panic!()));
+        // End = next: the usual repair.
+        let mut out = None;
+        assert!(enc.repair_until(15, &mut |i, _| out = Some(i)));
+        assert_eq!((out.unwrap().first_esi, out.unwrap().nss), (12, 3));
+        assert_eq!(enc.unprotected(), 0);
     }
 
     #[test]

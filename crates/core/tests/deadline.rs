@@ -1,0 +1,288 @@
+//! Recovery deadline and loss-triggered repair through the public sans-IO API: the decoder's
+//! loss reports make the encoder answer with repairs, the answers recover the losses, and a
+//! report cannot make the encoder send more than it names, more than its budget, or anything
+//! for sources it never sent.
+
+use std::time::{Duration, Instant};
+
+use hirt_core::{
+    Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, EsiRange, FecMode, Feedback,
+    LossReport, Verdict, DEFAULT_LOSS_REPORT_GAP,
+};
+
+#[allow(clippy::disallowed_methods)]
+fn t0() -> Instant {
+    Instant::now()
+}
+
+fn payload(n: u32) -> Vec<u8> {
+    (0..40).map(|i| (n as usize * 7 + i * 3) as u8).collect()
+}
+
+/// Source `n` is lost on the link: a fixed pattern of 3 % (and the repairs that follow
+/// source 500 + 97 k).
+fn lost(n: u32) -> bool {
+    n % 33 == 7
+}
+
+struct Loop {
+    enc: Encoder,
+    dec: Decoder,
+    now: Instant,
+    /// Sources recovered, and how many of them within 5 ms of their loss.
+    recovered: u32,
+    recovered_soon: u32,
+    reports: u32,
+}
+
+impl Loop {
+    fn new() -> Self {
+        let mode = FecMode::parse_with_window("ours", 1000).unwrap();
+        let mut cfg = EncoderConfig::new(mode.clone());
+        cfg.deadline = Some(Deadline::Fixed(Duration::from_millis(50)));
+        cfg.repair_delay = None;
+        let mut dcfg = DecoderConfig::new(mode.scheme.clone());
+        dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+        Loop {
+            enc: Encoder::new(cfg, 1),
+            dec: Decoder::new(dcfg, 2),
+            now: t0(),
+            recovered: 0,
+            recovered_soon: 0,
+            reports: 0,
+        }
+    }
+
+    /// Sends sources `from..to`, one per ms, with no link delay and instant feedback.
+    fn run(&mut self, from: u32, to: u32, lost_at: &mut Vec<(u32, Instant)>) {
+        for n in from..to {
+            self.now += Duration::from_millis(1);
+            let now = self.now;
+            if self.enc.poll_timeout().is_some_and(|t| t <= now) {
+                self.enc.handle_timeout(now);
+            }
+            if self.dec.poll_timeout().is_some_and(|t| t <= now) {
+                self.dec.handle_timeout(now);
+            }
+            let data = payload(n);
+            let tag = self.enc.handle_source(0, &data, now);
+            assert_eq!(tag.esi, n);
+            if lost(n) {
+                lost_at.push((n, now));
+            } else {
+                assert_eq!(self.dec.handle_source(0, n, &data, now), Verdict::Deliver);
+            }
+            self.exchange(lost_at);
+        }
+    }
+
+    fn exchange(&mut self, lost_at: &[(u32, Instant)]) {
+        let now = self.now;
+        loop {
+            let mut repairs = Vec::new();
+            while let Some(r) = self.enc.poll_repair() {
+                repairs.push((r.info, r.timestamp, r.payload.to_vec()));
+            }
+            let idle = repairs.is_empty();
+            for (info, ts, p) in repairs {
+                self.dec.handle_repair(0, &info, ts, &p, now).unwrap();
+            }
+            while let Some(r) = self.dec.poll_recovered() {
+                assert_eq!(r.data, payload(r.esi), "bit-exact");
+                self.recovered += 1;
+                if let Some(&(_, at)) = lost_at.iter().find(|(e, _)| *e == r.esi) {
+                    if now.saturating_duration_since(at) <= Duration::from_millis(5) {
+                        self.recovered_soon += 1;
+                    }
+                }
+            }
+            let mut fbs = Vec::new();
+            while let Some(fb) = self.dec.poll_feedback(now) {
+                // Through the wire format.
+                let fb = Feedback::decode(&fb.to_bytes()).unwrap();
+                self.reports += u32::from(!fb.loss_report.is_empty());
+                fbs.push(fb);
+            }
+            if idle && fbs.is_empty() {
+                break;
+            }
+            for fb in fbs {
+                self.enc.handle_feedback(&fb, now);
+            }
+        }
+    }
+}
+
+#[test]
+fn loss_reports_are_answered_and_recover_the_losses_at_once() {
+    let mut l = Loop::new();
+    let mut lost_at = Vec::new();
+    l.run(0, 4000, &mut lost_at);
+    let st = l.enc.stats(0).unwrap();
+    let lost = lost_at.len() as u32;
+    // Every loss recovered, nearly all within a few packets: the decoder reports a loss once 3
+    // later sources arrived, and the answer is immediate on this zero-delay link.
+    assert_eq!(l.dec.stats(0).unwrap().recovered, u64::from(l.recovered));
+    assert!(l.recovered >= lost - 2, "{} of {lost}", l.recovered);
+    assert!(
+        l.recovered_soon >= lost * 95 / 100,
+        "{} of {lost}",
+        l.recovered_soon
+    );
+    assert!(l.reports > 0 && st.repairs_report > 0);
+    // Once the controller runs on loss reports its own repairs stop: every repair answers a
+    // report, one per loss plus the spares that back up answers (at 1000 pps and one loss per
+    // 33 ms, about one spare per answer).
+    assert!(st.repairs_controller < 10, "{st:?}");
+    assert!(st.repairs <= 2 * u64::from(lost) + 10, "{st:?}");
+    assert_eq!(st.window, 50, "the deadline's window: 50 ms at 1000 pps");
+}
+
+#[test]
+fn a_report_gets_at_most_what_it_names_once_per_rtt_and_nothing_for_unsent_sources() {
+    let mut l = Loop::new();
+    let mut lost_at = Vec::new();
+    l.run(0, 2000, &mut lost_at);
+    let before = l.enc.stats(0).unwrap();
+    let next = l.enc.next_esi(0);
+    let report = |ranges: &[(u32, u16)]| {
+        let mut r = LossReport::default();
+        for &(first, len) in ranges {
+            assert!(r.push(EsiRange { first, len }));
+        }
+        Feedback {
+            stream: 0,
+            seq: 60_000,
+            loss_report: r,
+            ..Feedback::default()
+        }
+    };
+    let repairs = |l: &mut Loop| {
+        let mut n = 0;
+        while l.enc.poll_repair().is_some() {
+            n += 1;
+        }
+        n
+    };
+    repairs(&mut l);
+    // Sources never sent (ahead of the encoder, or far behind it): nothing.
+    let mut fb = report(&[(next, 100), (next + 5000, 10)]);
+    l.enc.handle_feedback(&fb, l.now);
+    assert_eq!(repairs(&mut l), 0);
+    // 3 sources inside the window: at most 3 answers (paced: the first now).
+    fb = report(&[(next - 10, 2), (next - 20, 1)]);
+    fb.seq = 60_001;
+    l.enc.handle_feedback(&fb, l.now);
+    let mut answered = repairs(&mut l);
+    // The answers are paced (200 us apart); the RTT is 0 here, so a name is answered again
+    // after 1 ms: stay below.
+    for _ in 0..4 {
+        l.now += Duration::from_micros(200);
+        l.enc.handle_timeout(l.now);
+        answered += repairs(&mut l);
+    }
+    assert!((1..=3).contains(&answered), "{answered}");
+    // The same report again within the RTT: nothing new.
+    fb.seq = 60_002;
+    l.enc.handle_feedback(&fb, l.now);
+    assert_eq!(repairs(&mut l), 0);
+    // A report naming everything in reach: bounded by the budget (<= 256 repairs).
+    let mut big = LossReport::default();
+    for k in 0..16u32 {
+        big.push(EsiRange {
+            first: next - 2000 + k * 120,
+            len: 120,
+        });
+    }
+    fb = Feedback {
+        loss_report: big,
+        seq: 60_003,
+        ..fb
+    };
+    l.enc.handle_feedback(&fb, l.now);
+    let mut total = repairs(&mut l);
+    for _ in 0..2000 {
+        l.now += Duration::from_micros(200);
+        l.enc.handle_timeout(l.now);
+        total += repairs(&mut l);
+    }
+    // Only the current window (50 sources) is coverable, each ESI once, plus the spares that
+    // back those answers up (a few at 3 % loss), far below the 1920 named.
+    assert!((40..=64).contains(&total), "{total}");
+    let after = l.enc.stats(0).unwrap();
+    assert!(after.report_withheld > before.report_withheld + 1000);
+}
+
+#[test]
+fn local_drops_are_not_answered() {
+    let mut l = Loop::new();
+    let mut lost_at = Vec::new();
+    l.run(0, 2000, &mut lost_at);
+    while l.enc.poll_repair().is_some() {}
+    let next = l.enc.next_esi(0);
+    let mut r = LossReport::default();
+    r.push(EsiRange {
+        first: next - 10,
+        len: 5,
+    });
+    // The decoder's host dropped 5 packets itself: the 5 named losses are set against them.
+    let fb = Feedback {
+        stream: 0,
+        seq: 60_000,
+        local_drops: 5,
+        loss_report: r,
+        ..Feedback::default()
+    };
+    l.enc.handle_feedback(&fb, l.now);
+    let mut n = 0;
+    for _ in 0..10 {
+        while l.enc.poll_repair().is_some() {
+            n += 1;
+        }
+        l.now += Duration::from_millis(1);
+        l.enc.handle_timeout(l.now);
+    }
+    assert_eq!(n, 0);
+}
+
+/// Repairs per source of `mode` for `n` sources one `gap` apart with the default 5 ms repair
+/// timer (no loss: the ratio does not depend on it).
+fn block_overhead(mode: &str, n: u32, gap: Duration) -> f64 {
+    let mode: FecMode = mode.parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode), 1);
+    let mut now = t0();
+    for i in 0..n {
+        now += gap;
+        if enc.poll_timeout().is_some_and(|t| t <= now) {
+            enc.handle_timeout(now);
+        }
+        enc.handle_source(0, &payload(i), now);
+        while enc.poll_repair().is_some() {}
+    }
+    now += Duration::from_secs(1);
+    enc.handle_timeout(now);
+    let st = enc.stats(0).unwrap();
+    st.repairs as f64 / st.sources as f64
+}
+
+/// A pinned k:m block code costs m/k whatever the rate: a time-driven flush of a partial block
+/// sends the code's ratio for the sources in it (the fraction carried over; an isolated
+/// source: ceil(m/k)), not all m repairs of a full block.
+#[test]
+fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
+    // 2000 pps (a block of 20 takes 10 ms, longer than the 5 ms timer).
+    let dense = block_overhead("rs:20:10", 20_000, Duration::from_micros(500));
+    assert!((dense - 0.5).abs() < 0.025, "{dense}");
+    // 10 000, 3333, 1000 and 400 pps: full blocks, and partial ones of 15, 5 and 12 sources.
+    for gap_us in [100, 300, 1000, 2500] {
+        let r = block_overhead("rs:20:10", 20_000, Duration::from_micros(gap_us));
+        assert!((r - 0.5).abs() < 0.025, "{gap_us} us: {r}");
+    }
+    // Sparse: every source flushed alone, with ceil(10 / 20) = 1 repair.
+    let sparse = block_overhead("rs:20:10", 200, Duration::from_millis(20));
+    assert!((sparse - 1.0).abs() < 1e-9, "{sparse}");
+    let sparse = block_overhead("rs:4:4", 200, Duration::from_millis(20));
+    assert!((sparse - 1.0).abs() < 1e-9, "{sparse}");
+    let sparse = block_overhead("rs:2:6", 200, Duration::from_millis(20));
+    assert!((sparse - 3.0).abs() < 1e-9, "{sparse}");
+}
