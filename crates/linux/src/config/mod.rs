@@ -17,6 +17,7 @@ use serde::Deserialize;
 pub use coder::CoderSettings;
 
 mod coder;
+mod udp_keys;
 
 /// A configuration value that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -513,11 +514,25 @@ pub struct UdpConfig {
     pub listen: Option<String>,
     /// Client: the server's address (required).
     pub remote: Option<String>,
-    /// Shared secret (required unless `insecure`).
-    pub key: Option<String>,
+    /// File with our private key (base64, `hirt genkey`; mode 0600), else the environment
+    /// variable `HIRT_PRIVATE_KEY`.
+    pub private_key_file: Option<PathBuf>,
+    /// The peer's public key (base64, `hirt pubkey`).
+    pub peer_public_key: Option<String>,
+    /// File with a pre-shared key mixed into the handshake (base64, mode 0600), else the
+    /// environment variable `HIRT_PRESHARED_KEY`; none by default.
+    pub preshared_key_file: Option<PathBuf>,
+    /// File whose first line is a passphrase both ends share (mode 0600), else the environment
+    /// variable `HIRT_PASSPHRASE`: both key pairs and the pre-shared key derive from it
+    /// (Argon2id), instead of the three keys above.
+    pub passphrase_file: Option<PathBuf>,
+    /// Start a new session (fresh keys) after this many seconds (120).
+    pub rekey_after_s: f64,
+    /// Start a new session after this many datagrams from one worker (2^32).
+    pub rekey_after_packets: u64,
     /// Authenticate only, do not encrypt.
     pub no_encrypt: bool,
-    /// Run with no key at all (anyone can inject packets).
+    /// Run with publicly known keys (anyone can inject packets).
     pub insecure: bool,
     /// FEC mode (ours).
     pub fec: String,
@@ -569,7 +584,12 @@ impl Default for UdpConfig {
             role: None,
             listen: None,
             remote: None,
-            key: None,
+            private_key_file: None,
+            peer_public_key: None,
+            preshared_key_file: None,
+            passphrase_file: None,
+            rekey_after_s: 120.0,
+            rekey_after_packets: 1 << 32,
             no_encrypt: false,
             insecure: false,
             fec: default_fec(),
@@ -618,7 +638,7 @@ impl UdpConfig {
     /// Checks every value; the error names the key at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let role = self.role()?;
-        self.secret()?;
+        self.check_keys()?;
         if role == UdpRole::Client {
             ensure(self.remote.is_some(), "remote", || {
                 "required on a client (-r SERVER:PORT)".into()
@@ -648,18 +668,6 @@ impl UdpConfig {
     pub fn role(&self) -> Result<UdpRole, ConfigError> {
         self.role
             .ok_or_else(|| ConfigError::new("role", "required: server (-s) or client (-c)"))
-    }
-
-    /// The shared secret (empty with `insecure`).
-    pub fn secret(&self) -> Result<Vec<u8>, ConfigError> {
-        match (&self.key, self.insecure) {
-            (Some(k), _) => Ok(k.as_bytes().to_vec()),
-            (None, true) => Ok(Vec::new()),
-            (None, false) => Err(ConfigError::new(
-                "key",
-                "required (-k KEY), or `insecure` to run without authentication",
-            )),
-        }
     }
 
     /// Our tunnel address (the role's default when unset).
@@ -705,7 +713,7 @@ mod tests {
         UdpConfig {
             role: Some(UdpRole::Client),
             remote: Some("192.0.2.1:4096".into()),
-            key: Some("secret".into()),
+            insecure: true,
             ..Default::default()
         }
     }
@@ -740,14 +748,12 @@ mod tests {
         let u = UdpConfig {
             role: Some(UdpRole::Server),
             remote: None,
-            key: None,
             insecure: true,
             rs: Some("20:10".into()),
             tun_addr6: Some("fd77::1/64".into()),
             ..udp()
         };
         u.validate().unwrap();
-        assert!(u.secret().unwrap().is_empty());
         assert_eq!(u.tun_addr(UdpRole::Server).unwrap().1, 24);
         assert_eq!(
             u.fec_mode().unwrap(),
@@ -919,7 +925,13 @@ mod tests {
                 },
                 "role: required",
             ),
-            (UdpConfig { key: None, ..udp() }, "key: required"),
+            (
+                UdpConfig {
+                    insecure: false,
+                    ..udp()
+                },
+                "private-key-file: required",
+            ),
             (
                 UdpConfig {
                     remote: None,
@@ -996,9 +1008,11 @@ mod tests {
         let e = toml::from_str::<Srv6Config>("behavior = \"dx7\"").unwrap_err();
         assert!(e.to_string().contains("unknown behavior"), "{e}");
         let u: UdpConfig =
-            toml::from_str("role = \"server\"\nkey = \"k\"\nkeepalive-ms = 200\n").unwrap();
+            toml::from_str("role = \"server\"\ninsecure = true\nkeepalive-ms = 200\n").unwrap();
         assert_eq!((u.role, u.keepalive_ms), (Some(UdpRole::Server), 200));
         assert!(toml::from_str::<UdpConfig>("role = \"peer\"").is_err());
+        let e = toml::from_str::<UdpConfig>("key = \"secret on a command line\"").unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
     }
 
     /// The documented example files parse and validate.
