@@ -31,6 +31,10 @@ enum Command {
     Udp(cmd::udp::UdpArgs),
     /// Show the counters of a running instance.
     Status(cmd::status::StatusArgs),
+    /// Print a new private key for `hirt udp` (base64; `umask 077; hirt genkey > FILE`).
+    Genkey,
+    /// Read a private key on standard input, print its public key (base64).
+    Pubkey,
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -56,6 +60,8 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Srv6(args)) => cmd::srv6::run(args),
         Some(Command::Udp(args)) => cmd::udp::run(args),
         Some(Command::Status(args)) => cmd::status::run(args),
+        Some(Command::Genkey) => cmd::udp::genkey(),
+        Some(Command::Pubkey) => cmd::udp::pubkey(),
         Some(Command::Bench(cmd)) => cmd::bench::run(cmd),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }

@@ -1175,11 +1175,22 @@ pub struct UdpHandle {
     pub local: SocketAddr,
     /// Every worker's bound address (the client: one source port per worker).
     pub locals: Vec<SocketAddr>,
+    shared: Arc<Shared>,
     workers: Workers,
     _ops: Operations,
 }
 
 impl UdpHandle {
+    /// The handshake and session keys of the instance.
+    pub fn sessions(&self) -> &handshake::Sessions {
+        &self.shared.common.sessions
+    }
+
+    /// What the workers share (the sessions among it), for observers that outlive a borrow.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
     /// Stops the workers.
     pub fn stop(mut self) {
         self.workers.stop();
@@ -1375,6 +1386,7 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
         metrics,
         local: locals[0],
         locals,
+        shared,
         workers,
         _ops: ops,
     })
@@ -1525,3 +1537,6 @@ fn worker(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod restart_tests;

@@ -249,6 +249,15 @@ pub fn write_secret_file(path: &Path, text: &str) -> std::io::Result<()> {
     f.write_all(text.as_bytes())
 }
 
+/// Generates a private key into a new file at `path` (mode 0600) and returns its public key in
+/// base64: what `umask 077; hirt genkey > path; hirt pubkey < path` does, for the lab, the
+/// benches and tests.
+pub fn write_new_private_key(path: &Path) -> std::io::Result<String> {
+    let k = generate_private();
+    write_secret_file(path, &encode(&k))?;
+    Ok(encode(&public_key(&k)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
