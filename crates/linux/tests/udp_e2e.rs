@@ -305,7 +305,8 @@ fn udp_tunnel_both_ways_with_address_change() {
     std::thread::sleep(Duration::from_millis(200));
     let c_marked = sum(&client_m, |s| &s.repairs_sent)
         + sum(&client_m, |s| &s.feedback_sent)
-        + client_m.global.keepalives_sent.load(Ordering::Relaxed);
+        + client_m.global.keepalives_sent.load(Ordering::Relaxed)
+        + client_m.global.handshake_initiations.load(Ordering::Relaxed);
     let rec_s = sum(&server.metrics, |s| &s.recovered);
     let rec_c = sum(&client_m, |s| &s.recovered);
     let changes = server
@@ -330,7 +331,7 @@ fn udp_tunnel_both_ways_with_address_change() {
         "server got {} (recovered {rec_s}; per client stream received/recovered {per_stream:?}), \
          client got {} (recovered {rec_c}), address changes {changes}, auth failures {auth}; \
          at the server's ingress: CE set {}, DSCP {REPAIR_DSCP} {}, DSCP 46 {}, DSCP 0 {}, all {}; \
-         client sent {c_sources} sources, {c_marked} repairs+feedback+keepalives",
+         client sent {c_sources} sources, {c_marked} repairs+feedback+keepalives+handshakes",
         got_s.len(),
         got_c.len(),
         wire[0],
