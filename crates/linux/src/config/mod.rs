@@ -282,6 +282,8 @@ pub struct Srv6Config {
     pub threads: usize,
     /// Key of the auth TLV on repair and feedback packets (`0x` hex, else the bytes).
     pub hmac_key: Option<String>,
+    /// File whose first line is `hmac-key` (mode 0600), instead of the key itself.
+    pub hmac_key_file: Option<PathBuf>,
     /// Key id carried in the auth TLV (1).
     pub key_id: u32,
     /// Also add an RFC 8754 HMAC TLV to repair and feedback packets.
@@ -339,6 +341,7 @@ impl Default for Srv6Config {
             window: default_window(),
             threads: default_threads(),
             hmac_key: None,
+            hmac_key_file: None,
             key_id: 1,
             rfc8754_hmac: false,
             auth_sources: false,
@@ -455,10 +458,27 @@ impl Srv6Config {
 
     /// The authentication key, if any.
     pub fn auth(&self) -> Result<Option<AuthKey>, ConfigError> {
-        match &self.hmac_key {
+        let from_file = match (&self.hmac_key, &self.hmac_key_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    "hmac-key-file",
+                    "give hmac-key or hmac-key-file, not both",
+                ))
+            }
+            (None, Some(f)) => Some(
+                crate::udp::keys::read_secret_file(f)
+                    .map_err(|e| ConfigError::new("hmac-key-file", e.to_string()))?,
+            ),
+            _ => None,
+        };
+        let (key, name) = match (&from_file, &self.hmac_key) {
+            (Some(text), _) => (text.lines().next().map(str::trim), "hmac-key-file"),
+            (None, k) => (k.as_deref(), "hmac-key"),
+        };
+        match key {
             Some(k) => Ok(Some(AuthKey {
                 key_id: self.key_id,
-                key: parse_key(k).map_err(|e| ConfigError::new("hmac-key", e))?,
+                key: parse_key(k).map_err(|e| ConfigError::new(name, e))?,
                 rfc8754: self.rfc8754_hmac,
                 sources: self.auth_sources,
             })),
@@ -1023,6 +1043,27 @@ mod tests {
         s.validate().unwrap();
         let u = UdpConfig::from_file(&dir.join("hirt-udp.toml")).unwrap();
         u.validate().unwrap();
+    }
+
+    #[test]
+    fn hmac_keys_come_from_private_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("hirt-hmac-{}", std::process::id()));
+        crate::udp::keys::write_secret_file(&path, "0x0aff\n").unwrap();
+        let s = Srv6Config {
+            hmac_key_file: Some(path.clone()),
+            ..srv6()
+        };
+        s.validate().unwrap();
+        assert_eq!(s.auth().unwrap().unwrap().key, vec![0x0a, 0xff]);
+        let both = Srv6Config {
+            hmac_key: Some("k".into()),
+            ..s.clone()
+        };
+        assert!(err(both.validate()).contains("not both"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(err(s.validate()).contains("chmod 600"));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
