@@ -265,7 +265,10 @@ mod tests {
 
     fn pair(encrypt: bool) -> (Sealer, Opener) {
         let k = test_key(b"client->server");
-        (Sealer::new(&k, encrypt, 0, 1000), Opener::new(&k, encrypt, 0))
+        (
+            Sealer::new(&k, encrypt, 0, 1000),
+            Opener::new(&k, encrypt, 0),
+        )
     }
 
     fn sealed(s: &mut Sealer, frame: &[u8]) -> Vec<u8> {

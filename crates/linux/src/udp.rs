@@ -114,6 +114,10 @@ fn sender_of(counter: u64) -> usize {
     (counter >> SEQ_BITS) as usize
 }
 
+/// What admits an authenticated datagram: its session and key phase, its AEAD counter, and
+/// where it came from.
+pub type Admission = (u64, u8, u64, SocketAddr);
+
 /// Which end of the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -542,9 +546,7 @@ impl Transport for UdpMachine {
     type Common = UdpCommon;
     type Dest = UdpDest;
     type Route = Option<SocketAddr>;
-    /// The session and key phase of an authenticated datagram, its AEAD counter, and where it
-    /// came from.
-    type Admit = (u64, u8, u64, SocketAddr);
+    type Admit = Admission;
     type Step = UdpStep;
     type Drop = UdpDrop;
 
@@ -847,7 +849,7 @@ impl UdpMachine {
         buf: &mut [u8],
         from: SocketAddr,
         tos: u8,
-    ) -> Result<Classified<(u64, u8, u64, SocketAddr), UdpStep>, UdpDrop> {
+    ) -> Result<Classified<Admission, UdpStep>, UdpDrop> {
         let phase = buf.first().map_or(0, |&m| crypto::phase_of(m));
         let opened = match &self.keys.openers[phase as usize] {
             Some(k) => k

@@ -306,7 +306,10 @@ fn udp_tunnel_both_ways_with_address_change() {
     let c_marked = sum(&client_m, |s| &s.repairs_sent)
         + sum(&client_m, |s| &s.feedback_sent)
         + client_m.global.keepalives_sent.load(Ordering::Relaxed)
-        + client_m.global.handshake_initiations.load(Ordering::Relaxed);
+        + client_m
+            .global
+            .handshake_initiations
+            .load(Ordering::Relaxed);
     let rec_s = sum(&server.metrics, |s| &s.recovered);
     let rec_c = sum(&client_m, |s| &s.recovered);
     let changes = server

@@ -79,7 +79,11 @@ fn peer_keys() -> &'static [(std::path::PathBuf, String); 2] {
 
 fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> UdpConfig {
     let [s_key, c_key] = peer_keys();
-    let (ours, theirs) = if server { (s_key, c_key) } else { (c_key, s_key) };
+    let (ours, theirs) = if server {
+        (s_key, c_key)
+    } else {
+        (c_key, s_key)
+    };
     UdpConfig {
         role: Some(if server {
             UdpRole::Server

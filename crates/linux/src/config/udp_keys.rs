@@ -147,22 +147,37 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = c.static_keys().unwrap_err().to_string();
-        assert!(e.contains("private-key-file") && e.contains("chmod 600"), "{e}");
+        assert!(
+            e.contains("private-key-file") && e.contains("chmod 600"),
+            "{e}"
+        );
         let no_peer = UdpConfig {
             peer_public_key: None,
             ..c.clone()
         };
-        assert!(no_peer.validate().unwrap_err().to_string().contains("peer-public-key"));
+        assert!(no_peer
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("peer-public-key"));
         let both = UdpConfig {
             passphrase_file: Some(private.clone()),
             ..c.clone()
         };
-        assert!(both.validate().unwrap_err().to_string().contains("not both"));
+        assert!(both
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("not both"));
         let bad = UdpConfig {
             peer_public_key: Some("short".into()),
             ..c
         };
-        assert!(bad.validate().unwrap_err().to_string().contains("peer-public-key"));
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("peer-public-key"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

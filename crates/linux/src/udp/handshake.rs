@@ -430,7 +430,10 @@ impl Handshake {
             self.seen.pop_front();
         }
         self.seen.push_back(ephemeral);
-        let phase = self.current.as_ref().map_or(0, |s| (s.phase + 1) % PHASES as u8);
+        let phase = self
+            .current
+            .as_ref()
+            .map_or(0, |s| (s.phase + 1) % PHASES as u8);
         let mut out = vec![0u8; RESPONSE_LEN];
         out[0] = TYPE_RESPONSE;
         let n = state
@@ -536,9 +539,9 @@ struct Bucket {
 
 impl Bucket {
     fn take(&mut self, rate: f64, burst: f64, now: Instant) -> bool {
-        let elapsed = self
-            .last
-            .map_or(f64::INFINITY, |t| now.saturating_duration_since(t).as_secs_f64());
+        let elapsed = self.last.map_or(f64::INFINITY, |t| {
+            now.saturating_duration_since(t).as_secs_f64()
+        });
         self.tokens = (self.tokens + elapsed * rate).min(burst);
         self.last = Some(now);
         if self.tokens >= 1.0 {
@@ -627,8 +630,12 @@ impl Sessions {
             let mut recv: [Option<(u64, bool, Secret)>; PHASES] = Default::default();
             // Oldest first, so a newer session wins a phase (it cannot share one with a live
             // older session: phases are handed out in turn).
-            for s in [&hs.previous, &hs.current, &hs.pending].into_iter().flatten() {
-                recv[s.phase as usize % PHASES] = Some((s.id, s.confirmed, Zeroizing::new(*s.recv)));
+            for s in [&hs.previous, &hs.current, &hs.pending]
+                .into_iter()
+                .flatten()
+            {
+                recv[s.phase as usize % PHASES] =
+                    Some((s.id, s.confirmed, Zeroizing::new(*s.recv)));
             }
             KeySnapshot {
                 version: hs.version(),
@@ -696,7 +703,11 @@ mod tests {
         // A restarted client (new state, same static keys): a new session, other keys.
         let (mut c2, _) = pair(HandshakeConfig::default());
         let (_, sid2) = complete(&mut c2, &mut s, now);
-        assert_eq!(*s.sending().unwrap().send, first, "old session until confirmed");
+        assert_eq!(
+            *s.sending().unwrap().send,
+            first,
+            "old session until confirmed"
+        );
         s.confirm(sid2);
         assert_ne!(*s.sending().unwrap().send, first);
         assert_eq!(s.sending().unwrap().phase, 1);
@@ -714,7 +725,10 @@ mod tests {
         let mut bad = init.clone();
         bad[40] ^= 1;
         assert_eq!(s.handle(&bad, IP, now), Err(HandshakeDrop::BadMac));
-        assert_eq!(s.handle(&init[..50], IP, now), Err(HandshakeDrop::Malformed));
+        assert_eq!(
+            s.handle(&init[..50], IP, now),
+            Err(HandshakeDrop::Malformed)
+        );
         // Knows the server's public key (valid mac1) but not a key the server accepts.
         let stranger_keys = StaticKeys {
             peer_public: s.keys.public(),
@@ -759,7 +773,10 @@ mod tests {
         assert_eq!((ok, limited), (2, 8));
         let other: IpAddr = "203.0.113.9".parse().unwrap();
         let init = c.poll_initiation(now, None).unwrap();
-        assert!(s.handle(&init, other, now).is_ok(), "another source has its own bucket");
+        assert!(
+            s.handle(&init, other, now).is_ok(),
+            "another source has its own bucket"
+        );
         let later = now + Duration::from_secs(1);
         let init = c.poll_initiation(later, None).unwrap();
         assert!(s.handle(&init, IP, later).is_ok(), "refilled");
@@ -789,7 +806,10 @@ mod tests {
         });
         complete(&mut c, &mut s, t0);
         let t10 = t0 + Duration::from_secs(10);
-        assert!(c.poll_initiation(t10, Some(t10)).is_some(), "after rekey_after");
+        assert!(
+            c.poll_initiation(t10, Some(t10)).is_some(),
+            "after rekey_after"
+        );
         // Unanswered: resent after `retry` only.
         assert!(c.poll_initiation(t10, Some(t10)).is_none());
         let t11 = t10 + Duration::from_millis(250);

@@ -198,7 +198,9 @@ pub fn read_secret_file(path: &Path) -> Result<Zeroizing<String>, KeyError> {
     if mode & 0o077 != 0 {
         return Err(KeyError::Permissions { path: shown, mode });
     }
-    std::fs::read_to_string(path).map(Zeroizing::new).map_err(io)
+    std::fs::read_to_string(path)
+        .map(Zeroizing::new)
+        .map_err(io)
 }
 
 /// A base64 key from `file`, else from the environment variable `env`; `None` when neither
@@ -295,7 +297,9 @@ mod tests {
             assert!(matches!(e, KeyError::Permissions { .. }), "{mode:o}");
             assert!(e.to_string().contains("chmod 600"), "{e}");
         }
-        assert!(load_key(None, "HIRT_TEST_UNSET_VARIABLE").unwrap().is_none());
+        assert!(load_key(None, "HIRT_TEST_UNSET_VARIABLE")
+            .unwrap()
+            .is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -317,6 +321,9 @@ mod tests {
             assert_ne!(*s.private, *c.private);
         }
         let other = StaticKeys::from_passphrase(b"battery staple", true);
-        assert_ne!(other.public(), StaticKeys::from_passphrase(b"correct horse", true).public());
+        assert_ne!(
+            other.public(),
+            StaticKeys::from_passphrase(b"correct horse", true).public()
+        );
     }
 }

@@ -39,7 +39,14 @@ fn config(server: bool, tag: &str) -> UdpConfig {
         peer_public_key: Some(keys::encode(&k.peer_public)),
         fec: "fixed:w=16,step=4".into(),
         dev: "hr0".into(),
-        tun_addr: Some(if server { "10.76.0.1/24" } else { "10.76.0.2/24" }.into()),
+        tun_addr: Some(
+            if server {
+                "10.76.0.1/24"
+            } else {
+                "10.76.0.2/24"
+            }
+            .into(),
+        ),
         keepalive_ms: 100,
         rekey_after_s: 1.0,
         overload_threshold: 1.0,
@@ -235,7 +242,8 @@ fn restarts_repeat_no_nonce_and_the_tunnel_comes_back() {
             let t0 = Instant::now();
             server = launch(true);
             server_watch = watch(&server, false);
-            let back = back_after(t0).expect("the tunnel carries traffic after the server's restart");
+            let back =
+                back_after(t0).expect("the tunnel carries traffic after the server's restart");
             recoveries.push(("server restart", run, back));
             std::thread::sleep(Duration::from_millis(1500));
         }
@@ -254,7 +262,10 @@ fn restarts_repeat_no_nonce_and_the_tunnel_comes_back() {
     let up = to_server.lock().unwrap();
     let down = to_client.lock().unwrap();
     for (what, run, back) in &recoveries {
-        eprintln!("{what} (run {run}): tunnel back after {} ms", back.as_millis());
+        eprintln!(
+            "{what} (run {run}): tunnel back after {} ms",
+            back.as_millis()
+        );
     }
     // Client -> server: the traffic every 2 ms; server -> client: feedback and keepalives.
     for (dir, wire, keys, least) in [
@@ -280,7 +291,11 @@ fn restarts_repeat_no_nonce_and_the_tunnel_comes_back() {
         assert_eq!(distinct.len(), keys.len());
     }
     // Three client runs of ~2.5 s with a rekey every second, and the server's restart.
-    assert!(log.client_send.len() >= 6, "rekeys: {} client keys", log.client_send.len());
+    assert!(
+        log.client_send.len() >= 6,
+        "rekeys: {} client keys",
+        log.client_send.len()
+    );
     assert!(stats.sessions >= 1);
     for (what, run, back) in &recoveries {
         assert!(

@@ -81,12 +81,7 @@ struct Side {
 /// Runs the handshake between client worker 0 (at `from`) and server worker `sw`: the
 /// initiation, the response, the client's confirming keepalive. Returns whether the server
 /// sends under the new session afterwards.
-fn connect(
-    client: &mut UdpPeer,
-    server: &mut UdpPeer,
-    from: SocketAddr,
-    now: Instant,
-) -> bool {
+fn connect(client: &mut UdpPeer, server: &mut UdpPeer, from: SocketAddr, now: Instant) -> bool {
     let mut to_server: Vec<Vec<u8>> = Vec::new();
     client.handle_timeout(
         now,
@@ -356,7 +351,12 @@ fn replays_across_workers_are_rejected_and_counters_are_unique() {
     let mut client = side(cfg(Role::Client, b"key", true), 2, now);
     let mut server = side(cfg(Role::Server, b"key", true), 2, now);
     let from: SocketAddr = "198.51.100.7:5555".parse().unwrap();
-    assert!(connect(&mut client.workers[0], &mut server.workers[0], from, now));
+    assert!(connect(
+        &mut client.workers[0],
+        &mut server.workers[0],
+        from,
+        now
+    ));
     let evil: SocketAddr = "203.0.113.66:666".parse().unwrap();
     let mut wire = Vec::new();
     let mut buf = vec![0u8; BUF_LEN];
@@ -461,7 +461,12 @@ fn a_lagging_sender_is_not_taken_for_a_replay() {
     let mut client = side(cfg(Role::Client, b"key", true), 2, now);
     let mut server = side(cfg(Role::Server, b"key", true), 2, now);
     let from: SocketAddr = "198.51.100.7:5555".parse().unwrap();
-    assert!(connect(&mut client.workers[0], &mut server.workers[0], from, now));
+    assert!(connect(
+        &mut client.workers[0],
+        &mut server.workers[0],
+        from,
+        now
+    ));
     let mut buf = vec![0u8; BUF_LEN];
     let mut per_worker: [Vec<Vec<u8>>; 2] = Default::default();
     for i in 0..6000u32 {
