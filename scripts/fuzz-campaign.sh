@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A fuzz campaign: every cargo-fuzz target (or the ones named) runs for a given time, several at
-# once over the cores; then each corpus is minimised (`cargo fuzz cmin`) and left under
-# fuzz/corpus/<target>/ for committing; executions, coverage (libFuzzer's `cov` edges and `ft`
+# once over the cores; then each corpus is minimised (`cargo fuzz cmin`; inputs already
+# committed are kept) and left under fuzz/corpus/<target>/ for committing; executions, coverage (libFuzzer's `cov` edges and `ft`
 # features), corpus size and crashes per target go into a results file (markdown table).
 #
 #   scripts/fuzz-campaign.sh [-t SECONDS] [-j JOBS] [-o RESULTS] [--commit] [TARGET...]
@@ -41,7 +41,7 @@ case "$results" in /*) ;; *) results=$root/$results ;; esac
 
 echo "building ${#targets[@]} targets" >&2
 for t in "${targets[@]}"; do
-    cargo +nightly fuzz build -O "$t" 2>&1 | tail -1 >&2
+    cargo +nightly fuzz build -O "$t" >"${TMPDIR:-/tmp}/fuzz-build-$t.log" 2>&1 || { echo "$t: build failed (log: ${TMPDIR:-/tmp}/fuzz-build-$t.log)" >&2; exit 1; }
 done
 bin_dir=$(dirname "$(find target -path '*/release/*' -type f -name "${targets[0]}" | head -1)")
 
@@ -89,6 +89,8 @@ for t in "${targets[@]}"; do
     # Minimise: keep the smallest set of inputs with the same coverage.
     cargo +nightly fuzz cmin -O "$t" "corpus/$t" >"$logs/$t.cmin.log" 2>&1 ||
         echo "$t: cmin failed (log: $logs/$t.cmin.log)" >&2
+    # Inputs already committed (hand-written seeds among them) stay; cmin trims the new finds.
+    git -C "$root" ls-files -d -z -- "fuzz/corpus/$t" | xargs -0 -r git -C "$root" checkout --
     after=$(find "corpus/$t" -type f | wc -l)
     echo "| $t | $took | ${execs:-?} | ${rate:-?} | ${cov:-?} | ${ft:-?} | $before | $after | $crashes |" >>"$results"
 done

@@ -10,20 +10,36 @@
 #![no_main]
 
 use std::net::IpAddr;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use hirt_linux::udp::handshake::{seal_mac1, Handshake, HandshakeConfig};
 use hirt_linux::udp::keys::StaticKeys;
 use libfuzzer_sys::fuzz_target;
 
+/// The client's and the server's static keys and public keys, derived once (scalar
+/// multiplications dominate an iteration otherwise).
+fn keys() -> &'static (StaticKeys, StaticKeys, [u8; 32], [u8; 32]) {
+    static KEYS: OnceLock<(StaticKeys, StaticKeys, [u8; 32], [u8; 32])> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let (c, s) = (
+            StaticKeys::well_known(b"fuzz", false),
+            StaticKeys::well_known(b"fuzz", true),
+        );
+        let (cp, sp) = (c.public(), s.public());
+        (c, s, cp, sp)
+    })
+}
+
 fn pair() -> (Handshake, Handshake) {
     let cfg = HandshakeConfig {
         retry: Duration::ZERO,
         ..HandshakeConfig::default()
     };
+    let (c, s, _, _) = keys();
     (
-        Handshake::new(StaticKeys::well_known(b"fuzz", false), true, cfg.clone()),
-        Handshake::new(StaticKeys::well_known(b"fuzz", true), false, cfg),
+        Handshake::new(c.clone(), true, cfg.clone()),
+        Handshake::new(s.clone(), false, cfg),
     )
 }
 
@@ -42,8 +58,8 @@ fuzz_target!(|data: &[u8]| {
     let now = Instant::now();
     let ip: IpAddr = "192.0.2.1".parse().unwrap();
     let (mut client, mut server) = pair();
-    let server_pub = StaticKeys::well_known(b"fuzz", true).public();
-    let client_pub = StaticKeys::well_known(b"fuzz", false).public();
+    let (_, _, client_pub, server_pub) = keys();
+    let (client_pub, server_pub) = (*client_pub, *server_pub);
     match sel % 4 {
         0 => {
             let _ = server.handle(rest, ip, now);

@@ -876,3 +876,49 @@ fn a_restarted_client_is_followed() {
     n.server.workers[0].coder().publish_stats();
     assert_eq!(count(&n.server.m.stream(0).decoder_restarts), 1);
 }
+
+/// One client and one server worker with the given configurations, after their handshake.
+fn net_cfg(c: PeerConfig, s: PeerConfig) -> Net {
+    let now = Instant::now();
+    let mut n = Net {
+        client: side(c, 1, now),
+        server: side(s, 1, now),
+        client_addrs: vec!["198.51.100.7:5555".parse().unwrap()],
+        spread: false,
+        server_sent_to: Default::default(),
+        now,
+    };
+    assert!(n.connect());
+    n
+}
+
+/// Rekeys by packet count, asked for by the client's own count or by the server's flag: new
+/// sessions come up while traffic flows (the old one carries it until then) and every packet
+/// is still delivered exactly once.
+#[test]
+fn rekeys_by_packet_count_lose_nothing() {
+    let limit = |role: Role, packets: u64| PeerConfig {
+        handshake: handshake::HandshakeConfig {
+            rekey_packets: packets,
+            ..Default::default()
+        },
+        ..cfg(role, b"key", true)
+    };
+    for (c, s) in [
+        (limit(Role::Client, 100), limit(Role::Server, 1 << 40)),
+        (limit(Role::Client, 1 << 40), limit(Role::Server, 3)),
+    ] {
+        let mut n = net_cfg(c, s);
+        let first = n.client.workers[0].sessions().with(|hs| hs.sending().unwrap().id);
+        for r in 0..3u32 {
+            let range = r * 300..(r + 1) * 300;
+            let got = n.c2s(range.clone(), |k| k % 11 == 7, |_| vec![]);
+            exactly_once(&got, range);
+        }
+        let stats = n.client.workers[0].sessions().stats();
+        assert!(stats.sessions >= 3, "client sessions: {stats:?}");
+        assert!(count(&n.server.m.global.sessions) >= 2);
+        let last = n.client.workers[0].sessions().with(|hs| hs.sending().unwrap().id);
+        assert_ne!(first, last);
+    }
+}
