@@ -909,7 +909,9 @@ fn rekeys_by_packet_count_lose_nothing() {
         (limit(Role::Client, 1 << 40), limit(Role::Server, 3)),
     ] {
         let mut n = net_cfg(c, s);
-        let first = n.client.workers[0].sessions().with(|hs| hs.sending().unwrap().id);
+        let first = n.client.workers[0]
+            .sessions()
+            .with(|hs| hs.sending().unwrap().id);
         for r in 0..3u32 {
             let range = r * 300..(r + 1) * 300;
             let got = n.c2s(range.clone(), |k| k % 11 == 7, |_| vec![]);
@@ -918,7 +920,9 @@ fn rekeys_by_packet_count_lose_nothing() {
         let stats = n.client.workers[0].sessions().stats();
         assert!(stats.sessions >= 3, "client sessions: {stats:?}");
         assert!(count(&n.server.m.global.sessions) >= 2);
-        let last = n.client.workers[0].sessions().with(|hs| hs.sending().unwrap().id);
+        let last = n.client.workers[0]
+            .sessions()
+            .with(|hs| hs.sending().unwrap().id);
         assert_ne!(first, last);
     }
 }
