@@ -93,8 +93,8 @@ impl Default for RateLimits {
         RateLimits {
             per_source: 5.0,
             per_source_burst: 10.0,
-            global: 200.0,
-            global_burst: 50.0,
+            global: 100.0,
+            global_burst: 20.0,
         }
     }
 }
