@@ -1,7 +1,7 @@
 //! Peers back to back in memory, each with one or more workers: both directions with losses,
 //! datagrams of one stream landing on another stream's worker, replays across workers, forged
 //! datagrams, a client address change, the traffic class of every datagram, ECN decapsulation,
-//! the handshake: restarts of either end, rekeys, no counter repeated under a key.
+//! the handshake: a restarted client, rekeys by packet count.
 
 use std::sync::atomic::Ordering::Relaxed;
 
