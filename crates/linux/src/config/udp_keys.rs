@@ -178,6 +178,25 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("peer-public-key"));
+        // Passphrase mode: both ends derive each other's keys from one private file.
+        let pass = dir.join("passphrase");
+        keys::write_secret_file(&pass, "correct horse battery staple\n").unwrap();
+        let end = |role| UdpConfig {
+            role: Some(role),
+            passphrase_file: Some(pass.clone()),
+            ..client()
+        };
+        let (c, s) = (end(UdpRole::Client), end(UdpRole::Server));
+        c.validate().unwrap();
+        let (ck, sk) = (c.static_keys().unwrap(), s.static_keys().unwrap());
+        assert_eq!(ck.peer_public, sk.public());
+        assert_eq!(sk.peer_public, ck.public());
+        std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = c.static_keys().unwrap_err().to_string();
+        assert!(
+            e.contains("passphrase-file") && e.contains("chmod 600"),
+            "{e}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
