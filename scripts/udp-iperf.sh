@@ -9,9 +9,11 @@ ip netns add S; ip netns add C
 ip link add va netns S type veth peer name vb netns C
 ip -n S addr add 192.168.90.1/24 dev va; ip -n S link set va up; ip -n S link set lo up
 ip -n C addr add 192.168.90.2/24 dev vb; ip -n C link set vb up; ip -n C link set lo up
-ip netns exec S $H udp -s -l 192.168.90.1:4096 -k secret --threads $T --control /tmp/S.sock "$@" >/tmp/S.log 2>&1 &
+umask 077; K=$(mktemp -d); $H genkey >$K/s; $H genkey >$K/c
+SPUB=$($H pubkey <$K/s); CPUB=$($H pubkey <$K/c)
+ip netns exec S $H udp -s -l 192.168.90.1:4096 --private-key-file $K/s --peer-public-key $CPUB --threads $T --control /tmp/S.sock "$@" >/tmp/S.log 2>&1 &
 SP=$!
-ip netns exec C $H udp -c -r 192.168.90.1:4096 -k secret --threads $T --control /tmp/C.sock "$@" >/tmp/C.log 2>&1 &
+ip netns exec C $H udp -c -r 192.168.90.1:4096 --private-key-file $K/c --peer-public-key $SPUB --threads $T --control /tmp/C.sock "$@" >/tmp/C.log 2>&1 &
 CP=$!
 sleep 2; ip netns exec S iperf3 -s -1 -B 10.77.0.1 >/dev/null 2>&1 &
 sleep 0.5

@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
             c.tun_addr(role).expect("validated");
             c.fec_mode().expect("validated");
             c.coder().expect("validated");
-            let _ = c.secret();
+            let _ = c.handshake();
         }
     }
 });

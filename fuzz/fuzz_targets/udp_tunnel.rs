@@ -1,7 +1,7 @@
 //! The dataplane's receive paths on untrusted bytes:
 //! - selector 0: a raw datagram at a UDP-mode server (AEAD open must refuse it without panicking);
-//! - selector 1: frames sealed with the right key (so the fuzzer reaches the frame parser, the
-//!   address learning and the decoder), each prefixed by a u16 length;
+//! - selector 1: frames sealed with the session's key (so the fuzzer reaches the frame parser,
+//!   the address learning and the decoder), each prefixed by a u16 length;
 //! - selector 2: a packet at an SRv6 node owning both SIDs (SRH/TLV parsing, TLV removal,
 //!   repair/feedback handling, decapsulation), or as a `--kernel-sources` ring record: a source
 //!   the XDP program tagged, or one the kernel delivered.
@@ -12,17 +12,20 @@ use std::time::{Duration, Instant};
 
 use hirt_core::FecMode;
 use hirt_linux::config::CoderSettings;
-use hirt_linux::crypto::{self, Direction, Sealer, HEADER_LEN, OVERHEAD};
+use hirt_linux::crypto::{Sealer, HEADER_LEN, OVERHEAD};
 use hirt_linux::engine::Transmit;
 use hirt_linux::metrics::Metrics;
 use hirt_linux::srv6::{Behavior, Egress, NodeConfig, Srv6Node, BUF_LEN};
+use hirt_linux::udp::handshake::HandshakeConfig;
+use hirt_linux::udp::keys::StaticKeys;
 use hirt_linux::udp::{PeerConfig, Role, UdpPeer};
 use libfuzzer_sys::fuzz_target;
 
 fn server(now: Instant) -> UdpPeer {
     let cfg = PeerConfig {
         role: Role::Server,
-        secret: b"fuzz".to_vec(),
+        keys: StaticKeys::well_known(b"fuzz", true),
+        handshake: HandshakeConfig::default(),
         encrypt: true,
         fec: FecMode::parse_with_window("fixed:w=16,step=4", 16).unwrap(),
         stream: 0,
@@ -39,8 +42,15 @@ fn server(now: Instant) -> UdpPeer {
             ..CoderSettings::default()
         },
     };
-    UdpPeer::new(cfg, Metrics::new(2, "fuzz"), now)
+    let p = UdpPeer::new(cfg, Metrics::new(2, "fuzz"), now);
+    // A session without the handshake's Diffie-Hellmans (fuzz target `handshake` covers those).
+    p.sessions()
+        .with(|hs| hs.install_session(1, SERVER_SEND, CLIENT_SEND, now));
+    p
 }
+
+const CLIENT_SEND: [u8; 32] = [0xc1; 32];
+const SERVER_SEND: [u8; 32] = [0x5e; 32];
 
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else {
@@ -56,8 +66,7 @@ fuzz_target!(|data: &[u8]| {
         }
         1 => {
             let mut p = server(now);
-            let key = crypto::derive_key(b"fuzz", Direction::ClientToServer);
-            let mut sealer = Sealer::new(&key, true, 1);
+            let mut sealer = Sealer::new(&CLIENT_SEND, true, 1, 1);
             let mut rest = rest;
             let mut t = now;
             while rest.len() >= 2 {

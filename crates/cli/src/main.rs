@@ -34,6 +34,10 @@ enum Command {
     /// Ingress health check of a scale-out deployment: keep a multipath route over several
     /// encoder/decoder pairs to the pairs that are alive.
     Health(cmd::health::HealthArgs),
+    /// Print a new private key for `hirt udp` (base64; `umask 077; hirt genkey > FILE`).
+    Genkey,
+    /// Read a private key on standard input, print its public key (base64).
+    Pubkey,
     /// Benchmarks.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -60,6 +64,8 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Udp(args)) => cmd::udp::run(args),
         Some(Command::Status(args)) => cmd::status::run(args),
         Some(Command::Health(args)) => cmd::health::run(args),
+        Some(Command::Genkey) => cmd::udp::genkey(),
+        Some(Command::Pubkey) => cmd::udp::pubkey(),
         Some(Command::Bench(cmd)) => cmd::bench::run(cmd),
         Some(Command::Fec(cmd)) => cmd::fec::run(cmd),
     }

@@ -113,7 +113,11 @@ impl Tunnel {
         let s = |v: &str| v.to_string();
         match mode {
             TunnelMode::Udp => {
-                let key = format!("hirt-lab-{}", std::process::id());
+                let pid = std::process::id();
+                let server_key = tmp.join(format!("hirt-lab-{pid}-server.key"));
+                let client_key = tmp.join(format!("hirt-lab-{pid}-client.key"));
+                let server_pub = hirt_linux::udp::keys::write_new_private_key(&server_key)?;
+                let client_pub = hirt_linux::udp::keys::write_new_private_key(&client_key)?;
                 for (ns, role) in [(&topo.server, "server"), (&topo.client, "client")] {
                     let control = PathBuf::from(format!("/run/hirt-{ns}.sock"));
                     let mut args = vec![s("udp")];
@@ -124,7 +128,14 @@ impl Tunnel {
                         args.extend([s("-c"), s("-r"), format!("{}:4096", topo::UNDER_B4)]);
                         args.extend([s("--tun-addr"), format!("{TUN_CLIENT}/24")]);
                     }
-                    args.extend([s("-k"), key.clone(), s("--dev"), s("hirt0")]);
+                    let (key, peer) = if role == "server" {
+                        (&server_key, &client_pub)
+                    } else {
+                        (&client_key, &server_pub)
+                    };
+                    args.extend([s("--private-key-file"), key.display().to_string()]);
+                    args.extend([s("--peer-public-key"), peer.clone()]);
+                    args.extend([s("--dev"), s("hirt0")]);
                     args.extend([s("--control"), control.display().to_string()]);
                     args.extend([s("--seed"), seed.to_string()]);
                     args.extend(extra.iter().cloned());

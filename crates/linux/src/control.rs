@@ -108,6 +108,9 @@ pub fn serve(
 ) -> std::io::Result<ControlServer> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
+    // `set controller` changes the dataplane: only the owner (root, or the service user) may
+    // connect, whatever the umask.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     std::thread::Builder::new()
         .name("hirt-control".into())
         .spawn(move || {
@@ -189,6 +192,9 @@ mod tests {
             }
         });
         let _srv = serve(&dir, ctl.clone(), validate).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "only the owner may connect");
         let st = request(&dir, "status").unwrap();
         let v: serde_json::Value = serde_json::from_str(&st).unwrap();
         assert_eq!(v["status"]["streams"][0]["recovered"], 5);

@@ -5,7 +5,7 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |     Mode      |                                               |
+//! |R|0|Ph | Kind  |                                               |
 //! +-+-+-+-+-+-+-+-+        Counter (64 bits, big endian)          +
 //! |                                                               |
 //! +               +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -17,17 +17,16 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
-//! Mode is 0x01 (encrypted) or 0x02 (authenticated only: the frame is AAD, the AEAD plaintext is
-//! empty). The 9-byte header is always AAD, the nonce is `mode, 0, 0, 0, counter`. Each direction
-//! has its own key (HKDF-SHA-256 of the shared secret with a direction label), so both peers may
-//! use the same counter values. Counters start at the current Unix time in nanoseconds
-//! ([`initial_counter`]; UDP mode with several workers puts the worker index in the top bits,
-//! see `udp`), so a restarted peer is not mistaken for a replay (the replay window only accepts
-//! counters newer than what it has seen, up to 1984 behind the highest).
+//! The mode byte: Kind is 0x1 (encrypted) or 0x2 (authenticated only: the frame is AAD, the
+//! AEAD plaintext is empty); Ph is the key phase of the session (`crate::udp::handshake`) whose
+//! key sealed the datagram; R set asks the client to start a new session. Kinds 0x3 and 0x4
+//! are the handshake's messages. The 9-byte header is always AAD, the nonce is
+//! `mode, 0, 0, 0, counter`. Keys come from the handshake, fresh for every session and one per
+//! direction, and counters start at 0 with every session (UDP mode with several workers puts
+//! the worker index in the top bits, see `udp`): no counter, so no nonce, repeats under a key,
+//! and no clock is involved.
 
-use hkdf::Hkdf;
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
-use sha2::Sha256;
 
 /// Bytes before the frame.
 pub const HEADER_LEN: usize = 9;
@@ -38,14 +37,16 @@ pub const OVERHEAD: usize = HEADER_LEN + TAG_LEN;
 
 const MODE_ENCRYPT: u8 = 0x01;
 const MODE_AUTH: u8 = 0x02;
+const KIND_MASK: u8 = 0x0f;
+const PHASE_SHIFT: u32 = 4;
+const PHASE_MASK: u8 = 0x30;
+/// Mode-byte bit: the sender asks for a new session.
+pub const REKEY_REQUEST: u8 = 0x80;
 
-/// Which way a packet travels; each has its own key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// Client to server.
-    ClientToServer,
-    /// Server to client.
-    ServerToClient,
+/// The key phase named by a datagram's mode byte.
+#[inline]
+pub fn phase_of(mode: u8) -> u8 {
+    (mode & PHASE_MASK) >> PHASE_SHIFT
 }
 
 /// Why an incoming packet was refused. Such packets are dropped silently and counted.
@@ -70,21 +71,24 @@ pub enum OpenError {
 /// 8439 AEAD, so peers of either implementation interoperate (test `frames_match_rfc8439`).
 pub struct Sealer {
     aead: LessSafeKey,
-    encrypt: bool,
+    /// Kind and phase bits of the mode byte.
+    mode: u8,
+    rekey_request: bool,
     counter: u64,
 }
 
 /// Opens incoming frames for one direction and keeps the replay window.
 pub struct Opener {
     aead: LessSafeKey,
-    encrypt: bool,
+    /// Kind and phase bits of the mode byte.
+    mode: u8,
     window: ReplayWindow,
 }
 
 impl std::fmt::Debug for Sealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sealer")
-            .field("encrypt", &self.encrypt)
+            .field("mode", &self.mode)
             .finish_non_exhaustive()
     }
 }
@@ -92,22 +96,9 @@ impl std::fmt::Debug for Sealer {
 impl std::fmt::Debug for Opener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Opener")
-            .field("encrypt", &self.encrypt)
+            .field("mode", &self.mode)
             .finish_non_exhaustive()
     }
-}
-
-/// Derives the key of one direction from the shared secret.
-pub fn derive_key(secret: &[u8], dir: Direction) -> [u8; 32] {
-    let hk = Hkdf::<Sha256>::new(Some(b"hirt-udp-v1"), secret);
-    let mut okm = [0u8; 32];
-    let info: &[u8] = match dir {
-        Direction::ClientToServer => b"client->server",
-        Direction::ServerToClient => b"server->client",
-    };
-    hk.expand(info, &mut okm)
-        .expect("32 bytes is a valid HKDF-SHA-256 output length");
-    okm
 }
 
 fn nonce(mode: u8, counter: u64) -> Nonce {
@@ -117,6 +108,11 @@ fn nonce(mode: u8, counter: u64) -> Nonce {
     Nonce::assume_unique_for_key(n)
 }
 
+fn mode_byte(encrypt: bool, phase: u8) -> u8 {
+    let kind = if encrypt { MODE_ENCRYPT } else { MODE_AUTH };
+    kind | ((phase & 3) << PHASE_SHIFT)
+}
+
 fn aead_key(key: &[u8; 32]) -> LessSafeKey {
     LessSafeKey::new(
         UnboundKey::new(&CHACHA20_POLY1305, key).expect("a 32-byte ChaCha20-Poly1305 key"),
@@ -124,14 +120,25 @@ fn aead_key(key: &[u8; 32]) -> LessSafeKey {
 }
 
 impl Sealer {
-    /// A sealer with the given direction key; `start` is the first counter (use
-    /// [`initial_counter`]).
-    pub fn new(key: &[u8; 32], encrypt: bool, start: u64) -> Sealer {
+    /// A sealer with the given session key of key phase `phase` (0-3); `start` is the first
+    /// counter.
+    pub fn new(key: &[u8; 32], encrypt: bool, phase: u8, start: u64) -> Sealer {
         Sealer {
             aead: aead_key(key),
-            encrypt,
+            mode: mode_byte(encrypt, phase),
+            rekey_request: false,
             counter: start,
         }
+    }
+
+    /// The counter the next datagram gets.
+    pub fn counter(&self) -> u64 {
+        self.counter
+    }
+
+    /// Sets the rekey-request bit of the datagrams sealed from now on.
+    pub fn set_rekey_request(&mut self, on: bool) {
+        self.rekey_request = on;
     }
 
     /// Seals the frame that lies in `buf[HEADER_LEN..HEADER_LEN + len]`, writing the header in
@@ -140,17 +147,14 @@ impl Sealer {
     pub fn seal(&mut self, buf: &mut [u8], len: usize) -> usize {
         let total = len + OVERHEAD;
         assert!(buf.len() >= total, "seal buffer too small");
-        let mode = if self.encrypt {
-            MODE_ENCRYPT
-        } else {
-            MODE_AUTH
-        };
+        let mode = self.mode | if self.rekey_request { REKEY_REQUEST } else { 0 };
+        let encrypt = self.mode & KIND_MASK == MODE_ENCRYPT;
         let counter = self.counter;
         self.counter = self.counter.wrapping_add(1);
         buf[0] = mode;
         buf[1..HEADER_LEN].copy_from_slice(&counter.to_be_bytes());
         let n = nonce(mode, counter);
-        let tag = if self.encrypt {
+        let tag = if encrypt {
             let (head, body) = buf[..HEADER_LEN + len].split_at_mut(HEADER_LEN);
             self.aead
                 .seal_in_place_separate_tag(n, Aad::from(&*head), body)
@@ -167,11 +171,11 @@ impl Sealer {
 }
 
 impl Opener {
-    /// An opener with the given direction key.
-    pub fn new(key: &[u8; 32], encrypt: bool) -> Opener {
+    /// An opener with the given session key of key phase `phase`.
+    pub fn new(key: &[u8; 32], encrypt: bool, phase: u8) -> Opener {
         Opener {
             aead: aead_key(key),
-            encrypt,
+            mode: mode_byte(encrypt, phase),
             window: ReplayWindow::default(),
         }
     }
@@ -199,14 +203,10 @@ impl Opener {
             return Err(OpenError::Malformed);
         }
         let mode = buf[0];
-        let want = if self.encrypt {
-            MODE_ENCRYPT
-        } else {
-            MODE_AUTH
-        };
-        if mode != want {
+        if mode & !REKEY_REQUEST != self.mode {
             return Err(OpenError::Malformed);
         }
+        let encrypt = self.mode & KIND_MASK == MODE_ENCRYPT;
         let counter = u64::from_be_bytes(buf[1..HEADER_LEN].try_into().expect("8 bytes"));
         if !fresh(counter) {
             return Err(OpenError::Replay);
@@ -214,7 +214,7 @@ impl Opener {
         let len = buf.len() - OVERHEAD;
         let tag = Tag::try_from(&buf[HEADER_LEN + len..]).map_err(|_| OpenError::Malformed)?;
         let n = nonce(mode, counter);
-        let ok = if self.encrypt {
+        let ok = if encrypt {
             let (head, body) = buf[..HEADER_LEN + len].split_at_mut(HEADER_LEN);
             self.aead
                 .open_in_place_separate_tag(n, Aad::from(&*head), tag, body, 0..)
@@ -238,7 +238,8 @@ impl Opener {
     }
 }
 
-/// A counter to start sealing from: Unix time in nanoseconds (see the module docs).
+/// The Unix time in nanoseconds: the SRv6 auth TLV's first sequence number and the default
+/// seed of the coders' randomness. UDP mode's AEAD counters do not use it.
 pub fn initial_counter() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -254,9 +255,20 @@ pub type ReplayWindow = hirt_wire::replay::SlidingWindow<32>;
 mod tests {
     use super::*;
 
+    /// A fixed key (HKDF-SHA-256 of "secret"), the one the test vectors were sealed with.
+    fn test_key(info: &[u8]) -> [u8; 32] {
+        let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(b"hirt-udp-v1"), b"secret");
+        let mut okm = [0u8; 32];
+        hk.expand(info, &mut okm).unwrap();
+        okm
+    }
+
     fn pair(encrypt: bool) -> (Sealer, Opener) {
-        let k = derive_key(b"secret", Direction::ClientToServer);
-        (Sealer::new(&k, encrypt, 1000), Opener::new(&k, encrypt))
+        let k = test_key(b"client->server");
+        (
+            Sealer::new(&k, encrypt, 0, 1000),
+            Opener::new(&k, encrypt, 0),
+        )
     }
 
     fn sealed(s: &mut Sealer, frame: &[u8]) -> Vec<u8> {
@@ -293,13 +305,16 @@ mod tests {
             q[i] ^= 0x40;
             assert!(o.open(&mut q).is_err(), "bit flip at {i} accepted");
         }
-        let other = derive_key(b"secret", Direction::ServerToClient);
-        let mut o2 = Opener::new(&other, true);
+        let other = test_key(b"server->client");
+        let mut o2 = Opener::new(&other, true, 0);
         let mut q = sealed(&mut s, b"abc");
         assert_eq!(o2.open(&mut q), Err(OpenError::BadTag));
-        let mut o3 = Opener::new(&derive_key(b"secret", Direction::ClientToServer), false);
+        let mut o3 = Opener::new(&test_key(b"client->server"), false, 0);
         let mut q = sealed(&mut s, b"abc");
         assert_eq!(o3.open(&mut q), Err(OpenError::Malformed));
+        let mut o4 = Opener::new(&test_key(b"client->server"), true, 1);
+        let mut q = sealed(&mut s, b"abc");
+        assert_eq!(o4.open(&mut q), Err(OpenError::Malformed), "another phase");
         assert_eq!(o.open(&mut [0u8; 5]), Err(OpenError::Malformed));
     }
 
@@ -342,6 +357,24 @@ mod tests {
             .unwrap();
         assert_eq!(hex(&text[..16]), "d31a8d34648e60db7b86afbc53ef7ec2");
         assert_eq!(hex(tag.as_ref()), "1ae10b594f09e26a7e902ecbd0600691");
+    }
+
+    #[test]
+    fn phase_and_rekey_bits_are_authenticated() {
+        let k = test_key(b"client->server");
+        let mut s = Sealer::new(&k, true, 2, 0);
+        let mut o = Opener::new(&k, true, 2);
+        let p = sealed(&mut s, b"x");
+        assert_eq!(phase_of(p[0]), 2);
+        assert_eq!(p[0] & REKEY_REQUEST, 0);
+        s.set_rekey_request(true);
+        let mut q = sealed(&mut s, b"x");
+        assert_ne!(q[0] & REKEY_REQUEST, 0);
+        let mut flipped = q.clone();
+        flipped[0] &= !REKEY_REQUEST;
+        assert_eq!(o.open(&mut flipped), Err(OpenError::BadTag));
+        o.open(&mut q).unwrap();
+        assert_eq!(s.counter(), 2);
     }
 
     #[test]

@@ -138,6 +138,18 @@ counters!(
         keepalives_sent: Counter,
         /// Times the UDP server switched to a new peer address.
         peer_address_changes: Counter,
+        /// UDP mode: handshake initiations sent (client).
+        handshake_initiations: Counter,
+        /// UDP mode: handshake responses sent (server).
+        handshake_responses: Counter,
+        /// UDP mode: sessions established (client: response read; server: confirmed).
+        sessions: Counter,
+        /// UDP mode: handshake initiations dropped by the per-source or global token bucket.
+        handshake_rate_limited: Counter,
+        /// UDP mode: handshake messages dropped otherwise (bad mac1, replayed, forged).
+        handshake_dropped: Counter,
+        /// UDP mode: packets from the TUN device dropped for want of a session.
+        no_session: Counter,
         /// Packets handed to another worker (decoder steering by stream id).
         steered: Counter,
         /// TSO packets read from the TUN device and cut into segments (UDP mode offloads).

@@ -5,8 +5,10 @@
 //! sockets, no locks), and [`UdpPeer`] the engine's [`Node`] around it: TUN packet -> source
 //! frame (+ repairs); datagram -> authenticate and parse, then (engine) admit into the shared
 //! receive state and lock the stream's slot, then source / repair / feedback / keepalive. Every
-//! datagram is sealed with ChaCha20-Poly1305 ([`crate::crypto`]); anything that does not open is
-//! dropped silently and counted, so nothing reaches the TUN device without the key.
+//! datagram is sealed with ChaCha20-Poly1305 ([`crate::crypto`]) under the keys of a session
+//! that a Noise IKpsk2 handshake established ([`handshake`], static keys: [`keys`]); anything
+//! that does not open is dropped silently and counted, so nothing reaches the TUN device
+//! without the keys. Before the first session nothing is sent but the handshake.
 //!
 //! **Several workers** (`--threads N`): worker `t` owns TUN queue `t`, UDP socket `t` and
 //! encoder stream `t` (the stream id travels in the frame header). The kernel decides which
@@ -15,12 +17,13 @@
 //! stream is uncontended), and the engine locks the slot of the stream a datagram names for
 //! whichever worker received it.
 //! - Nonces and replay, per sending worker: the 64-bit AEAD counter is `worker index (6 bits)
-//!   | sequence (58 bits)`, each worker counting its own sequence (from 16 x the Unix time in
-//!   µs, so a restarted peer is not taken for a replay unless it sent more than 16 datagrams per
-//!   µs on average). No two workers can produce the same counter (nonce) under a key. The
-//!   receiver keeps one replay window per sending worker (all in the shared [`RxState`], under
-//!   the engine's lock), tested and set *after* the tag verified ([`Transport::admit`]), so a datagram replayed to two workers at once is
-//!   accepted once and forged datagrams cannot move a window. A window per sender matters:
+//!   | sequence (58 bits)`, each worker counting its own sequence from 0 in every session
+//!   (sessions have fresh keys, so a restarted peer's counters start again under new keys). No
+//!   two workers can produce the same counter (nonce) under a key. The receiver keeps one replay
+//!   window per sending worker and key phase (all in the shared [`RxState`], under the engine's
+//!   lock, reset when a new session takes the phase), tested and set *after* the tag verified
+//!   ([`Transport::admit`]), so a datagram replayed to two workers at once is accepted once and
+//!   forged datagrams cannot move a window. A window per sender matters:
 //!   the senders' datagrams travel through different sockets and receiving workers, which run
 //!   milliseconds apart on a loaded machine, and one shared 2048-counter window dropped the
 //!   lagging worker's datagrams as replays (seen at ~50 kpps on 2 vCPUs).
@@ -52,7 +55,9 @@
 //! source frame carries the TUN packet unchanged: the symbol is the exact inner IP packet (as
 //! read from the TUN device, before any ECN change on the way).
 
+pub mod handshake;
 pub mod io;
+pub mod keys;
 pub mod offload;
 
 use crate::engine::load::{self, DropWatch, LOAD_PERIOD};
@@ -70,7 +75,7 @@ use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 use crate::config::CoderSettings;
 use crate::config::{parse_cidr, UdpConfig, UdpRole};
 use crate::control::Control;
-use crate::crypto::{self, Direction, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
+use crate::crypto::{self, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
 use crate::ecn::mark_ce;
 pub use crate::ecn::{decap_ecn, inner_tos};
 use crate::engine::{
@@ -96,20 +101,22 @@ const SEQ_BITS: u32 = 64 - SENDER_BITS;
 /// Most workers (`--threads`) per peer.
 pub const MAX_WORKERS: usize = 1 << SENDER_BITS;
 
-/// The first AEAD counter of worker `index`: the index in the top bits, then 16 x the Unix
-/// time in µs (see the module docs).
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+
+/// The first AEAD counter of worker `index` in a session: the index in the top bits, sequence
+/// 0 (see the module docs).
 pub fn counter_start(index: usize) -> u64 {
-    let us = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(1);
-    ((index % MAX_WORKERS) as u64) << SEQ_BITS | (us.saturating_mul(16) & ((1 << SEQ_BITS) - 1))
+    ((index % MAX_WORKERS) as u64) << SEQ_BITS
 }
 
 /// The sending worker named in an AEAD counter.
 fn sender_of(counter: u64) -> usize {
     (counter >> SEQ_BITS) as usize
 }
+
+/// What admits an authenticated datagram: its session and key phase, its AEAD counter, and
+/// where it came from.
+pub type Admission = (u64, u8, u64, SocketAddr);
 
 /// Which end of the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,8 +132,10 @@ pub enum Role {
 pub struct PeerConfig {
     /// Server or client.
     pub role: Role,
-    /// Shared secret (empty with `--insecure`).
-    pub secret: Vec<u8>,
+    /// Our private key, the peer's public key, the pre-shared key.
+    pub keys: keys::StaticKeys,
+    /// Rekey timers and handshake limits.
+    pub handshake: handshake::HandshakeConfig,
     /// Encrypt (true) or authenticate only.
     pub encrypt: bool,
     /// FEC mode of our encoder (the peer's decoder must use the same scheme).
@@ -150,19 +159,45 @@ pub struct PeerConfig {
 }
 
 /// What the workers of a UDP-mode instance share (see [`crate::engine::Shared`]): the coder
-/// slots, the receive state (replay windows, peer addresses: the engine's state lock) and the
-/// address epoch (an atomic: bumped whenever a new peer address appears; an address a worker
-/// learned before is not used until its socket hears it again, it may be the one that just
-/// went away).
+/// slots, the receive state (replay windows, peer addresses: the engine's state lock) and
+/// [`UdpCommon`].
 pub type Shared = engine::Shared<UdpMachine>;
+
+/// The lock-free part of what the workers share.
+#[derive(Debug)]
+pub struct UdpCommon {
+    /// The address epoch: bumped whenever a new peer address appears; an address a worker
+    /// learned before is not used until its socket hears it again, it may be the one that just
+    /// went away.
+    addr_epoch: AtomicU64,
+    /// The handshake and the session keys (their own lock, taken only when keys change).
+    pub sessions: handshake::Sessions,
+}
+
+/// Replay state of one key phase's session: a window and the newest counter per sending
+/// worker.
+#[derive(Debug)]
+struct PhaseWindows {
+    session: u64,
+    windows: Vec<ReplayWindow>,
+    tops: [Option<u64>; MAX_WORKERS],
+}
+
+impl PhaseWindows {
+    fn new(session: u64) -> PhaseWindows {
+        PhaseWindows {
+            session,
+            windows: vec![ReplayWindow::default(); MAX_WORKERS],
+            tops: [None; MAX_WORKERS],
+        }
+    }
+}
 
 /// What the receive side of all workers shares.
 #[derive(Debug)]
 pub struct RxState {
-    /// Replay windows of the peer's direction, one per sending worker.
-    windows: Vec<ReplayWindow>,
-    /// Newest authenticated counter per sending worker.
-    tops: [Option<u64>; MAX_WORKERS],
+    /// Per key phase: the replay state of the session that holds it.
+    phases: [Option<PhaseWindows>; handshake::PHASES],
     /// The address of the datagram that was last the newest of its sender.
     newest: Option<SocketAddr>,
     /// Server: peer addresses heard lately, and when (a client with N workers has N ports).
@@ -235,17 +270,24 @@ impl engine::Shared<UdpMachine> {
             },
             || (),
         );
+        let hs = handshake::Handshake::new(
+            cfg.keys.clone(),
+            cfg.role == Role::Client,
+            cfg.handshake.clone(),
+        );
         engine::Shared::with_slots(
             slots,
             RxState {
-                windows: vec![ReplayWindow::default(); MAX_WORKERS],
-                tops: [None; MAX_WORKERS],
+                phases: Default::default(),
                 newest: None,
                 recent: [None; RECENT],
                 heard_any: false,
                 stable: None,
             },
-            AtomicU64::new(0),
+            UdpCommon {
+                addr_epoch: AtomicU64::new(0),
+                sessions: handshake::Sessions::new(hs, Instant::now()),
+            },
         )
     }
 
@@ -260,6 +302,8 @@ impl engine::Shared<UdpMachine> {
 pub enum UdpDrop {
     /// Did not authenticate (or replayed).
     Auth,
+    /// A handshake message, consumed (answered when it was a valid initiation).
+    Handshake,
     /// Authenticated but not a valid frame.
     Malformed,
     /// A duplicate source.
@@ -276,17 +320,40 @@ pub type UdpPeer = Node<UdpMachine>;
 /// [`Node`] hands it the slot a datagram needs and the shared receive state.
 pub struct UdpMachine {
     cfg: PeerConfig,
-    sealer: Sealer,
-    opener: Opener,
+    /// This worker's copy of the session keys.
+    keys: WorkerKeys,
     /// Server: the address this worker's socket heard last (newest counter), and when.
     learned: Option<Learned>,
-    /// The instance's address epoch ([`Shared::common`](crate::engine::Shared)).
-    addr_epoch: Arc<AtomicU64>,
+    /// The instance's address epoch and sessions ([`Shared::common`](crate::engine::Shared)).
+    common: Arc<UdpCommon>,
     metrics: Arc<Metrics>,
     next_keepalive: Option<Instant>,
+    /// Client worker 0: when to look at the handshake timers next.
+    next_handshake: Option<Instant>,
     out: Vec<u8>,
     epoch: Instant,
 }
+
+/// A worker's sealer and openers, rebuilt from [`handshake::Sessions`] when its version moves.
+#[derive(Default)]
+struct WorkerKeys {
+    version: Option<u64>,
+    /// (session id, sealer).
+    sealer: Option<(u64, Sealer)>,
+    /// Per key phase.
+    openers: [Option<RecvKey>; handshake::PHASES],
+    /// The session for which this worker asked for a rekey.
+    rekey_asked: Option<u64>,
+}
+
+struct RecvKey {
+    session: u64,
+    confirmed: bool,
+    opener: Opener,
+}
+
+/// How often client worker 0 looks at the handshake timers.
+const HANDSHAKE_TICK: Duration = Duration::from_millis(50);
 
 #[derive(Clone, Copy, Debug)]
 struct Learned {
@@ -391,28 +458,20 @@ impl UdpPeer {
         shared: Arc<Shared>,
         now: Instant,
     ) -> UdpPeer {
-        let (tx, rx) = match cfg.role {
-            Role::Client => (Direction::ClientToServer, Direction::ServerToClient),
-            Role::Server => (Direction::ServerToClient, Direction::ClientToServer),
-        };
-        let sealer = Sealer::new(
-            &crypto::derive_key(&cfg.secret, tx),
-            cfg.encrypt,
-            counter_start(cfg.stream as usize),
-        );
-        let opener = Opener::new(&crypto::derive_key(&cfg.secret, rx), cfg.encrypt);
         let stream = cfg.stream;
-        let machine = UdpMachine {
-            sealer,
-            opener,
+        let initiates = cfg.role == Role::Client && stream == 0;
+        let mut machine = UdpMachine {
+            keys: WorkerKeys::default(),
             learned: None,
-            addr_epoch: shared.common.clone(),
+            common: shared.common.clone(),
             metrics: metrics.clone(),
             next_keepalive: Some(now),
+            next_handshake: initiates.then_some(now),
             out: vec![0u8; BUF_LEN],
             epoch: now,
             cfg,
         };
+        machine.refresh_keys();
         Node::with_machine(machine, shared, stream, metrics)
     }
 
@@ -430,6 +489,7 @@ impl UdpPeer {
         now: Instant,
         send: &mut impl TransmitSink<SocketAddr>,
     ) {
+        self.machine_mut().refresh_keys();
         let c = Classified {
             admit: None,
             need: Some(Need::Encoder(self.coder().stream())),
@@ -453,8 +513,19 @@ impl UdpPeer {
         send: &mut impl TransmitSink<SocketAddr>,
         deliver: &mut impl FnMut(&[u8]),
     ) -> Result<(), UdpDrop> {
-        let c = self.machine_mut().classify(buf, from, tos)?;
+        let m = self.machine_mut();
+        m.refresh_keys();
+        if buf.first().is_some_and(|&b| handshake::is_handshake(b)) {
+            m.handshake(buf, from, now, send);
+            return Err(UdpDrop::Handshake);
+        }
+        let c = m.classify(buf, from, tos)?;
         self.process(Some(c), buf, now, &mut Split { send, deliver })
+    }
+
+    /// The sessions of this worker's instance.
+    pub fn sessions(&self) -> &handshake::Sessions {
+        &self.machine().common.sessions
     }
 
     /// Timers of this worker's slots: time-driven repairs, feedback; and its keepalive.
@@ -464,6 +535,7 @@ impl UdpPeer {
         send: &mut impl TransmitSink<SocketAddr>,
         deliver: &mut impl FnMut(&[u8]),
     ) {
+        self.machine_mut().refresh_keys();
         self.on_timeout(now, &mut Split { send, deliver });
     }
 }
@@ -471,11 +543,10 @@ impl UdpPeer {
 impl Transport for UdpMachine {
     type Extra = ();
     type State = RxState;
-    type Common = AtomicU64;
+    type Common = UdpCommon;
     type Dest = UdpDest;
     type Route = Option<SocketAddr>;
-    /// The AEAD counter of an authenticated datagram, and where it came from.
-    type Admit = (u64, SocketAddr);
+    type Admit = Admission;
     type Step = UdpStep;
     type Drop = UdpDrop;
 
@@ -484,27 +555,34 @@ impl Transport for UdpMachine {
     fn admit(
         &mut self,
         rx: &mut RxState,
-        (counter, from): (u64, SocketAddr),
+        (session, phase, counter, from): (u64, u8, u64, SocketAddr),
         now: Instant,
     ) -> Result<(), UdpDrop> {
         let sender = sender_of(counter);
-        if !rx.windows[sender].check(counter) {
+        let slot = &mut rx.phases[phase as usize % handshake::PHASES];
+        // A new session in this phase: its counters start again, so do its windows.
+        let pw = match slot {
+            Some(pw) if pw.session == session => pw,
+            _ => slot.insert(PhaseWindows::new(session)),
+        };
+        if !pw.windows[sender].check(counter) {
             add(&self.metrics.global.auth_failures, 1);
             return Err(UdpDrop::Auth);
         }
-        rx.windows[sender].update(counter);
-        let newest = rx.tops[sender].is_none_or(|t| counter > t);
+        pw.windows[sender].update(counter);
+        let newest = pw.tops[sender].is_none_or(|t| counter > t);
         if newest {
-            rx.tops[sender] = Some(counter);
+            pw.tops[sender] = Some(counter);
             rx.newest = Some(from);
         }
+        self.common.sessions.note_rx(now);
         if self.cfg.role == Role::Server {
             if rx.note(from, now, self.cfg.keepalive * LEARNED_KEEPALIVES) {
-                self.addr_epoch.fetch_add(1, Ordering::Relaxed);
+                self.common.addr_epoch.fetch_add(1, Ordering::Relaxed);
                 add(&self.metrics.global.peer_address_changes, 1);
                 tracing::info!("new peer address {from}");
             }
-            let epoch = self.addr_epoch.load(Ordering::Relaxed);
+            let epoch = self.common.addr_epoch.load(Ordering::Relaxed);
             self.learn(from, newest, now, epoch);
         }
         Ok(())
@@ -519,7 +597,7 @@ impl Transport for UdpMachine {
             Role::Server => match self.learned {
                 Some(l)
                     if now.saturating_duration_since(l.heard) < fresh
-                        && l.epoch == self.addr_epoch.load(Ordering::Relaxed) =>
+                        && l.epoch == self.common.addr_epoch.load(Ordering::Relaxed) =>
                 {
                     Ok(Some(l.addr))
                 }
@@ -641,7 +719,10 @@ impl Transport for UdpMachine {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.next_keepalive
+        [self.next_keepalive, self.next_handshake]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn own_timeout(
@@ -650,6 +731,22 @@ impl Transport for UdpMachine {
         now: Instant,
         tx: &mut impl TransmitSink<UdpDest>,
     ) {
+        if self.next_handshake.is_some_and(|t| t <= now) {
+            self.next_handshake = Some(now + HANDSHAKE_TICK);
+            let last_rx = self.common.sessions.last_rx();
+            let init = self
+                .common
+                .sessions
+                .with(|hs| hs.poll_initiation(now, last_rx));
+            if let (Some(msg), Some(peer)) = (init, self.cfg.remote) {
+                add(&self.metrics.global.handshake_initiations, 1);
+                tx.transmit(Transmit {
+                    bytes: &msg,
+                    dest: UdpDest::Peer(peer),
+                    tos: self.repair_tos(),
+                });
+            }
+        }
         if self.next_keepalive.is_none_or(|t| t > now) {
             return;
         }
@@ -657,11 +754,7 @@ impl Transport for UdpMachine {
         let Some(peer) = dest else {
             return;
         };
-        let ts = now.duration_since(self.epoch).as_micros() as u32;
-        let repr = UdpRepr::Keepalive { timestamp: ts };
-        if let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) {
-            let n = self.seal_out(flen);
-            add(&self.metrics.global.keepalives_sent, 1);
+        if let Some(n) = self.keepalive(now) {
             tx.transmit(Transmit {
                 bytes: &self.out[..n],
                 dest: UdpDest::Peer(peer),
@@ -672,17 +765,119 @@ impl Transport for UdpMachine {
 }
 
 impl UdpMachine {
-    /// The first step of a datagram: authenticate (decrypting in place) and parse the frame.
+    /// Rebuilds this worker's sealer and openers when the sessions changed (one atomic load
+    /// otherwise). A sealer of a session this worker already sends under keeps its counter.
+    fn refresh_keys(&mut self) {
+        let sessions = &self.common.sessions;
+        if self.keys.version == Some(sessions.version()) {
+            return;
+        }
+        let snap = sessions.snapshot();
+        let encrypt = self.cfg.encrypt;
+        match (&snap.send, &self.keys.sealer) {
+            (Some((id, _, _)), Some((have, _))) if id == have => {}
+            (Some((id, phase, key)), _) => {
+                let start = counter_start(self.cfg.stream as usize);
+                self.keys.sealer = Some((*id, Sealer::new(key, encrypt, *phase, start)));
+            }
+            (None, _) => self.keys.sealer = None,
+        }
+        for (phase, (slot, new)) in self.keys.openers.iter_mut().zip(&snap.recv).enumerate() {
+            match (new, slot.as_mut()) {
+                (Some((id, confirmed, _)), Some(k)) if k.session == *id => {
+                    k.confirmed = *confirmed;
+                }
+                (Some((id, confirmed, key)), _) => {
+                    *slot = Some(RecvKey {
+                        session: *id,
+                        confirmed: *confirmed,
+                        opener: Opener::new(key, encrypt, phase as u8),
+                    });
+                }
+                (None, _) => *slot = None,
+            }
+        }
+        self.keys.version = Some(snap.version);
+    }
+
+    /// A handshake datagram: the server answers a valid initiation; the client installs the
+    /// session of a valid response and confirms it at once with a keepalive.
+    fn handshake(
+        &mut self,
+        buf: &[u8],
+        from: SocketAddr,
+        now: Instant,
+        send: &mut impl TransmitSink<SocketAddr>,
+    ) {
+        let g = &self.metrics.global;
+        let r = self
+            .common
+            .sessions
+            .with(|hs| hs.handle(buf, from.ip(), now));
+        match r {
+            Ok(Some(response)) => {
+                add(&g.handshake_responses, 1);
+                tx_to(send, &response, from, self.repair_tos());
+            }
+            Ok(None) => {
+                add(&g.sessions, 1);
+                tracing::info!("session established with {from}");
+                self.refresh_keys();
+                if let (Some(n), Some(peer)) = (self.keepalive(now), self.cfg.remote) {
+                    tx_to(send, &self.out[..n], peer, self.repair_tos());
+                }
+            }
+            Err(handshake::HandshakeDrop::RateLimited) => add(&g.handshake_rate_limited, 1),
+            Err(_) => add(&g.handshake_dropped, 1),
+        }
+    }
+
+    /// Seals a keepalive into `out`; its length, or None without a session.
+    fn keepalive(&mut self, now: Instant) -> Option<usize> {
+        let ts = now.duration_since(self.epoch).as_micros() as u32;
+        let repr = UdpRepr::Keepalive { timestamp: ts };
+        let flen = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]).ok()?;
+        let n = self.seal_out(flen)?;
+        add(&self.metrics.global.keepalives_sent, 1);
+        Some(n)
+    }
+
+    /// The first step of a datagram: authenticate (decrypting in place) under the key of the
+    /// phase its mode byte names, and parse the frame.
     fn classify(
         &mut self,
         buf: &mut [u8],
         from: SocketAddr,
         tos: u8,
-    ) -> Result<Classified<(u64, SocketAddr), UdpStep>, UdpDrop> {
-        let Ok((range, counter)) = self.opener.open_unwindowed(buf, |_| true) else {
+    ) -> Result<Classified<Admission, UdpStep>, UdpDrop> {
+        let phase = buf.first().map_or(0, |&m| crypto::phase_of(m));
+        let opened = match &self.keys.openers[phase as usize] {
+            Some(k) => k
+                .opener
+                .open_unwindowed(buf, |_| true)
+                .map(|r| (r, k.session, k.confirmed)),
+            None => Err(crypto::OpenError::Malformed),
+        };
+        let Ok(((range, counter), session, confirmed)) = opened else {
             add(&self.metrics.global.auth_failures, 1);
             return Err(UdpDrop::Auth);
         };
+        if !confirmed {
+            // The first datagram under a new session: the peer has its keys, send under them.
+            self.common.sessions.with(|hs| hs.confirm(session));
+            if self.cfg.role == Role::Server {
+                add(&self.metrics.global.sessions, 1);
+                tracing::info!("session confirmed by {from}");
+            }
+            self.refresh_keys();
+        }
+        if buf[0] & crypto::REKEY_REQUEST != 0
+            && self.cfg.role == Role::Client
+            && self.keys.rekey_asked != Some(session)
+        {
+            self.keys.rekey_asked = Some(session);
+            self.common.sessions.with(|hs| hs.request_rekey());
+        }
         let (start, end) = (range.start, range.end);
         let malformed = |m: &Metrics| {
             add(&m.global.malformed, 1);
@@ -732,7 +927,7 @@ impl UdpMachine {
             UdpRepr::Keepalive { .. } => (None, UdpStep::Tun { len: 0 }),
         };
         Ok(Classified {
-            admit: Some((counter, from)),
+            admit: Some((session, phase, counter, from)),
             need,
             step,
         })
@@ -774,7 +969,11 @@ impl UdpMachine {
         if repr.emit_header(&mut buf[HEADER_LEN..TUN_OFFSET]).is_err() {
             return;
         }
-        let n = self.sealer.seal(buf, SOURCE_LEN + len);
+        let Some(n) = self.seal(buf, SOURCE_LEN + len) else {
+            add(&self.metrics.global.no_session, 1);
+            return;
+        };
+        let c = self.metrics.stream(stream);
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, n as u64);
         tx.transmit(Transmit {
@@ -789,9 +988,31 @@ impl UdpMachine {
         self.cfg.repair_dscp.min(63) << 2
     }
 
-    /// Seals the frame in `out[HEADER_LEN..HEADER_LEN + len]` with this worker's next counter.
-    fn seal_out(&mut self, len: usize) -> usize {
-        self.sealer.seal(&mut self.out, len)
+    /// Seals the frame in `out[HEADER_LEN..HEADER_LEN + len]` with this worker's next counter;
+    /// None before the first session.
+    fn seal_out(&mut self, len: usize) -> Option<usize> {
+        let mut out = std::mem::take(&mut self.out);
+        let n = self.seal(&mut out, len);
+        self.out = out;
+        n
+    }
+
+    /// Seals the frame in `buf[HEADER_LEN..HEADER_LEN + len]` under the current session; past
+    /// `rekey_packets` datagrams, asks for a new session (the client starts one, the server
+    /// sets the rekey-request bit).
+    #[inline]
+    fn seal(&mut self, buf: &mut [u8], len: usize) -> Option<usize> {
+        let (session, sealer) = self.keys.sealer.as_mut()?;
+        if sealer.counter() & SEQ_MASK >= self.cfg.handshake.rekey_packets
+            && self.keys.rekey_asked != Some(*session)
+        {
+            self.keys.rekey_asked = Some(*session);
+            match self.cfg.role {
+                Role::Client => self.common.sessions.with(|hs| hs.request_rekey()),
+                Role::Server => sealer.set_rekey_request(true),
+            }
+        }
+        Some(sealer.seal(buf, len))
     }
 
     /// Server: address learning on this worker's socket from an authenticated datagram.
@@ -852,7 +1073,9 @@ impl UdpMachine {
             let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
                 continue;
             };
-            let n = self.seal_out(flen);
+            let Some(n) = self.seal_out(flen) else {
+                continue;
+            };
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
@@ -923,7 +1146,9 @@ impl UdpMachine {
                 continue;
             };
             // Sealed and sent by whichever worker holds the decoder slot (its own counter).
-            let n = self.seal_out(flen);
+            let Some(n) = self.seal_out(flen) else {
+                continue;
+            };
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
             tx.transmit(Transmit {
                 bytes: &self.out[..n],
@@ -932,6 +1157,15 @@ impl UdpMachine {
             });
         }
     }
+}
+
+/// Sends `bytes` to `to` through a datagram sink.
+fn tx_to(send: &mut impl TransmitSink<SocketAddr>, bytes: &[u8], to: SocketAddr, tos: u8) {
+    send.transmit(Transmit {
+        bytes,
+        dest: to,
+        tos,
+    });
 }
 
 /// A running UDP-mode instance.
@@ -943,11 +1177,22 @@ pub struct UdpHandle {
     pub local: SocketAddr,
     /// Every worker's bound address (the client: one source port per worker).
     pub locals: Vec<SocketAddr>,
+    shared: Arc<Shared>,
     workers: Workers,
     _ops: Operations,
 }
 
 impl UdpHandle {
+    /// The handshake and session keys of the instance.
+    pub fn sessions(&self) -> &handshake::Sessions {
+        &self.shared.common.sessions
+    }
+
+    /// What the workers share (the sessions among it), for observers that outlive a borrow.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
     /// Stops the workers.
     pub fn stop(mut self) {
         self.workers.stop();
@@ -994,9 +1239,9 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
         UdpRole::Server => Role::Server,
         UdpRole::Client => Role::Client,
     };
-    let secret = cfg.secret()?;
-    if secret.is_empty() {
-        tracing::warn!("insecure: no key, anyone can inject packets into the tunnel");
+    let static_keys = cfg.static_keys()?;
+    if cfg.insecure {
+        tracing::warn!("insecure: publicly known keys, anyone can inject packets into the tunnel");
     }
     let fec = cfg.fec_mode()?;
     let threads = cfg.threads;
@@ -1107,7 +1352,8 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
     let coder = cfg.coder()?;
     let base = PeerConfig {
         role,
-        secret,
+        keys: static_keys,
+        handshake: cfg.handshake(),
         encrypt: !cfg.no_encrypt,
         fec: fec.clone(),
         stream: 0,
@@ -1142,6 +1388,7 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
         metrics,
         local: locals[0],
         locals,
+        shared,
         workers,
         _ops: ops,
     })
@@ -1292,3 +1539,6 @@ fn worker(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod restart_tests;

@@ -102,12 +102,23 @@ fn role(server: bool) -> Option<UdpRole> {
     })
 }
 
+/// Our private key file and the peer's public key: keys of the test named `tag` (a fixed
+/// derivation from it, so both ends' calls agree), written mode 0600.
+fn keys(server: bool, tag: &str) -> (std::path::PathBuf, String) {
+    let k = udp::keys::StaticKeys::well_known(tag.as_bytes(), server);
+    let path = std::env::temp_dir().join(format!("{tag}-{server}.key"));
+    udp::keys::write_secret_file(&path, &udp::keys::encode(&k.private)).unwrap();
+    (path, udp::keys::encode(&k.peer_public))
+}
+
 fn args(server: bool, tag: &str) -> UdpConfig {
+    let (private, peer) = keys(server, tag);
     UdpConfig {
         role: role(server),
         listen: server.then(|| "0.0.0.0:4096".into()),
         remote: (!server).then(|| "192.168.77.1:4096".into()),
-        key: Some("e2e shared secret".into()),
+        private_key_file: Some(private),
+        peer_public_key: Some(peer),
         fec: "fixed:w=32,step=4".into(),
         dev: "hu0".into(),
         keepalive_ms: 200,
@@ -294,7 +305,11 @@ fn udp_tunnel_both_ways_with_address_change() {
     std::thread::sleep(Duration::from_millis(200));
     let c_marked = sum(&client_m, |s| &s.repairs_sent)
         + sum(&client_m, |s| &s.feedback_sent)
-        + client_m.global.keepalives_sent.load(Ordering::Relaxed);
+        + client_m.global.keepalives_sent.load(Ordering::Relaxed)
+        + client_m
+            .global
+            .handshake_initiations
+            .load(Ordering::Relaxed);
     let rec_s = sum(&server.metrics, |s| &s.recovered);
     let rec_c = sum(&client_m, |s| &s.recovered);
     let changes = server
@@ -319,7 +334,7 @@ fn udp_tunnel_both_ways_with_address_change() {
         "server got {} (recovered {rec_s}; per client stream received/recovered {per_stream:?}), \
          client got {} (recovered {rec_c}), address changes {changes}, auth failures {auth}; \
          at the server's ingress: CE set {}, DSCP {REPAIR_DSCP} {}, DSCP 46 {}, DSCP 0 {}, all {}; \
-         client sent {c_sources} sources, {c_marked} repairs+feedback+keepalives",
+         client sent {c_sources} sources, {c_marked} repairs+feedback+keepalives+handshakes",
         got_s.len(),
         got_c.len(),
         wire[0],
@@ -400,7 +415,8 @@ fn tcp_with_tun_offloads_both_ways() {
         role: role(server),
         listen: server.then(|| "0.0.0.0:4097".into()),
         remote: (!server).then(|| "192.168.78.1:4097".into()),
-        key: Some("e2e offload secret".into()),
+        private_key_file: Some(keys(server, &tag).0),
+        peer_public_key: Some(keys(server, &tag).1),
         dev: "ht0".into(),
         tun_addr: Some(
             if server {

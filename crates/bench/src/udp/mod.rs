@@ -62,7 +62,28 @@ const SERVER: &str = "10.79.0.1";
 /// The tunnel server's UDP port.
 const TUNNEL_PORT: u16 = 4098;
 
+/// Key files of the two peers (generated once per process): (private key file, its public
+/// key) of the server, then of the client.
+fn peer_keys() -> &'static [(std::path::PathBuf, String); 2] {
+    static KEYS: std::sync::OnceLock<[(std::path::PathBuf, String); 2]> =
+        std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        ["server", "client"].map(|who| {
+            let path = std::env::temp_dir()
+                .join(format!("hirt-bench-udp-{}-{who}.key", std::process::id()));
+            let public = udp::keys::write_new_private_key(&path).expect("writing a key file");
+            (path, public)
+        })
+    })
+}
+
 fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> UdpConfig {
+    let [s_key, c_key] = peer_keys();
+    let (ours, theirs) = if server {
+        (s_key, c_key)
+    } else {
+        (c_key, s_key)
+    };
     UdpConfig {
         role: Some(if server {
             UdpRole::Server
@@ -71,7 +92,8 @@ fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> U
         }),
         listen: server.then(|| "0.0.0.0:4098".into()),
         remote: (!server).then(|| "192.168.79.1:4098".into()),
-        key: Some("hirt bench udp".into()),
+        private_key_file: Some(ours.0.clone()),
+        peer_public_key: Some(theirs.1.clone()),
         fec: args.fec.clone(),
         dev: "hbu0".into(),
         tun_addr: Some(

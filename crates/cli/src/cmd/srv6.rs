@@ -42,8 +42,12 @@ pub struct Srv6Args {
     #[arg(long)]
     pub threads: Option<usize>,
     /// Key for the auth TLV on repair and feedback packets (hex with 0x prefix, else the bytes).
+    /// Other local users can read it in the process's arguments: prefer --hmac-key-file.
     #[arg(long)]
     pub hmac_key: Option<String>,
+    /// File whose first line is the --hmac-key (mode 0600; refused if others may read it).
+    #[arg(long, value_name = "FILE")]
+    pub hmac_key_file: Option<std::path::PathBuf>,
     /// Key id carried in the auth TLV (default 1).
     #[arg(long)]
     pub key_id: Option<u32>,
@@ -107,7 +111,7 @@ impl Srv6Args {
         apply_shared_flags!(c, a.coder, a.ops);
         apply_flags!(c, a;
             set: role, behavior, dev, threads, key_id, repair_dscp, mtu, xdp, xdp_mode;
-            some: enc_sid, dec_sid, table, hmac_key, repair_lag, tlv_types;
+            some: enc_sid, dec_sid, table, hmac_key, hmac_key_file, repair_lag, tlv_types;
             flag: rfc8754_hmac, auth_sources, no_routes, kernel_sources);
         Ok(c)
     }
@@ -115,6 +119,12 @@ impl Srv6Args {
 
 /// Runs `hirt srv6`.
 pub fn run(args: Srv6Args) -> anyhow::Result<()> {
+    if args.hmac_key.is_some() {
+        tracing::warn!(
+            "--hmac-key puts the key in the process's arguments, readable by every local user: \
+             use --hmac-key-file"
+        );
+    }
     hirt_linux::srv6_run::run(args.into_config()?)
 }
 

@@ -31,13 +31,33 @@ pub struct UdpArgs {
     /// Client: the server's address.
     #[arg(short = 'r', long)]
     pub remote: Option<String>,
-    /// Shared secret (any string; both peers must use the same).
-    #[arg(short = 'k', long)]
-    pub key: Option<String>,
+    /// File with our private key (base64, from `hirt genkey`; mode 0600). Without it the
+    /// environment variable HIRT_PRIVATE_KEY is read. Keys are never taken from the command
+    /// line.
+    #[arg(long, value_name = "FILE")]
+    pub private_key_file: Option<PathBuf>,
+    /// The other end's public key (base64, from `hirt pubkey`; not a secret).
+    #[arg(long, value_name = "BASE64")]
+    pub peer_public_key: Option<String>,
+    /// File with an optional pre-shared key (base64, `hirt genkey`; mode 0600), the same on
+    /// both ends; else the environment variable HIRT_PRESHARED_KEY.
+    #[arg(long, value_name = "FILE")]
+    pub preshared_key_file: Option<PathBuf>,
+    /// File whose first line is a passphrase both ends share (mode 0600), else the environment
+    /// variable HIRT_PASSPHRASE: both key pairs derive from it (Argon2id), instead of
+    /// --private-key-file and --peer-public-key.
+    #[arg(long, value_name = "FILE")]
+    pub passphrase_file: Option<PathBuf>,
+    /// New session keys after this many seconds (default 120).
+    #[arg(long)]
+    pub rekey_after_s: Option<f64>,
+    /// New session keys after this many datagrams from one worker (default 2^32).
+    #[arg(long)]
+    pub rekey_after_packets: Option<u64>,
     /// Authenticate only, do not encrypt (for traffic that is already encrypted).
     #[arg(long)]
     pub no_encrypt: bool,
-    /// Run with no key at all (anyone can inject packets): must be explicit.
+    /// Run with publicly known keys (anyone can inject packets): must be explicit.
     #[arg(long)]
     pub insecure: bool,
     /// TUN device name (default hirt-udp).
@@ -87,8 +107,9 @@ impl UdpArgs {
         }
         apply_shared_flags!(c, a.coder, a.ops);
         apply_flags!(c, a;
-            set: dev, mtu, keepalive_ms, threads, repair_dscp;
-            some: listen, remote, key, tun_addr, tun_addr6;
+            set: dev, mtu, keepalive_ms, threads, repair_dscp, rekey_after_s, rekey_after_packets;
+            some: listen, remote, private_key_file, peer_public_key, preshared_key_file,
+                passphrase_file, tun_addr, tun_addr6;
             flag: no_encrypt, insecure, no_mss_clamp, no_tun_offload);
         Ok(c)
     }
@@ -97,6 +118,27 @@ impl UdpArgs {
 /// Runs `hirt udp`.
 pub fn run(args: UdpArgs) -> anyhow::Result<()> {
     hirt_linux::udp::run(args.into_config()?)
+}
+
+/// `hirt genkey`: prints a new private key (base64), like `wg genkey`. Store it with
+/// `umask 077; hirt genkey > FILE`.
+pub fn genkey() -> anyhow::Result<()> {
+    let k = hirt_linux::udp::keys::generate_private();
+    println!("{}", hirt_linux::udp::keys::encode(&k));
+    Ok(())
+}
+
+/// `hirt pubkey`: reads a private key (base64) on standard input and prints its public key.
+pub fn pubkey() -> anyhow::Result<()> {
+    use std::io::Read;
+    let mut text = zeroize::Zeroizing::new(String::new());
+    std::io::stdin().read_to_string(&mut text)?;
+    let k = hirt_linux::udp::keys::decode(&text, "standard input")?;
+    println!(
+        "{}",
+        hirt_linux::udp::keys::encode(&hirt_linux::udp::keys::public_key(&k))
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -114,7 +156,7 @@ mod tests {
         let path = std::env::temp_dir().join(format!("hirt-udp-cfg-{}.toml", std::process::id()));
         std::fs::write(
             &path,
-            "role = \"server\"\nkey = \"k\"\nthreads = 4\nmtu = 1300\n",
+            "role = \"server\"\ninsecure = true\nthreads = 4\nmtu = 1300\n",
         )
         .unwrap();
         let p = path.to_str().unwrap();
@@ -132,6 +174,24 @@ mod tests {
         assert_eq!(c.role, Some(UdpRole::Client), "the flag wins");
         let both = Cli::parse_from(["hirt", "-s", "-c"]).a.into_config();
         assert!(both.unwrap_err().to_string().contains("exactly one"));
+        // No key on the command line: the short and long forms are gone.
+        assert!(Cli::try_parse_from(["hirt", "-k", "secret"]).is_err());
+        assert!(Cli::try_parse_from(["hirt", "--key", "secret"]).is_err());
+        let c = Cli::parse_from([
+            "hirt",
+            "-s",
+            "--private-key-file",
+            "/etc/hirt/k",
+            "--peer-public-key",
+            "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066Spjqqbbmo=",
+            "--rekey-after-s",
+            "30",
+        ])
+        .a
+        .into_config()
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.rekey_after_s, 30.0);
         let _ = std::fs::remove_file(&path);
     }
 }

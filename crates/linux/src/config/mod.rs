@@ -17,6 +17,7 @@ use serde::Deserialize;
 pub use coder::CoderSettings;
 
 mod coder;
+mod udp_keys;
 
 /// A configuration value that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -281,6 +282,8 @@ pub struct Srv6Config {
     pub threads: usize,
     /// Key of the auth TLV on repair and feedback packets (`0x` hex, else the bytes).
     pub hmac_key: Option<String>,
+    /// File whose first line is `hmac-key` (mode 0600), instead of the key itself.
+    pub hmac_key_file: Option<PathBuf>,
     /// Key id carried in the auth TLV (1).
     pub key_id: u32,
     /// Also add an RFC 8754 HMAC TLV to repair and feedback packets.
@@ -338,6 +341,7 @@ impl Default for Srv6Config {
             window: default_window(),
             threads: default_threads(),
             hmac_key: None,
+            hmac_key_file: None,
             key_id: 1,
             rfc8754_hmac: false,
             auth_sources: false,
@@ -454,10 +458,27 @@ impl Srv6Config {
 
     /// The authentication key, if any.
     pub fn auth(&self) -> Result<Option<AuthKey>, ConfigError> {
-        match &self.hmac_key {
+        let from_file = match (&self.hmac_key, &self.hmac_key_file) {
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::new(
+                    "hmac-key-file",
+                    "give hmac-key or hmac-key-file, not both",
+                ))
+            }
+            (None, Some(f)) => Some(
+                crate::udp::keys::read_secret_file(f)
+                    .map_err(|e| ConfigError::new("hmac-key-file", e.to_string()))?,
+            ),
+            _ => None,
+        };
+        let (key, name) = match (&from_file, &self.hmac_key) {
+            (Some(text), _) => (text.lines().next().map(str::trim), "hmac-key-file"),
+            (None, k) => (k.as_deref(), "hmac-key"),
+        };
+        match key {
             Some(k) => Ok(Some(AuthKey {
                 key_id: self.key_id,
-                key: parse_key(k).map_err(|e| ConfigError::new("hmac-key", e))?,
+                key: parse_key(k).map_err(|e| ConfigError::new(name, e))?,
                 rfc8754: self.rfc8754_hmac,
                 sources: self.auth_sources,
             })),
@@ -513,11 +534,25 @@ pub struct UdpConfig {
     pub listen: Option<String>,
     /// Client: the server's address (required).
     pub remote: Option<String>,
-    /// Shared secret (required unless `insecure`).
-    pub key: Option<String>,
+    /// File with our private key (base64, `hirt genkey`; mode 0600), else the environment
+    /// variable `HIRT_PRIVATE_KEY`.
+    pub private_key_file: Option<PathBuf>,
+    /// The peer's public key (base64, `hirt pubkey`).
+    pub peer_public_key: Option<String>,
+    /// File with a pre-shared key mixed into the handshake (base64, mode 0600), else the
+    /// environment variable `HIRT_PRESHARED_KEY`; none by default.
+    pub preshared_key_file: Option<PathBuf>,
+    /// File whose first line is a passphrase both ends share (mode 0600), else the environment
+    /// variable `HIRT_PASSPHRASE`: both key pairs and the pre-shared key derive from it
+    /// (Argon2id), instead of the three keys above.
+    pub passphrase_file: Option<PathBuf>,
+    /// Start a new session (fresh keys) after this many seconds (120).
+    pub rekey_after_s: f64,
+    /// Start a new session after this many datagrams from one worker (2^32).
+    pub rekey_after_packets: u64,
     /// Authenticate only, do not encrypt.
     pub no_encrypt: bool,
-    /// Run with no key at all (anyone can inject packets).
+    /// Run with publicly known keys (anyone can inject packets).
     pub insecure: bool,
     /// FEC mode (ours).
     pub fec: String,
@@ -569,7 +604,12 @@ impl Default for UdpConfig {
             role: None,
             listen: None,
             remote: None,
-            key: None,
+            private_key_file: None,
+            peer_public_key: None,
+            preshared_key_file: None,
+            passphrase_file: None,
+            rekey_after_s: 120.0,
+            rekey_after_packets: 1 << 32,
             no_encrypt: false,
             insecure: false,
             fec: default_fec(),
@@ -618,7 +658,7 @@ impl UdpConfig {
     /// Checks every value; the error names the key at fault.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let role = self.role()?;
-        self.secret()?;
+        self.check_keys()?;
         if role == UdpRole::Client {
             ensure(self.remote.is_some(), "remote", || {
                 "required on a client (-r SERVER:PORT)".into()
@@ -648,18 +688,6 @@ impl UdpConfig {
     pub fn role(&self) -> Result<UdpRole, ConfigError> {
         self.role
             .ok_or_else(|| ConfigError::new("role", "required: server (-s) or client (-c)"))
-    }
-
-    /// The shared secret (empty with `insecure`).
-    pub fn secret(&self) -> Result<Vec<u8>, ConfigError> {
-        match (&self.key, self.insecure) {
-            (Some(k), _) => Ok(k.as_bytes().to_vec()),
-            (None, true) => Ok(Vec::new()),
-            (None, false) => Err(ConfigError::new(
-                "key",
-                "required (-k KEY), or `insecure` to run without authentication",
-            )),
-        }
     }
 
     /// Our tunnel address (the role's default when unset).
@@ -705,7 +733,7 @@ mod tests {
         UdpConfig {
             role: Some(UdpRole::Client),
             remote: Some("192.0.2.1:4096".into()),
-            key: Some("secret".into()),
+            insecure: true,
             ..Default::default()
         }
     }
@@ -740,14 +768,12 @@ mod tests {
         let u = UdpConfig {
             role: Some(UdpRole::Server),
             remote: None,
-            key: None,
             insecure: true,
             rs: Some("20:10".into()),
             tun_addr6: Some("fd77::1/64".into()),
             ..udp()
         };
         u.validate().unwrap();
-        assert!(u.secret().unwrap().is_empty());
         assert_eq!(u.tun_addr(UdpRole::Server).unwrap().1, 24);
         assert_eq!(
             u.fec_mode().unwrap(),
@@ -919,7 +945,13 @@ mod tests {
                 },
                 "role: required",
             ),
-            (UdpConfig { key: None, ..udp() }, "key: required"),
+            (
+                UdpConfig {
+                    insecure: false,
+                    ..udp()
+                },
+                "private-key-file: required",
+            ),
             (
                 UdpConfig {
                     remote: None,
@@ -996,9 +1028,11 @@ mod tests {
         let e = toml::from_str::<Srv6Config>("behavior = \"dx7\"").unwrap_err();
         assert!(e.to_string().contains("unknown behavior"), "{e}");
         let u: UdpConfig =
-            toml::from_str("role = \"server\"\nkey = \"k\"\nkeepalive-ms = 200\n").unwrap();
+            toml::from_str("role = \"server\"\ninsecure = true\nkeepalive-ms = 200\n").unwrap();
         assert_eq!((u.role, u.keepalive_ms), (Some(UdpRole::Server), 200));
         assert!(toml::from_str::<UdpConfig>("role = \"peer\"").is_err());
+        let e = toml::from_str::<UdpConfig>("key = \"secret on a command line\"").unwrap_err();
+        assert!(e.to_string().contains("unknown field"), "{e}");
     }
 
     /// The documented example files parse and validate.
@@ -1009,6 +1043,27 @@ mod tests {
         s.validate().unwrap();
         let u = UdpConfig::from_file(&dir.join("hirt-udp.toml")).unwrap();
         u.validate().unwrap();
+    }
+
+    #[test]
+    fn hmac_keys_come_from_private_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("hirt-hmac-{}", std::process::id()));
+        crate::udp::keys::write_secret_file(&path, "0x0aff\n").unwrap();
+        let s = Srv6Config {
+            hmac_key_file: Some(path.clone()),
+            ..srv6()
+        };
+        s.validate().unwrap();
+        assert_eq!(s.auth().unwrap().unwrap().key, vec![0x0a, 0xff]);
+        let both = Srv6Config {
+            hmac_key: Some("k".into()),
+            ..s.clone()
+        };
+        assert!(err(both.validate()).contains("not both"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(err(s.validate()).contains("chmod 600"));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

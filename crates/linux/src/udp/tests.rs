@@ -1,6 +1,7 @@
 //! Peers back to back in memory, each with one or more workers: both directions with losses,
 //! datagrams of one stream landing on another stream's worker, replays across workers, forged
-//! datagrams, a client address change, the traffic class of every datagram, ECN decapsulation.
+//! datagrams, a client address change, the traffic class of every datagram, ECN decapsulation,
+//! the handshake: a restarted client, rekeys by packet count.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -12,10 +13,12 @@ use super::*;
 
 const SERVER: &str = "192.0.2.1:4096";
 
-fn cfg(role: Role, secret: &[u8], encrypt: bool) -> PeerConfig {
+/// A peer whose static keys derive from `label` (both ends of one label match).
+fn cfg(role: Role, label: &[u8], encrypt: bool) -> PeerConfig {
     PeerConfig {
         role,
-        secret: secret.to_vec(),
+        keys: keys::StaticKeys::well_known(label, role == Role::Server),
+        handshake: handshake::HandshakeConfig::default(),
         encrypt,
         fec: FecMode::parse_with_window("fixed:w=16,step=4", 16).unwrap(),
         stream: 0,
@@ -75,6 +78,43 @@ struct Side {
     m: Arc<Metrics>,
 }
 
+/// Runs the handshake between client worker 0 (at `from`) and server worker `sw`: the
+/// initiation, the response, the client's confirming keepalive. Returns whether the server
+/// sends under the new session afterwards.
+fn connect(client: &mut UdpPeer, server: &mut UdpPeer, from: SocketAddr, now: Instant) -> bool {
+    let mut to_server: Vec<Vec<u8>> = Vec::new();
+    client.handle_timeout(
+        now,
+        &mut |tr: Transmit<'_, SocketAddr>| to_server.push(tr.bytes.to_vec()),
+        &mut |_| {},
+    );
+    for _ in 0..2 {
+        let mut to_client: Vec<Vec<u8>> = Vec::new();
+        for mut d in to_server.drain(..) {
+            let _ = server.handle_udp(
+                &mut d,
+                from,
+                0,
+                now,
+                &mut |tr: Transmit<'_, SocketAddr>| to_client.push(tr.bytes.to_vec()),
+                &mut |_| {},
+            );
+        }
+        for mut d in to_client {
+            let _ = client.handle_udp(
+                &mut d,
+                SERVER.parse().unwrap(),
+                0,
+                now,
+                &mut |tr: Transmit<'_, SocketAddr>| to_server.push(tr.bytes.to_vec()),
+                &mut |_| {},
+            );
+        }
+    }
+    server.sessions().with(|hs| hs.sending().is_some())
+        && client.sessions().with(|hs| hs.sending().is_some())
+}
+
 fn side(c: PeerConfig, n: usize, now: Instant) -> Side {
     let m = Metrics::new(n.max(2), "t");
     let shared = Shared::new(&c, n);
@@ -105,7 +145,7 @@ struct Net {
 
 fn net_n(secret_c: &[u8], secret_s: &[u8], encrypt: bool, nc: usize, ns: usize) -> Net {
     let now = Instant::now();
-    Net {
+    let mut n = Net {
         client: side(cfg(Role::Client, secret_c, encrypt), nc, now),
         server: side(cfg(Role::Server, secret_s, encrypt), ns, now),
         client_addrs: (0..nc)
@@ -114,7 +154,9 @@ fn net_n(secret_c: &[u8], secret_s: &[u8], encrypt: bool, nc: usize, ns: usize) 
         spread: false,
         server_sent_to: Default::default(),
         now,
-    }
+    };
+    n.connect();
+    n
 }
 
 fn net(secret_c: &[u8], secret_s: &[u8], encrypt: bool) -> Net {
@@ -126,6 +168,17 @@ fn count(c: &AtomicU64) -> u64 {
 }
 
 impl Net {
+    /// The handshake between client worker 0 and the server worker its port hashes to.
+    fn connect(&mut self) -> bool {
+        let sw = self.server_worker(0);
+        connect(
+            &mut self.client.workers[0],
+            &mut self.server.workers[sw],
+            self.client_addrs[0],
+            self.now,
+        )
+    }
+
     /// The server worker whose socket a client worker's port hashes to: `t + 1` (mod N), so a
     /// stream is decoded by another stream's worker whenever there are two.
     fn server_worker(&self, t: usize) -> usize {
@@ -298,6 +351,12 @@ fn replays_across_workers_are_rejected_and_counters_are_unique() {
     let mut client = side(cfg(Role::Client, b"key", true), 2, now);
     let mut server = side(cfg(Role::Server, b"key", true), 2, now);
     let from: SocketAddr = "198.51.100.7:5555".parse().unwrap();
+    assert!(connect(
+        &mut client.workers[0],
+        &mut server.workers[0],
+        from,
+        now
+    ));
     let evil: SocketAddr = "203.0.113.66:666".parse().unwrap();
     let mut wire = Vec::new();
     let mut buf = vec![0u8; BUF_LEN];
@@ -402,6 +461,12 @@ fn a_lagging_sender_is_not_taken_for_a_replay() {
     let mut client = side(cfg(Role::Client, b"key", true), 2, now);
     let mut server = side(cfg(Role::Server, b"key", true), 2, now);
     let from: SocketAddr = "198.51.100.7:5555".parse().unwrap();
+    assert!(connect(
+        &mut client.workers[0],
+        &mut server.workers[0],
+        from,
+        now
+    ));
     let mut buf = vec![0u8; BUF_LEN];
     let mut per_worker: [Vec<Vec<u8>>; 2] = Default::default();
     for i in 0..6000u32 {
@@ -588,9 +653,12 @@ fn wrong_key_delivers_nothing() {
     assert_eq!(n.server.workers[0].peer(n.now), None);
 }
 
-/// Opens a captured datagram with the direction's key and names its frame type.
-fn kind_of(d: &[u8], dir: Direction) -> UdpKind {
-    let mut o = Opener::new(&crypto::derive_key(b"key", dir), true);
+/// Opens a captured datagram with the receiver's session keys and names its frame type.
+fn kind_of(d: &[u8], receiver: &UdpPeer) -> UdpKind {
+    let phase = crypto::phase_of(d[0]);
+    let snap = receiver.sessions().snapshot();
+    let (_, _, key) = snap.recv[phase as usize].as_ref().expect("a session");
+    let mut o = Opener::new(key, true, phase);
     let mut d = d.to_vec();
     let (r, _) = o.open(&mut d).expect("our own datagram opens");
     UdpPacket::new_checked(&d[r]).unwrap().kind()
@@ -611,6 +679,7 @@ fn every_datagram_gets_its_own_traffic_class() {
         now,
     );
     let from: SocketAddr = "198.51.100.7:5555".parse().unwrap();
+    assert!(connect(&mut client, &mut server, from, now));
     let inner = [0x00u8, 0xb8, 0x01, 0x02, 0x2b];
     let mut seen = std::collections::HashMap::<UdpKind, Vec<u8>>::new();
     let mut buf = vec![0u8; BUF_LEN];
@@ -626,7 +695,7 @@ fn every_datagram_gets_its_own_traffic_class() {
             wire.push((d.to_vec(), to, tos))
         });
         for (mut d, _, tos) in wire {
-            let kind = kind_of(&d, Direction::ClientToServer);
+            let kind = kind_of(&d, &server);
             if kind == UdpKind::Source {
                 assert_eq!(tos, want, "source {i} carries the inner TOS");
             }
@@ -650,9 +719,7 @@ fn every_datagram_gets_its_own_traffic_class() {
         t,
         &mut |tr: Transmit<'_, SocketAddr>| {
             let (d, _, tos) = (tr.bytes, tr.dest, tr.tos);
-            seen.entry(kind_of(d, Direction::ClientToServer))
-                .or_default()
-                .push(tos)
+            seen.entry(kind_of(d, &server)).or_default().push(tos)
         },
         &mut |_| {},
     );
@@ -673,7 +740,7 @@ fn every_datagram_gets_its_own_traffic_class() {
     assert!(!ka.is_empty() && ka.iter().all(|&x| x == 10 << 2));
     let fb: Vec<u8> = back
         .iter()
-        .filter(|(d, _, _)| kind_of(d, Direction::ServerToClient) == UdpKind::Feedback)
+        .filter(|(d, _, _)| kind_of(d, &client) == UdpKind::Feedback)
         .map(|x| x.2)
         .collect();
     assert!(
@@ -736,6 +803,7 @@ fn outer_ce_reaches_the_inner_packet() {
     let mut client = UdpPeer::new(cfg(Role::Client, b"key", true), Metrics::new(1, "c"), now);
     let mut server = UdpPeer::new(cfg(Role::Server, b"key", true), Metrics::new(1, "s"), now);
     let from: SocketAddr = "198.51.100.7:5555".parse().unwrap();
+    assert!(connect(&mut client, &mut server, from, now));
     let mut buf = vec![0u8; BUF_LEN];
     let mut got: Vec<Vec<u8>> = Vec::new();
     let mut drops = 0;
@@ -792,8 +860,9 @@ fn a_restarted_client_is_followed() {
     let mut n = net(b"key", b"key", true);
     let got = n.c2s(0..300, |_| false, |_| vec![]);
     exactly_once(&got, 0..300);
-    // Fresh client state: new encoder (ESIs from 0), new AEAD counters (from the clock).
+    // Fresh client state: new encoder (ESIs from 0), a new session (counters from 0).
     n.client = side(cfg(Role::Client, b"key", true), 1, n.now);
+    assert!(n.connect());
     let got = n.c2s(300..500, |_| false, |_| vec![]);
     let ids: std::collections::BTreeSet<u32> = got
         .iter()
@@ -806,4 +875,54 @@ fn a_restarted_client_is_followed() {
     );
     n.server.workers[0].coder().publish_stats();
     assert_eq!(count(&n.server.m.stream(0).decoder_restarts), 1);
+}
+
+/// One client and one server worker with the given configurations, after their handshake.
+fn net_cfg(c: PeerConfig, s: PeerConfig) -> Net {
+    let now = Instant::now();
+    let mut n = Net {
+        client: side(c, 1, now),
+        server: side(s, 1, now),
+        client_addrs: vec!["198.51.100.7:5555".parse().unwrap()],
+        spread: false,
+        server_sent_to: Default::default(),
+        now,
+    };
+    assert!(n.connect());
+    n
+}
+
+/// Rekeys by packet count, asked for by the client's own count or by the server's flag: new
+/// sessions come up while traffic flows (the old one carries it until then) and every packet
+/// is still delivered exactly once.
+#[test]
+fn rekeys_by_packet_count_lose_nothing() {
+    let limit = |role: Role, packets: u64| PeerConfig {
+        handshake: handshake::HandshakeConfig {
+            rekey_packets: packets,
+            ..Default::default()
+        },
+        ..cfg(role, b"key", true)
+    };
+    for (c, s) in [
+        (limit(Role::Client, 100), limit(Role::Server, 1 << 40)),
+        (limit(Role::Client, 1 << 40), limit(Role::Server, 3)),
+    ] {
+        let mut n = net_cfg(c, s);
+        let first = n.client.workers[0]
+            .sessions()
+            .with(|hs| hs.sending().unwrap().id);
+        for r in 0..3u32 {
+            let range = r * 300..(r + 1) * 300;
+            let got = n.c2s(range.clone(), |k| k % 11 == 7, |_| vec![]);
+            exactly_once(&got, range);
+        }
+        let stats = n.client.workers[0].sessions().stats();
+        assert!(stats.sessions >= 3, "client sessions: {stats:?}");
+        assert!(count(&n.server.m.global.sessions) >= 2);
+        let last = n.client.workers[0]
+            .sessions()
+            .with(|hs| hs.sending().unwrap().id);
+        assert_ne!(first, last);
+    }
 }
