@@ -307,7 +307,10 @@ impl Decoder {
             o.expire(now, &mut |h| out.push_held(stream, h));
         }
         let mut arrival = s.tracker.on_source(esi);
-        if arrival == Arrival::New {
+        // A late original of a recovered packet is in the encoder's current ESI space (it was
+        // recovered from this encoder's repairs): proof the stream is in sync, not restarted.
+        // Paths with different delays deliver such originals in long runs.
+        if matches!(arrival, Arrival::New | Arrival::Late) {
             s.refused_run = 0;
         } else {
             s.refused_run += 1;

@@ -1134,6 +1134,39 @@ fn a_restarted_encoder_is_followed_after_a_few_dozen_packets() {
     }
 }
 
+/// Originals that arrive after their recovery, as over a path slower than the repairs', come
+/// in runs far longer than the restart run: they are refused as late, never taken for a
+/// restarted encoder, so nothing is delivered twice.
+#[test]
+fn a_long_run_of_late_originals_does_not_restart_the_stream() {
+    let mode: FecMode = "fixed:w=8,step=2".parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 1);
+    let now = t0();
+    let mut late = Vec::new();
+    for k in 0..200u32 {
+        let d = payload(0, k);
+        let tag = enc.handle_source(0, &d, now);
+        if k % 2 == 0 {
+            assert_eq!(dec.handle_source(0, tag.esi, &d, now), Verdict::Deliver);
+        } else {
+            late.push((tag.esi, d));
+        }
+        let recovered = deliver_repairs(&mut enc, &mut dec, now, false);
+        if k % 2 == 1 {
+            assert_eq!(recovered, [k], "source {k} recovered by the repair after it");
+        }
+    }
+    for (esi, d) in &late {
+        assert_eq!(dec.handle_source(0, *esi, d, now), Verdict::Duplicate, "esi {esi}");
+    }
+    let st = dec.stats(0).unwrap();
+    assert_eq!((st.restarts, st.late, st.recovered), (0, 100, 100));
+    let d = payload(0, 200);
+    let tag = enc.handle_source(0, &d, now);
+    assert_eq!(dec.handle_source(0, tag.esi, &d, now), Verdict::Deliver);
+}
+
 /// `repair_retry_gap`: the re-sends of a time-driven repair follow each other that far apart
 /// instead of one repair delay.
 #[test]
