@@ -1154,11 +1154,19 @@ fn a_long_run_of_late_originals_does_not_restart_the_stream() {
         }
         let recovered = deliver_repairs(&mut enc, &mut dec, now, false);
         if k % 2 == 1 {
-            assert_eq!(recovered, [k], "source {k} recovered by the repair after it");
+            assert_eq!(
+                recovered,
+                [k],
+                "source {k} recovered by the repair after it"
+            );
         }
     }
     for (esi, d) in &late {
-        assert_eq!(dec.handle_source(0, *esi, d, now), Verdict::Duplicate, "esi {esi}");
+        assert_eq!(
+            dec.handle_source(0, *esi, d, now),
+            Verdict::Duplicate,
+            "esi {esi}"
+        );
     }
     let st = dec.stats(0).unwrap();
     assert_eq!((st.restarts, st.late, st.recovered), (0, 100, 100));

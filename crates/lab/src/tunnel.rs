@@ -77,6 +77,8 @@ pub struct Tunnel {
     pids: Vec<u32>,
     controls: Vec<PathBuf>,
     logs: Vec<PathBuf>,
+    /// Private key files written for the ends, removed with the tunnel.
+    key_files: Vec<PathBuf>,
     /// Per instance: its side and its arguments (to start it again after a crash).
     instances: Vec<(Side, Vec<String>)>,
 }
@@ -108,6 +110,7 @@ impl Tunnel {
             controls: Vec::new(),
             logs: Vec::new(),
             instances: Vec::new(),
+            key_files: Vec::new(),
         };
         let tmp = std::env::temp_dir();
         let s = |v: &str| v.to_string();
@@ -118,6 +121,7 @@ impl Tunnel {
                 let client_key = tmp.join(format!("hirt-lab-{pid}-client.key"));
                 let server_pub = hirt_linux::udp::keys::write_new_private_key(&server_key)?;
                 let client_pub = hirt_linux::udp::keys::write_new_private_key(&client_key)?;
+                t.key_files.extend([server_key.clone(), client_key.clone()]);
                 for (ns, role) in [(&topo.server, "server"), (&topo.client, "client")] {
                     let control = PathBuf::from(format!("/run/hirt-{ns}.sock"));
                     let mut args = vec![s("udp")];
@@ -405,8 +409,8 @@ impl Drop for Tunnel {
         for p in &self.pids {
             netns::stop(*p);
         }
-        for c in &self.controls {
-            let _ = std::fs::remove_file(c);
+        for f in self.controls.iter().chain(&self.key_files) {
+            let _ = std::fs::remove_file(f);
         }
     }
 }

@@ -36,6 +36,11 @@ pub struct CoderArgs {
     /// (0): every packet is delivered at once, recovered ones out of order.
     #[arg(long)]
     pub in_order_ms: Option<f64>,
+    /// Recovery deadline: `30ms`, `0.5s`, `2rtt` (multiples of the measured RTT) or `auto`
+    /// (one RTT). The `ours` controller then sizes its window and repairs from it, and the
+    /// decoder reports losses so that the encoder repairs them on demand. Give it at both ends.
+    #[arg(long)]
+    pub deadline: Option<String>,
     /// Mark recovered packets ECN-CE (if ECN-capable).
     #[arg(long)]
     pub ecn_ce: bool,
@@ -63,7 +68,7 @@ macro_rules! apply_shared_flags {
         let o = $ops;
         $crate::cmd::apply_flags!($cfg, k;
             set: fec, window, repair_delay_ms, repair_retries, overload_threshold, in_order_ms;
-            some: rs, repair_retry_gap_ms;
+            some: rs, repair_retry_gap_ms, deadline;
             flag: ecn_ce);
         $crate::cmd::apply_flags!($cfg, o; set: ; some: metrics, control, seed; flag: );
     }};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hirt_core::{DecoderConfig, EncoderConfig, FecMode, SchemeConfig};
+use hirt_core::{Deadline, DecoderConfig, EncoderConfig, FecMode, SchemeConfig};
 
 use super::ConfigError;
 
@@ -24,6 +24,10 @@ pub struct CoderSettings {
     /// ESIs a repair may trail the decoder's newest source by, beyond the window (see
     /// `hirt_core::DecoderConfig::repair_lag`).
     pub repair_lag: u32,
+    /// Recovery deadline (`None`: none): the encoder sizes its window and repairs from it and
+    /// answers the decoder's loss reports, which the decoder then sends (see
+    /// `hirt_core::EncoderConfig::deadline`, `hirt_core::DecoderConfig::loss_report_gap`).
+    pub deadline: Option<Deadline>,
 }
 
 impl Default for CoderSettings {
@@ -36,6 +40,7 @@ impl Default for CoderSettings {
             repair_retry_gap: None,
             in_order: None,
             repair_lag: 0,
+            deadline: None,
         }
     }
 }
@@ -82,7 +87,18 @@ impl CoderSettings {
             repair_retry_gap,
             in_order: millis("in-order-ms", in_order_ms)?,
             repair_lag: 0,
+            deadline: None,
         })
+    }
+
+    /// These settings with the recovery deadline `deadline` (`30ms`, `2rtt`, `auto`, ...;
+    /// `None`: none).
+    pub fn with_deadline(mut self, deadline: Option<&str>) -> Result<Self, ConfigError> {
+        self.deadline = deadline
+            .map(|d| d.parse::<Deadline>())
+            .transpose()
+            .map_err(|e| ConfigError::new("deadline", e.to_string()))?;
+        Ok(self)
     }
 
     /// An encoder configuration for `fec` with these settings.
@@ -92,6 +108,7 @@ impl CoderSettings {
         c.repair_delay = self.repair_delay;
         c.repair_retries = self.repair_retries;
         c.repair_retry_gap = self.repair_retry_gap;
+        c.deadline = self.deadline;
         c
     }
 
@@ -100,6 +117,7 @@ impl CoderSettings {
         let mut c = DecoderConfig::new(scheme).with_repair_lag(self.repair_lag);
         c.overload_threshold = self.overload_threshold;
         c.in_order = self.in_order;
+        c.loss_report_gap = self.deadline.map(|_| hirt_core::DEFAULT_LOSS_REPORT_GAP);
         c
     }
 }
@@ -107,6 +125,26 @@ impl CoderSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadline_turns_loss_reports_on() {
+        let fec: FecMode = "ours".parse().unwrap();
+        let d = CoderSettings::default();
+        assert_eq!(d.decoder(fec.scheme.clone()).loss_report_gap, None);
+        let s = CoderSettings::default()
+            .with_deadline(Some("2rtt"))
+            .unwrap();
+        assert_eq!(s.deadline, Some(Deadline::Rtt(2.0)));
+        assert_eq!(s.encoder(fec.clone()).deadline, Some(Deadline::Rtt(2.0)));
+        assert_eq!(
+            s.decoder(fec.scheme).loss_report_gap,
+            Some(hirt_core::DEFAULT_LOSS_REPORT_GAP)
+        );
+        let e = CoderSettings::default()
+            .with_deadline(Some("soon"))
+            .unwrap_err();
+        assert_eq!(e.key, "deadline");
+    }
 
     #[test]
     fn settings_and_bad_values_are_refused() {

@@ -301,6 +301,10 @@ pub struct Srv6Config {
     pub overload_threshold: f64,
     /// In-order release hold at the decoder in ms (0 = off).
     pub in_order_ms: f64,
+    /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = one RTT; none by default): the
+    /// `ours` controller sizes its window and repairs from it, and the decoder reports losses
+    /// so the encoder repairs them on demand. Set it at both ends.
+    pub deadline: Option<String>,
     /// Extra sources a repair may trail the newest by (0; 2048 with `kernel-sources`).
     pub repair_lag: Option<u32>,
     /// Do not install routes for the SIDs.
@@ -350,6 +354,7 @@ impl Default for Srv6Config {
             repair_retry_gap_ms: None,
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
+            deadline: None,
             repair_lag: None,
             no_routes: false,
             ecn_ce: false,
@@ -491,7 +496,7 @@ impl Srv6Config {
         }
     }
 
-    /// Repair timers, overload control, in-order release and repair lag.
+    /// Repair timers, overload control, in-order release, recovery deadline and repair lag.
     pub fn coder(&self) -> Result<CoderSettings, ConfigError> {
         let mut c = CoderSettings::new(
             self.overload_threshold,
@@ -499,7 +504,8 @@ impl Srv6Config {
             self.repair_retries,
             self.repair_retry_gap_ms,
             self.in_order_ms,
-        )?;
+        )?
+        .with_deadline(self.deadline.as_deref())?;
         c.repair_lag = match self.repair_lag {
             Some(lag) => {
                 let max = hirt_fec::rlc::MAX_REPAIR_LAG;
@@ -594,6 +600,10 @@ pub struct UdpConfig {
     pub overload_threshold: f64,
     /// In-order release hold at the decoder in ms (0 = off).
     pub in_order_ms: f64,
+    /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = one RTT; none by default): the
+    /// `ours` controller sizes its window and repairs from it, and the decoder reports losses
+    /// so the encoder repairs them on demand. Set it at both ends.
+    pub deadline: Option<String>,
     /// Seed for the core's randomness (from the clock).
     pub seed: Option<u64>,
 }
@@ -632,6 +642,7 @@ impl Default for UdpConfig {
             repair_retry_gap_ms: None,
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
+            deadline: None,
             seed: None,
         }
     }
@@ -705,7 +716,7 @@ impl UdpConfig {
         fec_mode(&self.fec, self.rs.as_deref(), self.window)
     }
 
-    /// Repair timers, overload control and in-order release.
+    /// Repair timers, overload control, in-order release and recovery deadline.
     pub fn coder(&self) -> Result<CoderSettings, ConfigError> {
         CoderSettings::new(
             self.overload_threshold,
@@ -713,7 +724,8 @@ impl UdpConfig {
             self.repair_retries,
             self.repair_retry_gap_ms,
             self.in_order_ms,
-        )
+        )?
+        .with_deadline(self.deadline.as_deref())
     }
 }
 
