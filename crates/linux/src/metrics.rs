@@ -70,6 +70,9 @@ counters!(
         /// repair delay) rather than by the rate controller or the code (copied from the
         /// encoder's count).
         repairs_timer: Counter,
+        /// Of those, repairs that answered the decoder's loss reports (with a recovery
+        /// deadline; copied from the encoder's count).
+        repairs_report: Counter,
         /// Repair bytes sent (payload).
         repair_bytes_sent: Counter,
         /// Source bytes sent (tagged packets).
@@ -103,6 +106,8 @@ counters!(
         decoder_restarts: Counter,
         /// Feedback packets sent by the decoder.
         feedback_sent: Counter,
+        /// Loss reports the decoder sent (with a recovery deadline; copied from its count).
+        loss_reports: Counter,
         /// Packets this host dropped before the decoder read them (SID device queue in SRv6
         /// mode, the socket's receive buffer in UDP mode), reported in feedback so the encoder
         /// does not answer them with more repairs.

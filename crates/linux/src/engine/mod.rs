@@ -646,6 +646,7 @@ impl<X> StreamCoder<X> {
                         .store((st.rate * 1e6) as u64, Relaxed);
                     c.overload_skips.store(st.overload_skips, Relaxed);
                     c.repairs_timer.store(st.repairs_timer, Relaxed);
+                    c.repairs_report.store(st.repairs_report, Relaxed);
                 }
             }
         }
@@ -658,6 +659,7 @@ impl<X> StreamCoder<X> {
                     c.unrecoverable.store(st.residual, Relaxed);
                     c.order_skipped.store(st.order_skipped, Relaxed);
                     c.decoder_restarts.store(st.restarts, Relaxed);
+                    c.loss_reports.store(st.loss_reports, Relaxed);
                     if no_enc {
                         c.overload_skips.store(st.overload_skips, Relaxed);
                     }
