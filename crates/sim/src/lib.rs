@@ -10,6 +10,7 @@
 pub mod bound;
 pub mod command;
 pub mod deadline_sweep;
+mod events;
 pub mod experiments;
 pub mod multipath;
 pub mod paths_experiments;

@@ -7,6 +7,7 @@
 //! encoder stream by default (`stream_per_path`), so that per-path delay differences never
 //! reorder one stream's ESIs; repairs may still cross another path (`repair-path = diverse`).
 
+use crate::events::{EventHeap, Fate, Queued};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::str::FromStr;
@@ -320,37 +321,6 @@ enum Ev {
     MonTimer,
 }
 
-struct Queued {
-    t: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, o: &Self) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Queued {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.t, self.seq).cmp(&(o.t, o.seq))
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Fate {
-    InFlight,
-    Lost,
-    Delivered,
-    Recovered,
-}
-
 /// The `q` quantile of sorted `v` (nearest rank; 0 when empty).
 pub fn quantile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
@@ -527,9 +497,9 @@ pub fn run(sc: &MultipathScenario) -> anyhow::Result<MultipathReport> {
         paths: Vec::new(),
     };
 
-    let mut heap: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+    let mut heap: EventHeap<Ev> = BinaryHeap::new();
     let mut seq = 0u64;
-    let mut push = |heap: &mut BinaryHeap<Reverse<Queued>>, t: u64, ev: Ev| {
+    let mut push = |heap: &mut EventHeap<Ev>, t: u64, ev: Ev| {
         seq += 1;
         heap.push(Reverse(Queued { t, seq, ev }));
     };

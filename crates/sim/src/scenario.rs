@@ -7,6 +7,7 @@
 //! time is handed to them as `base + virtual time` where `base` is one `Instant` taken per run
 //! (only differences are ever reported, so the report does not depend on it).
 
+use crate::events::{EventHeap, Fate, Queued};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
@@ -249,38 +250,6 @@ enum Ev {
     DecTimer,
 }
 
-struct Queued {
-    t: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, o: &Self) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Queued {}
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Queued {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.t, self.seq).cmp(&(o.t, o.seq))
-    }
-}
-
-/// Per-source state while the run goes on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Fate {
-    InFlight,
-    Lost,
-    Delivered,
-    Recovered,
-}
-
 /// Deterministic content of source `n` (so recovered bytes can be checked without storing them).
 fn fill_payload(buf: &mut Vec<u8>, n: u64, size: usize) {
     buf.clear();
@@ -370,9 +339,9 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     let mut held_at: Vec<u64> = vec![u64::MAX; n_all];
     let mut hold_ms: Vec<f64> = Vec::new();
 
-    let mut heap: BinaryHeap<Reverse<Queued>> = BinaryHeap::new();
+    let mut heap: EventHeap<Ev> = BinaryHeap::new();
     let mut seq = 0u64;
-    let mut push = |heap: &mut BinaryHeap<Reverse<Queued>>, t: u64, ev: Ev| {
+    let mut push = |heap: &mut EventHeap<Ev>, t: u64, ev: Ev| {
         seq += 1;
         heap.push(Reverse(Queued { t, seq, ev }));
     };
