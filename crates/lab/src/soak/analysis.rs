@@ -209,8 +209,12 @@ fn fault_in_stream(
     sent: u64,
     pps: u32,
 ) -> (f64, f64, bool, u64) {
+    // The window ends as the next one starts: datagrams in flight when the next fault hits are
+    // that fault's losses, not this one's.
     let from = seq_at(f.start.saturating_sub(BEFORE_FAULT), pps);
-    let to = next.map_or(sent, |n| seq_at(n, pps).min(sent));
+    let to = next.map_or(sent, |n| {
+        seq_at(n.saturating_sub(BEFORE_FAULT), pps).min(sent)
+    });
     let gaps = rx.checker.gaps(from, to);
     let Some(&(first, len)) = gaps.iter().max_by_key(|(_, len)| *len) else {
         return (0.0, 0.0, true, 0);
@@ -374,6 +378,12 @@ mod tests {
         let rx = received((0..4000).filter(|s| !(2100..3250).contains(s)));
         let (_, back, recovered, _) = fault_in_stream(&f, None, &rx, 4000, 1000);
         assert_eq!((back, recovered), (250.0, true));
+        // A fault that costs nothing (an address change followed seamlessly) is not charged
+        // with the datagrams in flight when the next fault hits.
+        let rx = received((0..4000).filter(|s| !(3990..4000).contains(s)));
+        let next = Some(Duration::from_millis(3995));
+        let (outage, back, recovered, lost) = fault_in_stream(&f, next, &rx, 4000, 1000);
+        assert_eq!((outage, back, recovered, lost), (0.0, 0.0, true, 0));
         // Nothing after the fault arrives before the next one: not recovered.
         let rx = received(0..2100);
         let next = Some(Duration::from_secs(3) + Duration::from_millis(500));
