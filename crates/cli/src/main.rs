@@ -6,6 +6,10 @@
 use clap::{Parser, Subcommand};
 use hirt_cli::cmd;
 
+/// Counts the heap's bytes for `hirt status` and the soak's memory check.
+#[global_allocator]
+static ALLOCATOR: hirt_os::heap::CountingAllocator = hirt_os::heap::CountingAllocator;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "hirt",

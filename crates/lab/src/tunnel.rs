@@ -300,6 +300,14 @@ impl Tunnel {
             .collect()
     }
 
+    /// Bytes instance `pid` holds on its heap (its `hirt status`), when it answers.
+    pub fn heap_live_bytes(&self, pid: u32) -> Option<u64> {
+        let i = self.pids.iter().position(|&p| p == pid)?;
+        let answer = request(&self.controls[i], "status").ok()?;
+        let v: serde_json::Value = serde_json::from_str(&answer).ok()?;
+        v["status"]["global"]["heap_live_bytes"].as_u64()
+    }
+
     /// Kills every instance of `side` with SIGKILL, as a crash or `kill -9` would (no clean-up
     /// of devices, routes or peer state).
     pub fn kill(&mut self, side: Side) {

@@ -170,6 +170,10 @@ counters!(
         /// kernel's End untagged, so unprotected: they came in on a receive queue other than 0,
         /// were longer than it copies (2040 bytes), or found its ring buffer full.
         kernel_untagged: Counter,
+        /// Bytes the process holds on its heap (when the binary counts them).
+        heap_live_bytes: Gauge,
+        /// The most bytes the process has held on its heap at once.
+        heap_peak_bytes: Gauge,
         /// Packets of an `--xdp` instance that went through the kernel's forwarding instead:
         /// next hop not (yet) resolved or not on an `--xdp` device, too big for its MTU, hop
         /// limit expiring, or the socket's transmit ring full.

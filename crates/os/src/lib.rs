@@ -6,11 +6,14 @@
 //! - [`netns`]: network namespaces for tests, benchmarks and the lab, veth pairs; [`nft`]: their
 //!   nftables random-loss and counting rules;
 //! - [`tun`]: TUN devices; [`ethtool`]: offloads and queue counts;
-//! - [`runtime`]: shutdown on SIGINT/SIGTERM and worker loop timing.
+//! - [`runtime`]: shutdown on SIGINT/SIGTERM and worker loop timing;
+//! - [`heap`]: the bytes held on the heap (a counting global allocator) and returning freed
+//!   memory to the kernel.
 //!
 //! `unsafe` is confined to this crate's system calls (ioctl, setns, sockets); every block has a
 //! `// SAFETY:` comment.
 pub mod ethtool;
+pub mod heap;
 pub mod netlink;
 pub mod netns;
 pub mod nexthop;

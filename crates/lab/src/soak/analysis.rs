@@ -100,6 +100,8 @@ pub struct ProcessReport {
     pub process: Process,
     /// Resident-set growth from the warm-up to the end, percent.
     pub rss_growth_pct: Option<f64>,
+    /// Growth of the bytes held on the heap from the warm-up to the end, percent.
+    pub heap_growth_pct: Option<f64>,
     /// Seconds watched after the warm-up.
     pub watched_s: f64,
 }
@@ -148,6 +150,8 @@ pub struct SoakReport {
     pub back_after_max_ms: f64,
     /// Largest resident-set growth of a process watched long enough, percent.
     pub rss_growth_max_pct: Option<f64>,
+    /// Largest growth of the bytes held on the heap of a process watched long enough, percent.
+    pub heap_growth_max_pct: Option<f64>,
     /// The pass/fail lines.
     pub checks: Checks,
     /// Every fault.
@@ -290,6 +294,7 @@ pub fn report(i: Inputs) -> SoakReport {
         .iter()
         .map(|p| ProcessReport {
             rss_growth_pct: p.rss_growth_pct(),
+            heap_growth_pct: p.heap_growth_pct(),
             watched_s: p.watched_s(),
             process: p.clone(),
         })
@@ -300,6 +305,10 @@ pub fn report(i: Inputs) -> SoakReport {
     let rss_growth_max_pct = watched
         .clone()
         .filter_map(|p| p.rss_growth_pct)
+        .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
+    let heap_growth_max_pct = watched
+        .clone()
+        .filter_map(|p| p.heap_growth_pct)
         .fold(None, |m: Option<f64>, g| Some(m.map_or(g, |m| m.max(g))));
     let fds_flat = processes
         .iter()
@@ -321,6 +330,7 @@ pub fn report(i: Inputs) -> SoakReport {
         back_after_p99_ms: q(&back, 0.99),
         back_after_max_ms: q(&back, 1.0),
         rss_growth_max_pct,
+        heap_growth_max_pct,
         checks: Checks {
             no_corruption,
             no_duplicates,

@@ -27,6 +27,14 @@ pub struct Process {
     pub rss_last_kb: u64,
     /// Largest resident set seen, kB.
     pub rss_max_kb: u64,
+    /// Bytes held on the heap at the first sample after the warm-up, kB (what the
+    /// allocator handed out and was not given back: the resident set without the pages the
+    /// allocator keeps), when the process reports it.
+    pub heap_base_kb: Option<u64>,
+    /// Bytes held on the heap at the last sample that reported it, kB.
+    pub heap_last_kb: Option<u64>,
+    /// Most bytes held on the heap at a sample, kB.
+    pub heap_max_kb: Option<u64>,
     /// Open descriptors at the first sample after the warm-up.
     pub fds_base: Option<u64>,
     /// Open descriptors at the last sample.
@@ -41,6 +49,12 @@ impl Process {
     pub fn rss_growth_pct(&self) -> Option<f64> {
         let base = self.rss_base_kb? as f64;
         Some((self.rss_last_kb as f64 - base) / base.max(1.0) * 100.0)
+    }
+
+    /// Growth of the bytes held on the heap from the baseline to the last sample, percent.
+    pub fn heap_growth_pct(&self) -> Option<f64> {
+        let base = self.heap_base_kb? as f64;
+        Some((self.heap_last_kb? as f64 - base) / base.max(1.0) * 100.0)
     }
 
     /// How long the process was watched after its warm-up, seconds.
@@ -59,10 +73,12 @@ pub struct Monitor {
 impl Monitor {
     /// Samples process `pid` of `side` at `at` into the soak; a process that is gone is
     /// skipped.
-    pub fn sample(&mut self, pid: u32, side: Side, at: Duration) {
+    /// `heap_bytes` is what the process reports holding on its heap, if it answered.
+    pub fn sample(&mut self, pid: u32, side: Side, at: Duration, heap_bytes: Option<u64>) {
         let Some((rss, fds)) = read(pid) else {
             return;
         };
+        let heap = heap_bytes.map(|b| b / 1024);
         let t = at.as_secs_f64();
         let p = match self.processes.iter_mut().find(|p| p.pid == pid) {
             Some(p) => p,
@@ -75,6 +91,9 @@ impl Monitor {
                     rss_base_kb: None,
                     rss_last_kb: rss,
                     rss_max_kb: rss,
+                    heap_base_kb: None,
+                    heap_last_kb: heap,
+                    heap_max_kb: heap,
                     fds_base: None,
                     fds_last: fds,
                     fds_max: fds,
@@ -87,8 +106,13 @@ impl Monitor {
         p.rss_max_kb = p.rss_max_kb.max(rss);
         p.fds_last = fds;
         p.fds_max = p.fds_max.max(fds);
+        if heap.is_some() {
+            p.heap_last_kb = heap;
+            p.heap_max_kb = p.heap_max_kb.max(heap);
+        }
         if p.rss_base_kb.is_none() && t - p.first_s >= WARM_UP.as_secs_f64() {
             p.rss_base_kb = Some(rss);
+            p.heap_base_kb = heap;
             p.fds_base = Some(fds);
         }
     }
@@ -116,17 +140,26 @@ mod tests {
     fn baseline_after_warm_up_and_growth() {
         let mut m = Monitor::default();
         let me = std::process::id();
-        m.sample(me, Side::Client, Duration::from_secs(0));
-        m.sample(me, Side::Client, Duration::from_secs(10));
+        m.sample(me, Side::Client, Duration::from_secs(0), Some(4096 * 1024));
+        m.sample(me, Side::Client, Duration::from_secs(10), None);
         assert!(m.processes[0].rss_base_kb.is_none());
         assert!(m.processes[0].rss_growth_pct().is_none());
-        m.sample(me, Side::Client, Duration::from_secs(31));
+        m.sample(me, Side::Client, Duration::from_secs(31), Some(4096 * 1024));
+        m.sample(
+            me,
+            Side::Client,
+            Duration::from_secs(32),
+            Some(4096 * 1024 + 41 * 1024),
+        );
         let p = &m.processes[0];
         assert!(p.rss_base_kb.is_some() && p.fds_base.is_some() && p.fds_last > 0);
         assert!(p.rss_growth_pct().is_some());
-        assert_eq!(p.watched_s(), 1.0);
+        assert_eq!(p.heap_base_kb, Some(4096));
+        assert_eq!(p.heap_max_kb, Some(4137));
+        assert!((p.heap_growth_pct().unwrap() - 1.0).abs() < 0.01);
+        assert_eq!(p.watched_s(), 2.0);
         // A process that does not exist is not recorded.
-        m.sample(u32::MAX - 1, Side::Server, Duration::from_secs(1));
+        m.sample(u32::MAX - 1, Side::Server, Duration::from_secs(1), None);
         assert_eq!(m.processes.len(), 1);
     }
 }

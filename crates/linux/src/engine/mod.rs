@@ -677,10 +677,15 @@ pub struct Housekeeping {
     generation: u64,
     meter: LoadMeter,
     last_publish: Instant,
+    last_release: Instant,
 }
 
 /// How often a worker copies the core's counters into the metrics.
 const PUBLISH_EVERY: Duration = Duration::from_millis(200);
+
+/// How often a worker hands the allocator's free pages back to the kernel, so the resident
+/// set follows what is held rather than the largest backlog ever buffered.
+const RELEASE_MEMORY_EVERY: Duration = Duration::from_secs(10);
 
 impl Housekeeping {
     /// Housekeeping of a worker starting at `now` on the calling thread (its CPU time is
@@ -691,6 +696,7 @@ impl Housekeeping {
             ctl,
             meter: LoadMeter::new(now, load::thread_cpu_time(), LOAD_PERIOD),
             last_publish: now,
+            last_release: now,
         }
     }
 
@@ -718,7 +724,18 @@ impl Housekeeping {
             coder.add_local_drops(d.for_decoder);
             coder.set_cpu_load(self.meter.close(now, load::thread_cpu_time()));
         }
+        if now.duration_since(self.last_release) > RELEASE_MEMORY_EVERY {
+            hirt_os::heap::release_free_memory();
+            self.last_release = now;
+        }
         if now.duration_since(self.last_publish) > PUBLISH_EVERY {
+            let global = &coder.metrics().global;
+            if let (Some(live), Some(peak)) =
+                (hirt_os::heap::live_bytes(), hirt_os::heap::peak_bytes())
+            {
+                global.heap_live_bytes.store(live, Ordering::Relaxed);
+                global.heap_peak_bytes.store(peak, Ordering::Relaxed);
+            }
             coder.publish_stats();
             self.last_publish = now;
             return true;
