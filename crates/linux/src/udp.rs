@@ -1406,7 +1406,7 @@ fn worker(
     // With TUN offloads: what a read returns (virtio_net_hdr + up to 64 KiB), and the runs of
     // segments put together for one write.
     let mut read_buf = if vnet_hdr {
-        vec![0u8; offload::VNET_HDR_LEN + offload::MAX_SUPER]
+        hirt_os::heap::committed_buffer(offload::VNET_HDR_LEN + offload::MAX_SUPER)
     } else {
         Vec::new()
     };

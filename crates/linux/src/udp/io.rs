@@ -137,7 +137,9 @@ pub fn steer_by_sender(sock: &UdpSocket, n: usize) -> io::Result<()> {
 impl TosBatch {
     fn with_slot(slot: usize) -> TosBatch {
         TosBatch {
-            bufs: (0..BATCH).map(|_| vec![0u8; slot]).collect(),
+            bufs: (0..BATCH)
+                .map(|_| hirt_os::heap::committed_buffer(slot))
+                .collect(),
             lens: [0; BATCH],
             // SAFETY: sockaddr_storage is plain data; all-zero is a valid (AF_UNSPEC) value.
             addrs: unsafe { MaybeUninit::zeroed().assume_init() },

@@ -266,7 +266,7 @@ impl std::fmt::Debug for Coalescer {
 impl Default for Coalescer {
     fn default() -> Self {
         Coalescer {
-            buf: vec![0u8; VNET_HDR_LEN + MAX_SUPER],
+            buf: hirt_os::heap::committed_buffer(VNET_HDR_LEN + MAX_SUPER),
             len: 0,
             ip: None,
             hl: 0,
