@@ -21,6 +21,9 @@ pub struct LinkConfig {
     pub reorder_prob: f64,
     /// Extra delay of a reordered packet.
     pub reorder_extra: Duration,
+    /// ECN marking (an AQM's simplest form): a packet that finds more than this many packets
+    /// queued at the bottleneck is marked CE; `None` = no marking.
+    pub ecn_mark_above: Option<usize>,
 }
 
 impl Default for LinkConfig {
@@ -33,6 +36,7 @@ impl Default for LinkConfig {
             queue: QueueLimit::Packets(1000),
             reorder_prob: 0.0,
             reorder_extra: Duration::ZERO,
+            ecn_mark_above: None,
         }
     }
 }
@@ -46,6 +50,8 @@ pub struct LinkCounters {
     pub lost: u64,
     /// Dropped by the full queue.
     pub queue_drops: u64,
+    /// Marked CE at the bottleneck.
+    pub ce_marked: u64,
 }
 
 /// A unidirectional link built from the elements of this crate.
@@ -54,6 +60,7 @@ pub struct Link {
     rate: Option<RateLimit>,
     delay: Delay,
     reorder: Reorder,
+    ecn_mark_above: Option<usize>,
     counters: LinkCounters,
 }
 
@@ -65,6 +72,7 @@ impl Link {
             rate: cfg.rate_bps.map(|r| RateLimit::new(r, cfg.queue)),
             delay: Delay::new(cfg.delay, cfg.jitter, false, seed),
             reorder: Reorder::new(cfg.reorder_prob, cfg.reorder_extra, seed),
+            ecn_mark_above: cfg.ecn_mark_above,
             counters: LinkCounters::default(),
         })
     }
@@ -72,14 +80,27 @@ impl Link {
     /// Offers a packet of `len` bytes at `now`; returns its arrival time at the far end, or `None`
     /// if it was lost or dropped.
     pub fn send(&mut self, now: Instant, len: usize) -> Option<Instant> {
+        self.send_marked(now, len).map(|(arrival, _)| arrival)
+    }
+
+    /// [`Link::send`], with whether the packet arrives marked CE (see
+    /// [`LinkConfig::ecn_mark_above`]).
+    pub fn send_marked(&mut self, now: Instant, len: usize) -> Option<(Instant, bool)> {
         self.counters.offered += 1;
         if self.loss.lose() {
             self.counters.lost += 1;
             return None;
         }
+        let mut ce = false;
         let sent = match &mut self.rate {
             Some(r) => match r.offer(now, len) {
-                Some(t) => t,
+                Some(t) => {
+                    // The backlog now includes this packet: it found `backlog - 1` ahead.
+                    ce = self
+                        .ecn_mark_above
+                        .is_some_and(|k| r.backlog_packets() > k + 1);
+                    t
+                }
                 None => {
                     self.counters.queue_drops += 1;
                     return None;
@@ -87,7 +108,8 @@ impl Link {
             },
             None => now,
         };
-        Some(self.delay.departure(sent) + self.reorder.extra_delay())
+        self.counters.ce_marked += u64::from(ce);
+        Some((self.delay.departure(sent) + self.reorder.extra_delay(), ce))
     }
 
     /// Counters so far.
@@ -121,8 +143,28 @@ mod tests {
             LinkCounters {
                 offered: 4,
                 lost: 1,
-                queue_drops: 1
+                queue_drops: 1,
+                ce_marked: 0,
             }
         );
+    }
+
+    #[test]
+    fn marks_ce_above_the_threshold() {
+        let t0 = crate::test_util::t0();
+        let cfg = LinkConfig {
+            rate_bps: Some(8_000_000),
+            queue: QueueLimit::Packets(10),
+            ecn_mark_above: Some(2),
+            ..LinkConfig::default()
+        };
+        let mut l = Link::new(&cfg, 1).unwrap();
+        // 1000 bytes take 1 ms: offered at once, packet i finds i packets ahead of it.
+        let marks: Vec<bool> = (0..5).map(|_| l.send_marked(t0, 1000).unwrap().1).collect();
+        assert_eq!(marks, [false, false, false, true, true]);
+        assert_eq!(l.counters().ce_marked, 2);
+        // Once the queue drained, no mark.
+        let later = t0 + Duration::from_millis(10);
+        assert_eq!(l.send_marked(later, 1000).map(|x| x.1), Some(false));
     }
 }

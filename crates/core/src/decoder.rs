@@ -82,6 +82,8 @@ struct Stream {
     refused_run: u32,
     /// Local drops to report in the next feedback.
     local_drops: u32,
+    /// CE-marked arrivals to report in the next feedback.
+    ce_marks: u8,
     /// Loss reports: when the last one went out, the losses declared by then, whether it named
     /// something (then it is repeated while that stays missing), and the span of the latest
     /// repair (what the encoder's window covers: older losses are not reported).
@@ -227,6 +229,7 @@ impl Decoder {
             order: Self::new_order(&self.cfg),
             refused_run: 0,
             local_drops: 0,
+            ce_marks: 0,
             report_at: None,
             reported_lost: 0,
             report_open: false,
@@ -580,6 +583,7 @@ impl Decoder {
             burst_max: p.burst_max,
             loss_window: self.cfg.loss_window.min(u32::from(u16::MAX)) as u16,
             echo,
+            ce_marks: std::mem::take(&mut s.ce_marks),
             local_drops: std::mem::take(&mut s.local_drops),
             loss_report,
         };
@@ -600,6 +604,18 @@ impl Decoder {
         for s in &mut self.streams {
             s.local_drops = s.local_drops.saturating_add(n);
             s.stats.local_drops += u64::from(n);
+        }
+    }
+
+    /// Notes that a packet (source or repair) of `stream` arrived with its outer header marked
+    /// CE (ECN congestion experienced): a queue on the path marks rather than drops. The count
+    /// goes to the encoder in the next feedback ([`Feedback::ce_marks`]), which then treats the
+    /// path as congested.
+    pub fn note_ce(&mut self, stream: StreamId) {
+        if let Some(i) = self.stream_index(stream) {
+            let s = &mut self.streams[i];
+            s.ce_marks = s.ce_marks.saturating_add(1);
+            s.stats.ce_marks += 1;
         }
     }
 

@@ -477,6 +477,14 @@ impl Encoder {
         let mut seen = *fb;
         seen.local_drops = s.drop_credit.min(fb.lost);
         s.drop_credit -= seen.local_drops;
+        if fb.ce_marks > 0 {
+            // A queue on the path marks CE: the period's losses are the queue's, which more
+            // repairs would only lengthen. The controller does not see them, and
+            // loss-triggered repairs pause as for a queue seen in the RTT.
+            seen.local_drops = fb.lost;
+            Self::pause_for_congestion(s, now);
+            s.stats.ce_signals += 1;
+        }
         s.controller.on_feedback(&seen.link_only(), &ctx);
         if let Some(w) = s.controller.window() {
             let w = w.clamp(1, s.max_window.max(1));
@@ -616,14 +624,20 @@ impl Encoder {
         s.rttvar = (s.rttvar * 3 + dev) / 4;
         let margin = (base / 8).max(s.rttvar * 4).max(Duration::from_millis(2));
         if srtt > base + margin {
-            // Two RTTs: the answers sent before this sample still arrive for one more, and the
-            // budget saved meanwhile is dropped rather than spent at once when the pause ends.
-            s.queue_until = now.checked_add(srtt * 2);
-            s.report_tokens = 0.0;
-            s.answers_due = 0;
-            s.answer_at = None;
+            Self::pause_for_congestion(s, now);
             s.stats.queue_signals += 1;
         }
+    }
+
+    /// Loss-triggered repairs (answers and their spares) stop for two smoothed RTTs: the
+    /// answers sent before the signal still arrive for one more, and the budget saved meanwhile
+    /// is dropped rather than spent at once when the pause ends.
+    fn pause_for_congestion(s: &mut Stream, now: Instant) {
+        let srtt = s.srtt.unwrap_or(INITIAL_RTT);
+        s.queue_until = now.checked_add(srtt * 2);
+        s.report_tokens = 0.0;
+        s.answers_due = 0;
+        s.answer_at = None;
     }
 
     /// Queues `n` answers over the window ending before `end` (a newer end replaces an older

@@ -19,7 +19,7 @@
 //! +---------------+---------------+-------------------------------+
 //! |  version = 1  |     flags     |           stream id           |  0
 //! +---------------+---------------+-------------------------------+
-//! |    path id    |   reserved    |        sequence number        |  4
+//! |    path id    |   CE marks    |        sequence number        |  4
 //! +---------------+---------------+-------------------------------+
 //! |                      highest ESI seen                         |  8
 //! +---------------------------------------------------------------+
@@ -63,6 +63,9 @@
 //! flags: bit 0 (0x01) = the timestamp echo and hold time are valid; bit 1 (0x02) = the local
 //! drops field follows; bit 2 (0x04) = a loss report follows (after the local drops, if any).
 //! Other bits are reserved (sent 0, ignored). Reserved bytes are sent 0 and ignored.
+//! CE marks: the stream's packets (sources and repairs) that arrived with their outer header
+//! marked CE (ECN "congestion experienced") in the period, saturating at 255; a peer that does
+//! not count them sends 0 there.
 //! [`Feedback::decode`] accepts a longer buffer (later versions may append fields) and never
 //! panics; a body without flags 0x02 and 0x04 is 64 bytes, and a decoder that does not know a
 //! flag reads a longer body as its first 64 (or 68) bytes, so peers of different versions
@@ -291,6 +294,7 @@ impl<'a> FeedbackView<'a> {
                 ts: self.u32_at(56),
                 hold_us: self.u32_at(60),
             }),
+            ce_marks: b[5],
             local_drops: self.local_drops(),
             loss_report,
         }
@@ -346,6 +350,9 @@ pub struct Feedback {
     pub loss_window: u16,
     /// Timestamp echo, if a repair with a timestamp arrived since the last feedback.
     pub echo: Option<TimestampEcho>,
+    /// Packets of the stream that arrived marked CE in the period (saturating): a queue on the
+    /// path marks instead of dropping, so the path is congested (see `Encoder`).
+    pub ce_marks: u8,
     /// Packets the decoder's host dropped before the decoder read them, in the period (its
     /// device queue or socket buffer; every stream of that decoder reports them). 0 = none or
     /// not measured.
@@ -394,7 +401,7 @@ impl Feedback {
         out[1] = flags;
         out[2..4].copy_from_slice(&self.stream.to_be_bytes());
         out[4] = self.path;
-        out[5] = 0;
+        out[5] = self.ce_marks;
         out[6..8].copy_from_slice(&self.seq.to_be_bytes());
         let words: [(usize, u32); 13] = [
             (8, self.highest_esi),
@@ -509,6 +516,7 @@ mod tests {
                 ts: 0xdead_beef,
                 hold_us: 250,
             }),
+            ce_marks: 0x11,
             local_drops: 0,
             loss_report: LossReport::default(),
         }
@@ -517,7 +525,7 @@ mod tests {
     /// Hand-checked against the layout diagram in the module docs.
     const SAMPLE_BYTES: [u8; 64] = [
         0x01, 0x01, 0x01, 0x02, // version, flags (ts valid), stream
-        0x03, 0x00, 0x04, 0x05, // path, reserved, seq
+        0x03, 0x11, 0x04, 0x05, // path, CE marks 17, seq
         0x06, 0x07, 0x08, 0x09, // highest ESI
         0x00, 0x00, 0x00, 0xc5, // received 197
         0x00, 0x00, 0x00, 0x06, // lost 6

@@ -48,6 +48,9 @@ pub struct EncoderStats {
     /// RTT samples that showed a queue building on the path (each pauses loss-triggered
     /// repairs for an RTT).
     pub queue_signals: u64,
+    /// Feedback messages that reported CE-marked packets (each is a congestion signal: it
+    /// pauses loss-triggered repairs, and the period's losses do not raise the repair rate).
+    pub ce_signals: u64,
 }
 
 /// Decoder counters of one stream.
@@ -90,4 +93,6 @@ pub struct DecoderStats {
     pub local_drops: u64,
     /// Feedback messages that carried a loss report.
     pub loss_reports: u64,
+    /// Packets that arrived marked CE ([`crate::Decoder::note_ce`]), passed on in feedback.
+    pub ce_marks: u64,
 }

@@ -286,3 +286,67 @@ fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
     let sparse = block_overhead("rs:2:6", 200, Duration::from_millis(20));
     assert!((sparse - 3.0).abs() < 1e-9, "{sparse}");
 }
+
+#[test]
+fn ce_marks_pause_the_answers_and_keep_the_losses_from_the_controller() {
+    let mut l = Loop::new();
+    let mut lost_at = Vec::new();
+    l.run(0, 2000, &mut lost_at);
+    while l.enc.poll_repair().is_some() {}
+    let next = l.enc.next_esi(0);
+    let before = l.enc.stats(0).unwrap();
+    let mut r = LossReport::default();
+    assert!(r.push(EsiRange {
+        first: next - 10,
+        len: 3
+    }));
+    let fb = Feedback {
+        stream: 0,
+        seq: 60_000,
+        received: 90,
+        lost: 10,
+        ce_marks: 4,
+        loss_report: r,
+        ..Feedback::default()
+    };
+    l.enc.handle_feedback(&fb, l.now);
+    let mut answered = 0;
+    for _ in 0..5 {
+        while l.enc.poll_repair().is_some() {
+            answered += 1;
+        }
+        l.now += Duration::from_micros(200);
+        l.enc.handle_timeout(l.now);
+    }
+    let after = l.enc.stats(0).unwrap();
+    assert_eq!(answered, 0, "a CE-marked period gets no answers");
+    assert_eq!(after.ce_signals, before.ce_signals + 1);
+    assert_eq!(after.report_withheld, before.report_withheld + 3);
+    assert_eq!(after.repairs_report, before.repairs_report);
+}
+
+#[test]
+fn the_decoder_passes_ce_marks_on_once() {
+    let mode = FecMode::parse_with_window("ours", 1000).unwrap();
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme.clone()), 2);
+    let now = t0();
+    assert_eq!(dec.handle_source(0, 0, &payload(0), now), Verdict::Deliver);
+    for _ in 0..300 {
+        dec.note_ce(0);
+    }
+    // A stream the decoder does not track is ignored.
+    dec.note_ce(9);
+    let mut fbs = Vec::new();
+    for n in 1..400u32 {
+        let t = now + Duration::from_millis(u64::from(n));
+        dec.handle_source(0, n, &payload(n), t);
+        dec.handle_timeout(t);
+        while let Some(fb) = dec.poll_feedback(t) {
+            fbs.push(fb);
+        }
+    }
+    assert!(fbs.len() >= 2, "{}", fbs.len());
+    assert_eq!(fbs[0].ce_marks, 255, "saturates");
+    assert!(fbs[1..].iter().all(|f| f.ce_marks == 0));
+    assert_eq!(dec.stats(0).unwrap().ce_marks, 300);
+}

@@ -108,6 +108,11 @@ counters!(
         feedback_sent: Counter,
         /// Loss reports the decoder sent (with a recovery deadline; copied from its count).
         loss_reports: Counter,
+        /// Sources that arrived with the outer header marked CE (copied from the decoder).
+        ce_marks: Counter,
+        /// Feedback the encoder took as congestion on the path: CE marks reported, or a queue
+        /// seen in the RTT (copied from the encoder); each pauses loss-triggered repairs.
+        congestion_signals: Counter,
         /// Packets this host dropped before the decoder read them (SID device queue in SRv6
         /// mode, the socket's receive buffer in UDP mode), reported in feedback so the encoder
         /// does not answer them with more repairs.

@@ -768,6 +768,10 @@ impl Srv6Machine {
         set_traffic_class(buf, 0);
         // Hop limit and traffic class are not part of the symbol: a held packet keeps its own.
         let meta = u32::from(hl) | u32::from(tc) << 8;
+        if tc & 3 == 3 {
+            // CE: a queue on the path marks; the encoder hears of it in feedback.
+            d.dec.note_ce(src.stream);
+        }
         let verdict = d
             .dec
             .handle_source_with(src.stream, src.esi, &buf[..len], meta, now);

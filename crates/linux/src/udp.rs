@@ -633,6 +633,10 @@ impl Transport for UdpMachine {
                 let c = self.metrics.stream(stream);
                 add(&c.dec_packets_in, 1);
                 let payload = &mut buf[start..end];
+                if tos & 3 == 3 {
+                    // CE: a queue on the path marks; the encoder hears of it in feedback.
+                    dec.note_ce(stream);
+                }
                 // The decoder keeps the packet as sent (before the ECN update below), the
                 // symbol the encoder coded.
                 let verdict = dec.handle_source_with(stream, esi, payload, u32::from(tos), now);

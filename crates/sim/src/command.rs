@@ -48,6 +48,8 @@ pub struct SimConfig {
     pub link_rate: Option<u64>,
     /// Drop-tail queue in front of the bottleneck: packets (e.g. 1000) or bytes (e.g. 64000B).
     pub queue: String,
+    /// ECN: mark CE the packets that find more than this many queued at the bottleneck.
+    pub ecn_mark_above: Option<usize>,
     /// Fraction of forward packets held back (reordered).
     pub reorder: f64,
     /// Extra delay of a reordered packet.
@@ -98,6 +100,7 @@ impl Default for SimConfig {
             jitter: "0ms".into(),
             link_rate: None,
             queue: "10000".into(),
+            ecn_mark_above: None,
             reorder: 0.0,
             reorder_delay: "2ms".into(),
             repair_delay: "5ms".into(),
@@ -201,6 +204,7 @@ fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
         jitter: parse_duration(&a.jitter).map_err(anyhow::Error::msg)?,
         link_rate_bps: a.link_rate,
         queue,
+        ecn_mark_above: a.ecn_mark_above,
         reorder: (a.reorder.clamp(0.0, 1.0), reorder_delay),
         repair_delay,
         repair_retries: a.repair_retries,

@@ -49,6 +49,9 @@ pub struct Scenario {
     pub link_rate_bps: Option<u64>,
     /// Drop-tail queue in front of the bottleneck.
     pub queue: QueueLimit,
+    /// ECN marking at the bottleneck: a packet finding more than this many queued is marked
+    /// CE, and the decoder passes the marks on (`None`: no marking).
+    pub ecn_mark_above: Option<usize>,
     /// Fraction of forward packets reordered, and by how much they are held back.
     pub reorder: (f64, Duration),
     /// Time-driven repair delay (`None`: off).
@@ -87,6 +90,7 @@ impl Default for Scenario {
             jitter: Duration::ZERO,
             link_rate_bps: None,
             queue: QueueLimit::Packets(10_000),
+            ecn_mark_above: None,
             reorder: (0.0, Duration::ZERO),
             repair_delay: Some(Duration::from_millis(5)),
             repair_retries: 1,
@@ -227,6 +231,13 @@ pub struct Report {
     pub repairs_report: u64,
     /// Feedback messages that carried a loss report (whole run).
     pub loss_reports: u64,
+    /// Packets dropped by the full bottleneck queue (sources and repairs, whole run).
+    pub queue_drops: u64,
+    /// Packets marked CE at the bottleneck (whole run).
+    pub ce_marked: u64,
+    /// Feedback messages the encoder took as a congestion signal: a queue seen in the RTT, or
+    /// CE marks (whole run).
+    pub congestion_signals: u64,
 }
 
 /// What travels on the links.
@@ -234,13 +245,14 @@ enum Ev {
     /// The source emits its next packet.
     Emit,
     /// A source packet reaches the decoder.
-    Source { esi: u32, size: u32 },
+    Source { esi: u32, size: u32, ce: bool },
     /// A repair packet reaches the decoder (payload buffer comes back to the pool afterwards).
     Repair {
         stream: StreamId,
         info: RepairInfo,
         ts: u32,
         payload: Vec<u8>,
+        ce: bool,
     },
     /// A feedback reaches the encoder.
     Feedback(Feedback),
@@ -302,6 +314,7 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         queue: sc.queue,
         reorder_prob: sc.reorder.0,
         reorder_extra: sc.reorder.1,
+        ecn_mark_above: sc.ecn_mark_above,
     };
     let rev_cfg = LinkConfig {
         loss: sc.feedback_loss.clone(),
@@ -379,13 +392,14 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     r.sources += 1;
                     r.source_bytes += size as u64;
                 }
-                match fwd.send(now, size) {
-                    Some(arr) => push(
+                match fwd.send_marked(now, size) {
+                    Some((arr, ce)) => push(
                         &mut heap,
                         ns_of(arr),
                         Ev::Source {
                             esi: tag.esi,
                             size: size as u32,
+                            ce,
                         },
                     ),
                     None => {
@@ -405,7 +419,10 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     end_ns = t + 4 * delay_ns + 2_000_000_000;
                 }
             }
-            Ev::Source { esi, size } => {
+            Ev::Source { esi, size, ce } => {
+                if ce {
+                    dec.note_ce(0);
+                }
                 let idx = esi.wrapping_sub(esi0.unwrap_or(0)) as usize;
                 fill_payload(&mut payload, idx as u64, size as usize);
                 match dec.handle_source(0, esi, &payload, now) {
@@ -430,7 +447,11 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                 info,
                 ts,
                 payload: p,
+                ce,
             } => {
+                if ce {
+                    dec.note_ce(stream);
+                }
                 let _ = dec.handle_repair(stream, &info, ts, &p, now);
                 pool.push(p);
                 dec_touched = true;
@@ -462,8 +483,8 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     r.repairs += 1;
                     r.repair_bytes += rep.payload.len() as u64;
                 }
-                match fwd.send(now, rep.payload.len()) {
-                    Some(arr) => {
+                match fwd.send_marked(now, rep.payload.len()) {
+                    Some((arr, ce)) => {
                         let mut buf = pool.pop().unwrap_or_default();
                         buf.clear();
                         buf.extend_from_slice(rep.payload);
@@ -472,6 +493,7 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                             info: rep.info,
                             ts: rep.timestamp,
                             payload: buf,
+                            ce,
                         };
                         push(&mut heap, ns_of(arr), ev);
                     }
@@ -603,6 +625,9 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     };
     r.repairs_report = enc.stats(0).map_or(0, |s| s.repairs_report);
     r.loss_reports = dec.stats(0).map_or(0, |s| s.loss_reports);
+    r.queue_drops = fwd.counters().queue_drops;
+    r.ce_marked = fwd.counters().ce_marked;
+    r.congestion_signals = enc.stats(0).map_or(0, |s| s.queue_signals + s.ce_signals);
     r.decoder_symbol_ops = dec.stats(0).map_or(0, |s| s.symbol_ops);
     Ok(r)
 }

@@ -50,6 +50,10 @@ pub struct SimArgs {
     /// Drop-tail queue in front of the bottleneck: packets (e.g. 1000) or bytes (e.g. 64000B).
     #[arg(long, default_value = "10000")]
     pub queue: String,
+    /// ECN at the bottleneck: mark CE the packets that find more than this many packets
+    /// queued (the decoder passes the marks on to the encoder); off if absent.
+    #[arg(long, value_name = "PACKETS")]
+    pub ecn_mark_above: Option<usize>,
     /// Fraction of forward packets held back (reordered).
     #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
@@ -121,6 +125,7 @@ impl From<SimArgs> for SimConfig {
             jitter: a.jitter,
             link_rate: a.link_rate,
             queue: a.queue,
+            ecn_mark_above: a.ecn_mark_above,
             reorder: a.reorder,
             reorder_delay: a.reorder_delay,
             repair_delay: a.repair_delay,

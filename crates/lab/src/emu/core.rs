@@ -67,6 +67,7 @@ impl DirectionConfig {
             queue: self.queue,
             reorder_prob: self.reorder.clamp(0.0, 1.0),
             reorder_extra: self.reorder_extra,
+            ecn_mark_above: None,
         })
     }
 }

@@ -647,6 +647,8 @@ impl<X> StreamCoder<X> {
                     c.overload_skips.store(st.overload_skips, Relaxed);
                     c.repairs_timer.store(st.repairs_timer, Relaxed);
                     c.repairs_report.store(st.repairs_report, Relaxed);
+                    c.congestion_signals
+                        .store(st.queue_signals + st.ce_signals, Relaxed);
                 }
             }
         }
@@ -660,6 +662,7 @@ impl<X> StreamCoder<X> {
                     c.order_skipped.store(st.order_skipped, Relaxed);
                     c.decoder_restarts.store(st.restarts, Relaxed);
                     c.loss_reports.store(st.loss_reports, Relaxed);
+                    c.ce_marks.store(st.ce_marks, Relaxed);
                     if no_enc {
                         c.overload_skips.store(st.overload_skips, Relaxed);
                     }
