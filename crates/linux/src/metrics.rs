@@ -232,6 +232,10 @@ pub struct PathsStatus {
     pub preferred: Option<u8>,
     /// Every path.
     pub paths: Vec<PathStatus>,
+    /// The latest switches and state changes, oldest first (`switch 0 -> 1 (path-state)`,
+    /// `path 0 up -> suspect (silence)`).
+    #[serde(default)]
+    pub events: Vec<String>,
 }
 
 /// All counters of an instance.
@@ -429,6 +433,7 @@ mod tests {
             policy: "failover".into(),
             repair_path: "same".into(),
             preferred: Some(1),
+            events: vec!["switch 0 -> 1 (path-state)".into()],
             paths: vec![
                 PathStatus {
                     path: 0,

@@ -872,7 +872,12 @@ impl Transport for UdpMachine {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let paths = self.paths.as_ref().and_then(PathSet::poll_timeout);
+        // Path timers run once there is a session (see `path_timeout`).
+        let paths = self
+            .paths
+            .as_ref()
+            .filter(|_| self.keys.sealer.is_some())
+            .and_then(PathSet::poll_timeout);
         [self.next_keepalive, self.next_handshake, paths]
             .into_iter()
             .flatten()
@@ -1029,6 +1034,11 @@ impl UdpMachine {
         let Some(ps) = &mut self.paths else {
             return;
         };
+        if self.keys.sealer.is_none() {
+            // No session: probes could not leave, and silence would be counted against paths
+            // that were never tried.
+            return;
+        }
         if ps.poll_timeout().is_some_and(|t| t <= now) {
             let due = ps.on_timeout(now).to_vec();
             for path in due {
@@ -1094,6 +1104,7 @@ impl UdpMachine {
                     probes: p.probes,
                 })
                 .collect(),
+            events: ps.recent_events().map(str::to_string).collect(),
         };
         self.metrics.publish_paths(status);
     }
@@ -1320,6 +1331,11 @@ impl UdpMachine {
         // (5-tuple hash, so a flow does not reorder) and that path's stream.
         let (path, stream, addr) = match &mut self.paths {
             None => (0, self.cfg.stream, peer),
+            // Before the first session nothing leaves: the manager must not wait for answers.
+            Some(_) if self.keys.sealer.is_none() => {
+                add(&self.metrics.global.no_session, 1);
+                return;
+            }
             Some(ps) => {
                 let p = ps.for_source(paths::flow_hash(pkt), len, now);
                 let addr = if p == 0 { Some(peer) } else { ps.remote(p) };

@@ -105,6 +105,9 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
                 q["probes"]
             );
         }
+        for e in p["events"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "  event: {}", e.as_str().unwrap_or("?"));
+        }
     }
     if let Some(streams) = st["streams"].as_array() {
         for (i, s) in streams.iter().enumerate() {

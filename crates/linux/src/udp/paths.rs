@@ -77,7 +77,12 @@ pub struct PathSet {
     next_heartbeat: Instant,
     /// Probes due, filled by [`PathSet::on_timeout`] (reused).
     due: Vec<PathId>,
+    /// The latest events, oldest first (`hirt status`: what switched, in which order, why).
+    recent: std::collections::VecDeque<String>,
 }
+
+/// Events [`PathSet::recent_events`] keeps.
+const RECENT_EVENTS: usize = 32;
 
 /// Largest gap between a probe and its reply that still gives an RTT sample.
 const MAX_ECHO_AGE: Duration = Duration::from_secs(10);
@@ -100,8 +105,21 @@ impl PathSet {
             epoch: now,
             next_heartbeat: now,
             due: Vec::new(),
+            recent: std::collections::VecDeque::new(),
             cfg,
         }
+    }
+
+    /// The latest switches and state changes, oldest first, as logged.
+    pub fn recent_events(&self) -> impl Iterator<Item = &str> {
+        self.recent.iter().map(String::as_str)
+    }
+
+    fn remember(&mut self, event: String) {
+        if self.recent.len() == RECENT_EVENTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(event);
     }
 
     /// Number of paths.
@@ -320,6 +338,7 @@ impl PathSet {
                         "paths: traffic switches from path {from} to path {to} ({})",
                         reason_str(reason)
                     );
+                    self.remember(format!("switch {from} -> {to} ({})", reason.as_str()));
                 }
                 PathEvent::State {
                     path,
@@ -335,6 +354,12 @@ impl PathSet {
                         to.as_str(),
                         reason_str(reason)
                     );
+                    self.remember(format!(
+                        "path {path} {} -> {} ({})",
+                        from.as_str(),
+                        to.as_str(),
+                        reason.as_str()
+                    ));
                 }
             }
         }
@@ -361,6 +386,25 @@ impl PathSet {
             self.cfg.repair_path = r;
         }
         Ok(())
+    }
+}
+
+trait ReasonName {
+    fn as_str(self) -> &'static str;
+}
+
+impl ReasonName for hirt_core::path::SwitchReason {
+    /// The reason's kebab-case name (as serde writes it).
+    fn as_str(self) -> &'static str {
+        use hirt_core::path::SwitchReason::*;
+        match self {
+            Silence => "silence",
+            Loss => "loss",
+            Recovered => "recovered",
+            PathState => "path-state",
+            Measurement => "measurement",
+            PolicyChange => "policy-change",
+        }
     }
 }
 
