@@ -436,3 +436,190 @@ fn diverse_repairs_cross_the_other_path_and_recover() {
     client.stop();
     server.stop();
 }
+
+/// The nth percentile (0..=100) of sorted values, nearest rank.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Failover time measured over many silent outages of the active path (a measurement, not a
+/// check: `cargo test -p hirt-linux --release --test udp_paths_e2e -- --ignored --nocapture`;
+/// `HIRT_FAILOVER_RUNS` (50), `HIRT_FAILOVER_INTERVAL_MS` (the default feedback interval),
+/// `HIRT_FAILOVER_OUT` (a file for the raw values, ms, one a line)). A flow of one datagram per
+/// millisecond; each run drops everything on path 0 at the server's veth (both ways). The
+/// outage starts when the first datagram that never arrives was sent (1 ms resolution; the
+/// drop rule takes effect somewhere within the `nft` command's run, which is too coarse a
+/// clock); the failover time runs from there to the arrival, at the server's TUN, of the next
+/// datagram that does arrive (path 0 drops them all, so it crossed path 1). Also reported,
+/// as an upper bound: from just before the `nft` command to the first arrival of a datagram sent
+/// after it returned. Then path 0 comes back and the client fails back before the next run. Prints one JSON line with the summary keys of `hirt lab --scenario
+/// outage --json`.
+#[test]
+#[ignore = "measurement; run with --ignored"]
+fn failover_time_over_outages() {
+    if !netns::available() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let runs: usize = std::env::var("HIRT_FAILOVER_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let mut cfg = PathManagerConfig::default();
+    if let Some(ms) = std::env::var("HIRT_FAILOVER_INTERVAL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        cfg.feedback_interval_ms = ms;
+    }
+    let interval_ms = cfg.feedback_interval_ms;
+    let base = netns::unique_name("hm");
+    let d = dual(&base);
+    let server = start_in(&d.u.server, config(true, &base, cfg.clone(), &d.c1));
+    let client = start_in(&d.u.client, config(false, &base, cfg, &d.c1));
+    warm_up(&d);
+    assert!(wait_for(Duration::from_secs(10), || both_paths_measured(
+        &client.metrics
+    )));
+    let t0 = std::time::Instant::now();
+    let ns_since = move |t: std::time::Instant| t.saturating_duration_since(t0).as_nanos() as u64;
+    // (received, sequence number) in ns since t0; the send time of each sequence number.
+    let log: Arc<std::sync::Mutex<Vec<(u64, u32)>>> = Arc::default();
+    let sent_at: Arc<std::sync::Mutex<Vec<u64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx = {
+        let (log, stop) = (log.clone(), stop.clone());
+        d.u.server.spawn(move || {
+            let sock = UdpSocket::bind("10.77.0.1:9000")?;
+            big_rcvbuf(&sock);
+            sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+            let mut buf = [0u8; 256];
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    let now = ns_since(std::time::Instant::now());
+                    if n >= 4 {
+                        let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
+                        if let Ok(mut l) = log.lock() {
+                            l.push((now, seq));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    };
+    let tx = {
+        let (stop, sent_at) = (stop.clone(), sent_at.clone());
+        d.u.client.spawn(move || {
+            let sock = UdpSocket::bind("10.77.0.2:0")?;
+            let mut i = 0u32;
+            let mut p = [0u8; 200];
+            while !stop.load(Ordering::SeqCst) {
+                p[..4].copy_from_slice(&i.to_be_bytes());
+                if let Ok(mut s) = sent_at.lock() {
+                    s.push(ns_since(std::time::Instant::now()));
+                }
+                sock.send_to(&p, "10.77.0.1:9000")?;
+                i = i.wrapping_add(1);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+    };
+    let s = &d.u.server;
+    let s0 = d.u.server_if.clone();
+    let table = format!("{base}m");
+    let mut failover_ms = Vec::new();
+    let mut upper_ms = Vec::new();
+    let mut rule_ms = Vec::new();
+    let mut failed = 0;
+    for run in 0..runs {
+        let back = wait_for(Duration::from_secs(10), || {
+            let st = status(&client.metrics);
+            st.preferred == Some(0) && st.paths.iter().all(|p| p.state == "up")
+        });
+        if !back {
+            eprintln!("run {run}: path 0 did not come back; stopping");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let before = std::time::Instant::now();
+        s.sh(&format!(
+            "nft -f - <<'X'\ntable inet {table} {{\n chain pre {{ type filter hook prerouting priority -300; iifname \"{s0}\" drop; }}\n chain out {{ type filter hook output priority -300; oifname \"{s0}\" drop; }}\n}}\nX"
+        ))
+        .unwrap();
+        let after = std::time::Instant::now();
+        let (b, a) = (ns_since(before), ns_since(after));
+        rule_ms.push((a - b) as f64 / 1e6);
+        let send_time = |seq: u32| sent_at.lock().ok()?.get(seq as usize).copied();
+        let mut first = None;
+        wait_for(Duration::from_secs(5), || {
+            first = log.lock().ok().and_then(|l| {
+                l.iter()
+                    .find(|&&(r, seq)| r > a && send_time(seq).is_some_and(|t| t > a))
+                    .copied()
+            });
+            first.is_some()
+        });
+        let Some((r_upper, _)) = first else {
+            failed += 1;
+            s.exec(&["nft", "delete", "table", "inet", &table]).unwrap();
+            continue;
+        };
+        upper_ms.push((r_upper - b) as f64 / 1e6);
+        // The first datagram sent from 5 ms before the rule on that never arrived, and the
+        // next one that did.
+        let (received, sends) = match (log.lock(), sent_at.lock()) {
+            (Ok(l), Ok(s)) => (l.clone(), s.clone()),
+            _ => panic!("a logging thread panicked"),
+        };
+        let arrived: std::collections::HashMap<u32, u64> =
+            received.iter().map(|&(r, seq)| (seq, r)).collect();
+        let lo = sends.iter().position(|&t| t + 5_000_000 >= b).unwrap_or(0) as u32;
+        let first_lost = (lo..sends.len() as u32).find(|q| !arrived.contains_key(q));
+        let next = first_lost.and_then(|fl| {
+            (fl..sends.len() as u32).find_map(|q| arrived.get(&q).map(|&r| (q, r)))
+        });
+        match (first_lost, next) {
+            (Some(fl), Some((_, r))) => {
+                failover_ms.push((r.saturating_sub(sends[fl as usize])) as f64 / 1e6)
+            }
+            _ => failed += 1,
+        }
+        s.exec(&["nft", "delete", "table", "inet", &table]).unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    tx.join().unwrap().unwrap();
+    rx.join().unwrap().unwrap();
+    let raw = failover_ms.clone();
+    failover_ms.sort_by(f64::total_cmp);
+    upper_ms.sort_by(f64::total_cmp);
+    rule_ms.sort_by(f64::total_cmp);
+    if let Ok(path) = std::env::var("HIRT_FAILOVER_OUT") {
+        let text: String = raw.iter().map(|v| format!("{v:.3}\n")).collect();
+        std::fs::write(path, text).unwrap();
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "runs": failover_ms.len(),
+            "failed": failed,
+            "feedback_interval_ms": interval_ms,
+            "failover_p50_ms": percentile(&failover_ms, 50.0),
+            "failover_p99_ms": percentile(&failover_ms, 99.0),
+            "failover_min_ms": failover_ms.first(),
+            "failover_max_ms": failover_ms.last(),
+            "failover_upper_p50_ms": percentile(&upper_ms, 50.0),
+            "failover_upper_p99_ms": percentile(&upper_ms, 99.0),
+            "nft_rule_p50_ms": percentile(&rule_ms, 50.0),
+            "switches": client.metrics.global.path_switches.load(Ordering::Relaxed),
+        })
+    );
+    client.stop();
+    server.stop();
+    assert_eq!(failed, 0, "every outage failed over");
+}
