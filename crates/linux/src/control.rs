@@ -283,6 +283,10 @@ mod tests {
         );
         let r = request(&dir, "set path-policy fastest").unwrap();
         assert!(r.contains("error") && r.contains("unknown"), "{r}");
-        assert_eq!(ctl.path_generation(), p0 + 2, "a refused change changes nothing");
+        assert_eq!(
+            ctl.path_generation(),
+            p0 + 2,
+            "a refused change changes nothing"
+        );
     }
 }

@@ -369,18 +369,42 @@ impl Collector for Exposition {
                 Kind::Gauge,
                 PathStatus::state_code,
             ),
-            ("path_srtt_us", "Smoothed RTT of the path, microseconds.", Kind::Gauge, |p| {
-                (p.srtt_ms * 1e3) as u64
-            }),
-            ("path_loss_ppm", "Smoothed loss ratio of the path, x 1e6.", Kind::Gauge, |p| {
-                (p.loss * 1e6) as u64
-            }),
-            ("path_share_ppm", "Share of the sources sent on the path, x 1e6.", Kind::Gauge, |p| {
-                (p.share * 1e6) as u64
-            }),
-            ("path_sources", "Sources sent on the path.", Kind::Counter, |p| p.sources),
-            ("path_repairs", "Repairs sent on the path.", Kind::Counter, |p| p.repairs),
-            ("path_probes", "Probes sent on the path.", Kind::Counter, |p| p.probes),
+            (
+                "path_srtt_us",
+                "Smoothed RTT of the path, microseconds.",
+                Kind::Gauge,
+                |p| (p.srtt_ms * 1e3) as u64,
+            ),
+            (
+                "path_loss_ppm",
+                "Smoothed loss ratio of the path, x 1e6.",
+                Kind::Gauge,
+                |p| (p.loss * 1e6) as u64,
+            ),
+            (
+                "path_share_ppm",
+                "Share of the sources sent on the path, x 1e6.",
+                Kind::Gauge,
+                |p| (p.share * 1e6) as u64,
+            ),
+            (
+                "path_sources",
+                "Sources sent on the path.",
+                Kind::Counter,
+                |p| p.sources,
+            ),
+            (
+                "path_repairs",
+                "Repairs sent on the path.",
+                Kind::Counter,
+                |p| p.repairs,
+            ),
+            (
+                "path_probes",
+                "Probes sent on the path.",
+                Kind::Counter,
+                |p| p.probes,
+            ),
         ];
         for (name, help, kind, value) in per_path {
             let mut family = encoder.encode_descriptor(name, help, None, metric_type(kind))?;

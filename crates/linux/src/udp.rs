@@ -971,12 +971,7 @@ impl UdpMachine {
         if self.cfg.role == Role::Server {
             let ps = self.paths.get_or_insert_with(|| {
                 tracing::info!("the client uses several paths");
-                PathSet::new(
-                    self.path_cfg.clone(),
-                    &[None],
-                    self.cfg.seed ^ 0x9a75,
-                    now,
-                )
+                PathSet::new(self.path_cfg.clone(), &[None], self.cfg.seed ^ 0x9a75, now)
             });
             ps.learn(path, from);
             self.next_path_publish.get_or_insert(now);
@@ -1016,7 +1011,14 @@ impl UdpMachine {
                 received,
                 received_bytes,
             } => {
-                ps.on_reply(path, timestamp_echo, sent_echo, received, received_bytes, now);
+                ps.on_reply(
+                    path,
+                    timestamp_echo,
+                    sent_echo,
+                    received,
+                    received_bytes,
+                    now,
+                );
                 ps.drain_events(&self.metrics);
             }
             _ => {}
@@ -1164,7 +1166,10 @@ impl UdpMachine {
                 tx_to(
                     send,
                     &response,
-                    PathDest { path: 0, addr: from },
+                    PathDest {
+                        path: 0,
+                        addr: from,
+                    },
                     self.repair_tos(),
                 );
             }
@@ -1174,10 +1179,16 @@ impl UdpMachine {
                 self.refresh_keys();
                 // Confirmed on the path the response came back on (the one the initiation took).
                 let path = self.paths.as_ref().map_or(0, PathSet::control_path);
-                if let (Some(n), Some(addr)) =
-                    (self.keepalive(path, now), self.path_addr(path, self.cfg.remote))
-                {
-                    tx_to(send, &self.out[..n], PathDest { path, addr }, self.repair_tos());
+                if let (Some(n), Some(addr)) = (
+                    self.keepalive(path, now),
+                    self.path_addr(path, self.cfg.remote),
+                ) {
+                    tx_to(
+                        send,
+                        &self.out[..n],
+                        PathDest { path, addr },
+                        self.repair_tos(),
+                    );
                 }
             }
             Err(handshake::HandshakeDrop::RateLimited) => add(&g.handshake_rate_limited, 1),
@@ -1884,7 +1895,9 @@ fn worker(
         }
     }
     let mut outb: Vec<io::TosBatch> = sfds.iter().map(|_| io::TosBatch::default()).collect();
-    let fds: Vec<i32> = std::iter::once(tun.as_raw_fd()).chain(sfds.iter().copied()).collect();
+    let fds: Vec<i32> = std::iter::once(tun.as_raw_fd())
+        .chain(sfds.iter().copied())
+        .collect();
     let m = ctl.metrics.clone();
     let mut path_generation = ctl.path_generation();
     let mut housekeeping = Housekeeping::new(ctl.clone(), Instant::now());

@@ -172,7 +172,11 @@ fn receiver(
             match sock.recv(&mut buf) {
                 Ok(n) => {
                     let i = u32::from_be_bytes(buf[..4].try_into().unwrap());
-                    assert_eq!(&buf[..n], &payload(i, dir)[..], "datagram {i} not bit-exact");
+                    assert_eq!(
+                        &buf[..n],
+                        &payload(i, dir)[..],
+                        "datagram {i} not bit-exact"
+                    );
                     got.push(i);
                 }
                 Err(_) if stop.load(Ordering::SeqCst) => return Ok(got),
@@ -237,7 +241,10 @@ fn a_silent_path_fails_over_within_the_silence_rule() {
         status(&client.metrics)
     );
     assert!(
-        wait_for(Duration::from_secs(10), || status(&server.metrics).paths.len() == 2),
+        wait_for(Duration::from_secs(10), || status(&server.metrics)
+            .paths
+            .len()
+            == 2),
         "the server learned both paths: {:?}",
         status(&server.metrics)
     );
@@ -255,8 +262,14 @@ fn a_silent_path_fails_over_within_the_silence_rule() {
     let before = status(&client.metrics);
     assert_eq!(before.preferred, Some(0), "{before:?}");
     assert!(before.paths[0].sources >= 300, "{before:?}");
-    assert_eq!(before.paths[1].sources, 0, "no source on the backup: {before:?}");
-    assert!(before.paths[1].probes > 0, "the backup is probed: {before:?}");
+    assert_eq!(
+        before.paths[1].sources, 0,
+        "no source on the backup: {before:?}"
+    );
+    assert!(
+        before.paths[1].probes > 0,
+        "the backup is probed: {before:?}"
+    );
 
     // Phase 2: a steady flow; path 0 dies silently at the server's veth, both ways.
     let stop = Arc::new(AtomicBool::new(false));
@@ -281,7 +294,10 @@ fn a_silent_path_fails_over_within_the_silence_rule() {
     let s0 = d.u.server_if.clone();
     let s = &d.u.server;
     s.exec(&["nft", "add", "table", "inet", &table]).unwrap();
-    for (chain, hook, dir) in [("pre", "prerouting", "iifname"), ("out", "output", "oifname")] {
+    for (chain, hook, dir) in [
+        ("pre", "prerouting", "iifname"),
+        ("out", "output", "oifname"),
+    ] {
         s.exec(&[
             "nft",
             "add",
@@ -292,8 +308,10 @@ fn a_silent_path_fails_over_within_the_silence_rule() {
             &format!("{{ type filter hook {hook} priority -300; }}"),
         ])
         .unwrap();
-        s.exec(&["nft", "add", "rule", "inet", &table, chain, dir, &s0, "drop"])
-            .unwrap();
+        s.exec(&[
+            "nft", "add", "rule", "inet", &table, chain, dir, &s0, "drop",
+        ])
+        .unwrap();
     }
     let outage_at = sent.load(Ordering::SeqCst);
     assert!(
@@ -316,9 +334,7 @@ fn a_silent_path_fails_over_within_the_silence_rule() {
     let got = rx.join().unwrap().unwrap();
     exactly_once(&got, switched_at..end, "after the switch");
     let after = status(&client.metrics);
-    eprintln!(
-        "outage at datagram {outage_at}, switch seen at {switched_at}, end {end}; {after:?}"
-    );
+    eprintln!("outage at datagram {outage_at}, switch seen at {switched_at}, end {end}; {after:?}");
     // The order of events: path 0 turned suspect on silence, and traffic left it then, at the
     // first bad sample (before `down-after` samples made it down). The first silence sample
     // falls at the oldest unanswered send + SRTT + silence-intervals x feedback interval.
@@ -333,7 +349,9 @@ fn a_silent_path_fails_over_within_the_silence_rule() {
         .unwrap_or_else(|| panic!("a switch from 0 to 1: {ev:?}"));
     assert!(suspect < switch, "suspect, then the switch: {ev:?}");
     assert!(
-        !ev[..switch].iter().any(|e| e.starts_with("path 0 suspect -> down")),
+        !ev[..switch]
+            .iter()
+            .any(|e| e.starts_with("path 0 suspect -> down")),
         "the switch came before path 0 was declared down: {ev:?}"
     );
     assert!(
@@ -358,7 +376,11 @@ fn a_silent_path_fails_over_within_the_silence_rule() {
     sends(&d.u.server, "10.77.0.2:9001", "10.77.0.1:0", 0..300, 2);
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::SeqCst);
-    exactly_once(&rx.join().unwrap().unwrap(), 0..300, "server to client over path 1");
+    exactly_once(
+        &rx.join().unwrap().unwrap(),
+        0..300,
+        "server to client over path 1",
+    );
     client.stop();
     server.stop();
 }
@@ -431,7 +453,10 @@ fn diverse_repairs_cross_the_other_path_and_recover() {
         "none on the sources' path: {before:?} -> {after:?}"
     );
     assert!(lost > 0, "the loss rule dropped datagrams");
-    assert!(recovered > 0, "repairs from path 1 recovered path 0's losses");
+    assert!(
+        recovered > 0,
+        "repairs from path 1 recovered path 0's losses"
+    );
     exactly_once(&got, 0..N, "with 3% loss on path 0");
     client.stop();
     server.stop();
@@ -581,9 +606,8 @@ fn failover_time_over_outages() {
             received.iter().map(|&(r, seq)| (seq, r)).collect();
         let lo = sends.iter().position(|&t| t + 5_000_000 >= b).unwrap_or(0) as u32;
         let first_lost = (lo..sends.len() as u32).find(|q| !arrived.contains_key(q));
-        let next = first_lost.and_then(|fl| {
-            (fl..sends.len() as u32).find_map(|q| arrived.get(&q).map(|&r| (q, r)))
-        });
+        let next = first_lost
+            .and_then(|fl| (fl..sends.len() as u32).find_map(|q| arrived.get(&q).map(|&r| (q, r))));
         match (first_lost, next) {
             (Some(fl), Some((_, r))) => {
                 failover_ms.push((r.saturating_sub(sends[fl as usize])) as f64 / 1e6)

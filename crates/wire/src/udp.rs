@@ -369,9 +369,7 @@ impl<'a> UdpRepr<'a> {
         match *self {
             UdpRepr::Source { payload, .. } | UdpRepr::Repair { payload, .. } => payload,
             UdpRepr::Feedback { body, .. } => body,
-            UdpRepr::Keepalive { .. } | UdpRepr::Probe { .. } | UdpRepr::ProbeReply { .. } => {
-                &[]
-            }
+            UdpRepr::Keepalive { .. } | UdpRepr::Probe { .. } | UdpRepr::ProbeReply { .. } => &[],
         }
     }
 

@@ -267,9 +267,13 @@ mod tests {
         );
         assert_eq!(c.paths.repair_path, hirt_core::path::RepairPath::Diverse);
         assert_eq!(c.paths.probe_interval_ms, 20.0);
-        let bad = Cli::parse_from(["hirt", "-c", "--path", "via=eth0"]).a.into_config();
+        let bad = Cli::parse_from(["hirt", "-c", "--path", "via=eth0"])
+            .a
+            .into_config();
         assert!(bad.unwrap_err().to_string().contains("unknown path key"));
-        let bad = Cli::parse_from(["hirt", "-c", "--path-policy", "fastest"]).a.into_config();
+        let bad = Cli::parse_from(["hirt", "-c", "--path-policy", "fastest"])
+            .a
+            .into_config();
         assert!(bad.unwrap_err().to_string().contains("--path-policy"));
         let _ = std::fs::remove_file(&path);
     }

@@ -684,9 +684,11 @@ impl UdpConfig {
         if role == UdpRole::Client {
             let every_path_has_one =
                 !self.path.is_empty() && self.path.iter().all(|p| p.remote.is_some());
-            ensure(self.remote.is_some() || every_path_has_one, "remote", || {
-                "required on a client (-r SERVER:PORT, or remote= in every --path)".into()
-            })?;
+            ensure(
+                self.remote.is_some() || every_path_has_one,
+                "remote",
+                || "required on a client (-r SERVER:PORT, or remote= in every --path)".into(),
+            )?;
         }
         self.fec_mode()?;
         check_threads(self.threads)?;

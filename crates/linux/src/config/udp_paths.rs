@@ -135,9 +135,18 @@ mod tests {
         assert_eq!(r.bind, "0.0.0.0:0".parse().unwrap());
         assert_eq!(r.remote, "192.0.2.9:1".parse().unwrap());
         assert!(p.resolve(None).unwrap_err().contains("no remote"));
-        assert!("via=eth0".parse::<UdpPathConfig>().unwrap_err().contains("unknown"));
-        assert!("dev".parse::<UdpPathConfig>().unwrap_err().contains("KEY=VALUE"));
-        assert!("dev=a,dev=b".parse::<UdpPathConfig>().unwrap_err().contains("twice"));
+        assert!("via=eth0"
+            .parse::<UdpPathConfig>()
+            .unwrap_err()
+            .contains("unknown"));
+        assert!("dev"
+            .parse::<UdpPathConfig>()
+            .unwrap_err()
+            .contains("KEY=VALUE"));
+        assert!("dev=a,dev=b"
+            .parse::<UdpPathConfig>()
+            .unwrap_err()
+            .contains("twice"));
         let mixed: UdpPathConfig = "local=::1,remote=192.0.2.1:1".parse().unwrap();
         assert!(mixed.resolve(None).unwrap_err().contains("families"));
         let long: UdpPathConfig = "dev=abcdefghijklmnop".parse().unwrap();

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use hirt_core::path::{PathEvent, PathManager, PathManagerConfig, PathObservation, PathSnapshot};
 use hirt_core::PathId;
 
+use crate::config::MAX_PATHS;
 use crate::metrics::{add, Metrics};
 
 /// What one path's link knows: where it goes and its counts.
@@ -84,6 +85,24 @@ pub struct PathSet {
 /// Events [`PathSet::recent_events`] keeps.
 const RECENT_EVENTS: usize = 32;
 
+/// A manager over paths `0..n`: `cfg` with the policy's `order` and `capacity-bps` cut to the
+/// paths there are (a server's set grows as it hears them), else the defaults.
+fn manager_over(cfg: &PathManagerConfig, n: usize, seed: u64) -> PathManager {
+    let ids: Vec<PathId> = (0..n.clamp(1, MAX_PATHS) as PathId).collect();
+    let mut fit = cfg.clone();
+    fit.policy.order.retain(|p| ids.contains(p));
+    fit.capacity_bps.retain(|(p, _)| ids.contains(p));
+    match PathManager::new(fit, &ids, seed) {
+        Ok(m) => m,
+        Err(e) => {
+            // Not reached with a validated configuration.
+            tracing::warn!("path configuration: {e}; the defaults apply");
+            PathManager::new(PathManagerConfig::default(), &ids, seed)
+                .expect("the default configuration is valid for 1..=MAX_PATHS paths")
+        }
+    }
+}
+
 /// Largest gap between a probe and its reply that still gives an RTT sample.
 const MAX_ECHO_AGE: Duration = Duration::from_secs(10);
 
@@ -95,12 +114,17 @@ impl PathSet {
         seed: u64,
         now: Instant,
     ) -> PathSet {
-        let ids: Vec<PathId> = (0..remotes.len().clamp(1, 255) as PathId).collect();
-        let manager = PathManager::new(cfg.clone(), &ids, seed)
-            .unwrap_or_else(|_| PathManager::new(PathManagerConfig::default(), &ids, seed).expect("the default configuration is valid"));
+        let mut links: Vec<PathLink> = remotes
+            .iter()
+            .take(MAX_PATHS)
+            .map(|&r| PathLink::new(r))
+            .collect();
+        if links.is_empty() {
+            links.push(PathLink::new(None));
+        }
         PathSet {
-            manager,
-            links: remotes.iter().map(|&r| PathLink::new(r)).collect(),
+            manager: manager_over(&cfg, links.len(), seed),
+            links,
             seed,
             epoch: now,
             next_heartbeat: now,
@@ -141,19 +165,11 @@ impl PathSet {
     /// starts again over the larger set (path ids appear at the client's start, once each).
     pub fn grow(&mut self, path: PathId) {
         let n = usize::from(path) + 1;
-        if n <= self.links.len() {
+        if n <= self.links.len() || n > MAX_PATHS {
             return;
         }
         self.links.resize_with(n, || PathLink::new(None));
-        let ids: Vec<PathId> = (0..n as PathId).collect();
-        let policy = self.manager.config().policy.clone();
-        let repair = self.manager.config().repair_path;
-        let mut cfg = self.cfg.clone();
-        cfg.policy = policy;
-        cfg.repair_path = repair;
-        if let Ok(m) = PathManager::new(cfg, &ids, self.seed) {
-            self.manager = m;
-        }
+        self.manager = manager_over(&self.cfg, n, self.seed);
     }
 
     /// The peer's address on `path`, if known.
@@ -162,7 +178,8 @@ impl PathSet {
         self.links.get(usize::from(path)).and_then(|l| l.remote)
     }
 
-    /// Server: the peer's address on `path` is `from` (an authenticated datagram on it).
+    /// Server: the peer's address on `path` is `from` (an authenticated datagram on it). Path
+    /// ids from [`MAX_PATHS`] on are not learned (a client has at most that many).
     pub fn learn(&mut self, path: PathId, from: SocketAddr) {
         self.grow(path);
         if let Some(l) = self.links.get_mut(usize::from(path)) {
@@ -338,7 +355,7 @@ impl PathSet {
                         "paths: traffic switches from path {from} to path {to} ({})",
                         reason_str(reason)
                     );
-                    self.remember(format!("switch {from} -> {to} ({})", reason.as_str()));
+                    self.remember(format!("switch {from} -> {to} ({})", reason_name(reason)));
                 }
                 PathEvent::State {
                     path,
@@ -358,7 +375,7 @@ impl PathSet {
                         "path {path} {} -> {} ({})",
                         from.as_str(),
                         to.as_str(),
-                        reason.as_str()
+                        reason_name(reason)
                     ));
                 }
             }
@@ -389,22 +406,16 @@ impl PathSet {
     }
 }
 
-trait ReasonName {
-    fn as_str(self) -> &'static str;
-}
-
-impl ReasonName for hirt_core::path::SwitchReason {
-    /// The reason's kebab-case name (as serde writes it).
-    fn as_str(self) -> &'static str {
-        use hirt_core::path::SwitchReason::*;
-        match self {
-            Silence => "silence",
-            Loss => "loss",
-            Recovered => "recovered",
-            PathState => "path-state",
-            Measurement => "measurement",
-            PolicyChange => "policy-change",
-        }
+/// The reason's kebab-case name (as serde writes it).
+fn reason_name(r: hirt_core::path::SwitchReason) -> &'static str {
+    use hirt_core::path::SwitchReason::*;
+    match r {
+        Silence => "silence",
+        Loss => "loss",
+        Recovered => "recovered",
+        PathState => "path-state",
+        Measurement => "measurement",
+        PolicyChange => "policy-change",
     }
 }
 
@@ -427,9 +438,9 @@ pub fn flow_hash(pkt: &[u8]) -> u64 {
     let mix = |h: u64, x: u64| (h ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
     let ports = |proto: u8, at: usize| -> u64 {
         match proto {
-            6 | 17 | 132 | 136 => pkt
-                .get(at..at + 4)
-                .map_or(0, |p| u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]]))),
+            6 | 17 | 132 | 136 => pkt.get(at..at + 4).map_or(0, |p| {
+                u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]]))
+            }),
             _ => 0,
         }
     };
@@ -552,7 +563,12 @@ mod tests {
         // Silence: SRTT 10 ms + 1.25 x 50 ms after the first unconfirmed send, i.e. within
         // 3 feedback intervals (6 rounds of 25 ms).
         assert!(moved <= 6, "moved after {moved} rounds");
-        assert!(m.global.path_switches.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+        assert!(
+            m.global
+                .path_switches
+                .load(std::sync::atomic::Ordering::Relaxed)
+                >= 1
+        );
     }
 
     #[test]
