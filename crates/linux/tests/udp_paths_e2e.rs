@@ -10,7 +10,8 @@
 //!   within its RTT plus `silence-intervals` x the feedback interval of the first unanswered
 //!   send; every datagram sent after the switch arrives, exactly once, in both directions.
 //! - Diverse repairs: 3% loss on path 0, `--repair-path diverse`: the repairs of path 0's
-//!   sources cross path 1, and they recover the losses (every datagram exactly once).
+//!   sources cross path 1, and they recover the losses (every datagram exactly once); then the
+//!   policy and repair path change live through the control socket.
 
 mod common;
 use common::big_rcvbuf;
@@ -458,6 +459,20 @@ fn diverse_repairs_cross_the_other_path_and_recover() {
         "repairs from path 1 recovered path 0's losses"
     );
     exactly_once(&got, 0..N, "with 3% loss on path 0");
+    // The policy changes live through the control socket (`hirt status --set-path-policy`).
+    let ctl = std::env::temp_dir().join(format!("{base}-false.sock"));
+    let r = hirt_linux::control::request(&ctl, "set path-policy greedy").unwrap();
+    assert!(r.contains("\"ok\":true"), "{r}");
+    let r = hirt_linux::control::request(&ctl, "set repair-path same").unwrap();
+    assert!(r.contains("\"ok\":true"), "{r}");
+    assert!(
+        wait_for(Duration::from_secs(5), || {
+            let s = status(&client.metrics);
+            s.policy == "greedy" && s.repair_path == "same"
+        }),
+        "the worker applied the change: {:?}",
+        status(&client.metrics)
+    );
     client.stop();
     server.stop();
 }
