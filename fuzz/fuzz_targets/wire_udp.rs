@@ -9,12 +9,17 @@ fuzz_target!(|data: &[u8]| {
     let Ok(p) = UdpPacket::new_checked(data) else {
         return;
     };
-    let _ = (p.kind(), p.stream(), p.payload().len());
+    let _ = (p.kind(), p.stream(), p.path_id(), p.payload().len());
     let Ok(r) = UdpRepr::parse(&p) else { return };
     let mut buf = vec![0u8; r.buffer_len()];
     let n = r.emit(&mut buf).expect("buffer_len is enough");
-    // Keepalives ignore trailing bytes (padding); every other type re-emits byte for byte.
-    assert!(n == data.len() || (matches!(r, UdpRepr::Keepalive { .. }) && n < data.len()));
+    // Keepalives and path probes ignore trailing bytes (padding); every other type re-emits
+    // byte for byte.
+    let no_payload = matches!(
+        r,
+        UdpRepr::Keepalive { .. } | UdpRepr::Probe { .. } | UdpRepr::ProbeReply { .. }
+    );
+    assert!(n == data.len() || (no_payload && n < data.len()));
     let again = UdpRepr::parse(&UdpPacket::new_checked(&buf[..n]).unwrap()).unwrap();
     assert_eq!(again, r);
 });

@@ -27,17 +27,30 @@ pub enum Profile {
     Iot,
     /// No impairment at all (emulator still in the path).
     Clean,
+    /// Two uplinks between the same hosts: path 0 Starlink-like, path 1 LTE-like (the
+    /// scenarios of several paths; a single-path run uses path 0's links).
+    Dual,
+}
+
+/// A scenario run instead of the workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    /// Silent outages of the active path of a two-path UDP tunnel: failover time
+    /// (`hirt_lab::outage`).
+    Outage,
 }
 
 impl Profile {
     /// Every profile.
-    pub const ALL: [Profile; 6] = [
+    pub const ALL: [Profile; 7] = [
         Profile::Starlink,
         Profile::Lte,
         Profile::Wan,
         Profile::Wan1,
         Profile::Iot,
         Profile::Clean,
+        Profile::Dual,
     ];
 }
 
@@ -151,6 +164,10 @@ pub struct LabConfig {
     pub fault_every: Duration,
     /// Datagrams per second of each of the soak's two checked streams.
     pub soak_pps: u32,
+    /// Run this scenario instead of the workloads.
+    pub scenario: Option<Scenario>,
+    /// Events (outages) of the scenario.
+    pub runs: usize,
 }
 
 impl Default for LabConfig {
@@ -185,6 +202,8 @@ impl Default for LabConfig {
             soak: None,
             fault_every: Duration::from_secs(120),
             soak_pps: 1000,
+            scenario: None,
+            runs: 50,
         }
     }
 }
@@ -198,6 +217,9 @@ pub enum LabConfigError {
     /// A count that must be positive is zero.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// The outage scenario needs several paths, which only UDP mode has.
+    #[error("--scenario outage needs --tunnel udp (SRv6 mode has one path)")]
+    ScenarioTunnel,
     /// The run has no duration.
     #[error("the duration must be above zero")]
     Duration,
@@ -226,6 +248,12 @@ impl LabConfig {
         }
         if self.connections == 0 {
             return Err(LabConfigError::Zero("connections"));
+        }
+        if self.scenario.is_some() && self.runs == 0 {
+            return Err(LabConfigError::Zero("runs"));
+        }
+        if self.scenario == Some(Scenario::Outage) && self.tunnel != TunnelMode::Udp {
+            return Err(LabConfigError::ScenarioTunnel);
         }
         if self.soak_pps == 0 {
             return Err(LabConfigError::Zero("soak_pps"));

@@ -15,7 +15,9 @@
 //! - [`profile`]: the link profiles; [`tuning`]: the tunnel arguments derived from the link;
 //! - [`run`]: `hirt lab` and `hirt demo` (build, compare every workload without and with FEC,
 //!   report, tear down), through a session (`session`) that runs each workload's server and
-//!   client (`dispatch`); `emulator_bench`: `hirt lab --bench-emulator`.
+//!   client (`dispatch`); `emulator_bench`: `hirt lab --bench-emulator`;
+//! - [`outage`]: `hirt lab --scenario outage --tunnel udp`: failover time of a two-path UDP
+//!   tunnel over silent outages of its active path.
 //!
 //! The CLI crate maps its flags onto [`config::LabConfig`]; nothing here parses a command line.
 #![deny(unsafe_code)]
@@ -25,6 +27,7 @@ mod dispatch;
 pub mod emu;
 mod emulator_bench;
 pub mod host;
+pub mod outage;
 pub mod profile;
 pub mod report;
 pub mod run;

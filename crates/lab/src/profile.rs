@@ -19,7 +19,7 @@ pub fn profile_links(p: Profile, seed: u64) -> (DirectionConfig, DirectionConfig
         ..Default::default()
     };
     let (up, down) = match p {
-        Profile::Starlink => {
+        Profile::Starlink | Profile::Dual => {
             let ge = "ge:p=0.00151,r=0.333";
             (
                 mk(ms(25), ms(1), 100_000_000, ge, 1000),

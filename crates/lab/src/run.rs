@@ -42,6 +42,11 @@ pub fn run_demo(args: DemoConfig) -> anyhow::Result<()> {
 
 /// Runs `hirt lab`.
 pub fn run_lab(args: LabConfig) -> anyhow::Result<()> {
+    if args.scenario == Some(crate::config::Scenario::Outage) {
+        let report = crate::outage::outage(&args)?;
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
     if args.soak.is_some() {
         let report = crate::soak::soak(&args)?;
         println!("{}", serde_json::to_string_pretty(&report)?);

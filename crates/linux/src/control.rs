@@ -5,6 +5,8 @@
 //! - `set controller <CTRL>` -> switch the encoders' repair-rate controller live (`ours`, `hirt`,
 //!   `rquic`, `fixed:step=10` for a fixed ratio of 1 repair per 10 sources, `none`); workers
 //!   pick the change up within one loop iteration;
+//! - `set path-policy <KIND>` (`failover`, `lowest-delay`, `greedy`, `random`, `bond`) and
+//!   `set repair-path <same|diverse>` -> the path policy of a multi-path UDP tunnel, live;
 //! - anything else -> `{"error": ...}`.
 //!
 //! `hirt status --control PATH` is the client.
@@ -15,7 +17,19 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use hirt_core::path::{PolicyKind, RepairPath};
+
 use crate::metrics::Metrics;
+
+/// A live change of the path policy (`set path-policy`, `set repair-path`): what was asked
+/// last of each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathChange {
+    /// The policy kind.
+    pub kind: Option<PolicyKind>,
+    /// The repair path.
+    pub repair: Option<RepairPath>,
+}
 
 /// Checks a `set controller` argument before it is accepted.
 pub type Validator = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
@@ -27,6 +41,8 @@ pub struct Control {
     pub metrics: Arc<Metrics>,
     generation: AtomicU64,
     controller: Mutex<String>,
+    path_generation: AtomicU64,
+    path_change: Mutex<PathChange>,
 }
 
 impl Control {
@@ -36,7 +52,29 @@ impl Control {
             metrics,
             generation: AtomicU64::new(0),
             controller: Mutex::new(controller.into()),
+            path_generation: AtomicU64::new(0),
+            path_change: Mutex::new(PathChange::default()),
         })
+    }
+
+    /// Bumped on every path policy change.
+    #[inline]
+    pub fn path_generation(&self) -> u64 {
+        self.path_generation.load(Ordering::Acquire)
+    }
+
+    /// The path policy changes asked for so far.
+    pub fn path_change(&self) -> PathChange {
+        self.path_change.lock().map(|g| *g).unwrap_or_default()
+    }
+
+    /// Asks the workers for another path policy kind and/or repair path.
+    pub fn set_path_change(&self, c: PathChange) {
+        if let Ok(mut g) = self.path_change.lock() {
+            g.kind = c.kind.or(g.kind);
+            g.repair = c.repair.or(g.repair);
+        }
+        self.path_generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Bumped on every accepted change; workers compare it with the last one they applied.
@@ -94,6 +132,28 @@ pub fn answer(
         match ctl.set_controller(mode.trim(), validate) {
             Ok(()) => serde_json::json!({"ok": true, "controller": ctl.controller()}).to_string(),
             Err(e) => serde_json::json!({"error": e}).to_string(),
+        }
+    } else if let Some(kind) = line.strip_prefix("set path-policy ") {
+        match kind.trim().parse::<PolicyKind>() {
+            Ok(k) => {
+                ctl.set_path_change(PathChange {
+                    kind: Some(k),
+                    repair: None,
+                });
+                serde_json::json!({"ok": true, "path-policy": k.as_str()}).to_string()
+            }
+            Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
+        }
+    } else if let Some(r) = line.strip_prefix("set repair-path ") {
+        match r.trim().parse::<RepairPath>() {
+            Ok(r) => {
+                ctl.set_path_change(PathChange {
+                    kind: None,
+                    repair: Some(r),
+                });
+                serde_json::json!({"ok": true, "repair-path": r.as_str()}).to_string()
+            }
+            Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
         }
     } else {
         serde_json::json!({"error": format!("unknown request `{line}`")}).to_string()
@@ -208,5 +268,25 @@ mod tests {
         assert!(r.contains("nope"));
         assert_eq!(ctl.generation(), g0 + 1);
         assert!(request(&dir, "frobnicate").unwrap().contains("error"));
+        let p0 = ctl.path_generation();
+        let r = request(&dir, "set path-policy lowest-delay").unwrap();
+        assert!(r.contains("\"ok\":true"), "{r}");
+        let r = request(&dir, "set repair-path diverse").unwrap();
+        assert!(r.contains("\"ok\":true"), "{r}");
+        assert_eq!(ctl.path_generation(), p0 + 2);
+        assert_eq!(
+            ctl.path_change(),
+            PathChange {
+                kind: Some(PolicyKind::LowestDelay),
+                repair: Some(RepairPath::Diverse)
+            }
+        );
+        let r = request(&dir, "set path-policy fastest").unwrap();
+        assert!(r.contains("error") && r.contains("unknown"), "{r}");
+        assert_eq!(
+            ctl.path_generation(),
+            p0 + 2,
+            "a refused change changes nothing"
+        );
     }
 }

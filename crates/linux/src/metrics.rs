@@ -183,8 +183,69 @@ counters!(
         /// next hop not (yet) resolved or not on an `--xdp` device, too big for its MTU, hop
         /// limit expiring, or the socket's transmit ring full.
         xdp_to_kernel: Counter,
+        /// UDP mode with several paths: times the path that carries new traffic changed.
+        path_switches: Counter,
+        /// UDP mode with several paths: path state changes (up, suspect, down, recovering).
+        path_state_changes: Counter,
+        /// UDP mode with several paths: path probes sent.
+        path_probes_sent: Counter,
     }
 );
+
+/// One path of a multi-path UDP tunnel, as its worker last published it (`hirt status`,
+/// Prometheus `hirt_path_*{path="<id>"}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct PathStatus {
+    /// Path id.
+    pub path: u8,
+    /// The peer's address on it.
+    pub remote: String,
+    /// `up`, `suspect`, `down` or `recovering`.
+    pub state: String,
+    /// Smoothed RTT, ms (0 before the first sample).
+    pub srtt_ms: f64,
+    /// Smoothed loss ratio.
+    pub loss: f64,
+    /// Delivery rate the far end reports, bit/s.
+    pub delivery_bps: f64,
+    /// Share of the sources sent on it so far.
+    pub share: f64,
+    /// Sources sent on it.
+    pub sources: u64,
+    /// Repairs sent on it.
+    pub repairs: u64,
+    /// Probes sent on it.
+    pub probes: u64,
+}
+
+impl PathStatus {
+    /// The state as a number (Prometheus gauge): 0 up, 1 suspect, 2 down, 3 recovering.
+    pub fn state_code(&self) -> u64 {
+        match self.state.as_str() {
+            "up" => 0,
+            "suspect" => 1,
+            "down" => 2,
+            _ => 3,
+        }
+    }
+}
+
+/// What a multi-path worker publishes: its policy and its paths.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct PathsStatus {
+    /// The policy (`failover`, `lowest-delay`, ...).
+    pub policy: String,
+    /// `same` or `diverse`.
+    pub repair_path: String,
+    /// The path new traffic prefers.
+    pub preferred: Option<u8>,
+    /// Every path.
+    pub paths: Vec<PathStatus>,
+    /// The latest switches and state changes, oldest first (`switch 0 -> 1 (path-state)`,
+    /// `path 0 up -> suspect (silence)`).
+    #[serde(default)]
+    pub events: Vec<String>,
+}
 
 /// All counters of an instance.
 #[derive(Debug)]
@@ -195,6 +256,8 @@ pub struct Metrics {
     pub global: GlobalCounters,
     /// `srv6` or `udp`, and the role, for the status output.
     pub mode: String,
+    /// UDP mode with several paths: the policy and every path (empty otherwise).
+    pub paths: std::sync::Mutex<PathsStatus>,
 }
 
 /// A serialisable snapshot (what `hirt status` prints).
@@ -206,6 +269,9 @@ pub struct Snapshot {
     pub global: std::collections::BTreeMap<String, u64>,
     /// Per-stream counters.
     pub streams: Vec<std::collections::BTreeMap<String, u64>>,
+    /// UDP mode with several paths: policy and paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<PathsStatus>,
 }
 
 impl Metrics {
@@ -217,6 +283,7 @@ impl Metrics {
                 .collect(),
             global: GlobalCounters::default(),
             mode: mode.to_string(),
+            paths: Default::default(),
         })
     }
 
@@ -236,6 +303,19 @@ impl Metrics {
             mode: self.mode.clone(),
             global: conv(self.global.snapshot()),
             streams: self.streams.iter().map(|s| conv(s.snapshot())).collect(),
+            paths: Some(self.paths_status()).filter(|p| !p.paths.is_empty()),
+        }
+    }
+
+    /// The published path status (empty paths: a single-path tunnel).
+    pub fn paths_status(&self) -> PathsStatus {
+        self.paths.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Publishes the path status (a multi-path worker, a few times a second).
+    pub fn publish_paths(&self, status: PathsStatus) {
+        if let Ok(mut p) = self.paths.lock() {
+            *p = status;
         }
     }
 
@@ -286,6 +366,62 @@ impl Collector for Exposition {
                 encode_value(kind, values[i], family.encode_family(&labels)?)?;
             }
         }
+        let paths = m.paths_status().paths;
+        if paths.is_empty() {
+            return Ok(());
+        }
+        type PathValue = fn(&PathStatus) -> u64;
+        let per_path: [(&str, &str, Kind, PathValue); 7] = [
+            (
+                "path_state",
+                "Path state: 0 up, 1 suspect, 2 down, 3 recovering.",
+                Kind::Gauge,
+                PathStatus::state_code,
+            ),
+            (
+                "path_srtt_us",
+                "Smoothed RTT of the path, microseconds.",
+                Kind::Gauge,
+                |p| (p.srtt_ms * 1e3) as u64,
+            ),
+            (
+                "path_loss_ppm",
+                "Smoothed loss ratio of the path, x 1e6.",
+                Kind::Gauge,
+                |p| (p.loss * 1e6) as u64,
+            ),
+            (
+                "path_share_ppm",
+                "Share of the sources sent on the path, x 1e6.",
+                Kind::Gauge,
+                |p| (p.share * 1e6) as u64,
+            ),
+            (
+                "path_sources",
+                "Sources sent on the path.",
+                Kind::Counter,
+                |p| p.sources,
+            ),
+            (
+                "path_repairs",
+                "Repairs sent on the path.",
+                Kind::Counter,
+                |p| p.repairs,
+            ),
+            (
+                "path_probes",
+                "Probes sent on the path.",
+                Kind::Counter,
+                |p| p.probes,
+            ),
+        ];
+        for (name, help, kind, value) in per_path {
+            let mut family = encoder.encode_descriptor(name, help, None, metric_type(kind))?;
+            for p in &paths {
+                let labels = [("path", p.path.to_string())];
+                encode_value(kind, value(p), family.encode_family(&labels)?)?;
+            }
+        }
         Ok(())
     }
 }
@@ -323,6 +459,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn published_paths_reach_prometheus_and_the_snapshot() {
+        let m = Metrics::new(1, "udp client");
+        assert!(m.snapshot().paths.is_none());
+        m.publish_paths(PathsStatus {
+            policy: "failover".into(),
+            repair_path: "same".into(),
+            preferred: Some(1),
+            events: vec!["switch 0 -> 1 (path-state)".into()],
+            paths: vec![
+                PathStatus {
+                    path: 0,
+                    state: "down".into(),
+                    srtt_ms: 12.5,
+                    sources: 9,
+                    ..Default::default()
+                },
+                PathStatus {
+                    path: 1,
+                    state: "up".into(),
+                    share: 0.25,
+                    ..Default::default()
+                },
+            ],
+        });
+        let t = m.prometheus();
+        assert!(t.contains("hirt_path_state{path=\"0\"} 2"), "{t}");
+        assert!(t.contains("hirt_path_state{path=\"1\"} 0"), "{t}");
+        assert!(t.contains("hirt_path_srtt_us{path=\"0\"} 12500"), "{t}");
+        assert!(t.contains("hirt_path_share_ppm{path=\"1\"} 250000"), "{t}");
+        assert!(t.contains("hirt_path_sources_total{path=\"0\"} 9"), "{t}");
+        let snap = m.snapshot();
+        assert_eq!(snap.paths.as_ref().map(|p| p.preferred), Some(Some(1)));
+        let json = serde_json::to_string(&snap).unwrap();
+        let back: Snapshot = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.paths, snap.paths);
+    }
+
+    #[test]
     fn prometheus_text_has_per_stream_series() {
         let m = Metrics::new(2, "srv6");
         add(&m.stream(1).recovered, 7);
@@ -331,6 +505,7 @@ mod tests {
             .worker_load_ppm
             .store(250_000, Ordering::Relaxed);
         let t = m.prometheus();
+        assert!(!t.contains("hirt_path_state{"), "no paths, no path series");
         assert!(
             t.contains("hirt_stream_recovered_total{stream=\"1\"} 7"),
             "{t}"

@@ -59,6 +59,7 @@ pub mod handshake;
 pub mod io;
 pub mod keys;
 pub mod offload;
+pub mod paths;
 
 use crate::engine::load::{self, DropWatch, LOAD_PERIOD};
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
@@ -68,9 +69,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use hirt_core::{Decoder, Encoder, FecMode, Feedback, StreamId};
+use hirt_core::path::PathManagerConfig;
+use hirt_core::{Decoder, Encoder, FecMode, Feedback, PathId, StreamId};
 use hirt_fec::RepairInfo;
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
+use paths::PathSet;
 
 use crate::config::CoderSettings;
 use crate::config::{parse_cidr, UdpConfig, UdpRole};
@@ -114,9 +117,36 @@ fn sender_of(counter: u64) -> usize {
     (counter >> SEQ_BITS) as usize
 }
 
-/// What admits an authenticated datagram: its session and key phase, its AEAD counter, and
-/// where it came from.
-pub type Admission = (u64, u8, u64, SocketAddr);
+/// What admits an authenticated datagram: its session and key phase, its AEAD counter, where
+/// it came from and the path it names.
+pub type Admission = (u64, u8, u64, SocketAddr, PathId);
+
+/// Where a datagram goes: the path (the socket it leaves from) and the peer's address on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathDest {
+    /// The path (0 on a single-path tunnel).
+    pub path: PathId,
+    /// The peer's address.
+    pub addr: SocketAddr,
+}
+
+impl From<PathDest> for SocketAddr {
+    /// A single-socket driver only needs the address.
+    #[inline]
+    fn from(d: PathDest) -> SocketAddr {
+        d.addr
+    }
+}
+
+/// The paths of a worker: the client's configured paths, the server's policy for the paths
+/// it learns (see [`paths`]).
+#[derive(Clone, Debug)]
+pub struct PathSetup {
+    /// Policy, probes, repair path.
+    pub cfg: PathManagerConfig,
+    /// Client: the server's address on each path (path id = index); server: empty.
+    pub remotes: Vec<SocketAddr>,
+}
 
 /// Which end of the tunnel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,6 +202,8 @@ pub struct UdpCommon {
     addr_epoch: AtomicU64,
     /// The handshake and the session keys (their own lock, taken only when keys change).
     pub sessions: handshake::Sessions,
+    /// Workers of the instance (path `p` of worker `t` carries stream `t + p x workers`).
+    workers: usize,
 }
 
 /// Replay state of one key phase's session: a window and the newest counter per sending
@@ -258,6 +290,7 @@ impl RxState {
 impl engine::Shared<UdpMachine> {
     /// State for `slots` workers (encoder and decoder slots; stream `s` lives in `s % slots`).
     pub fn new(cfg: &PeerConfig, slots: usize) -> Arc<Shared> {
+        let workers = slots;
         let slots = CoderSlots::new(
             &SlotsConfig {
                 fec: &cfg.fec,
@@ -287,6 +320,7 @@ impl engine::Shared<UdpMachine> {
             UdpCommon {
                 addr_epoch: AtomicU64::new(0),
                 sessions: handshake::Sessions::new(hs, Instant::now()),
+                workers: workers.max(1),
             },
         )
     }
@@ -332,6 +366,12 @@ pub struct UdpMachine {
     next_handshake: Option<Instant>,
     out: Vec<u8>,
     epoch: Instant,
+    /// Several paths: the manager and each path's link (`None`: one path, nothing to choose).
+    paths: Option<PathSet>,
+    /// Server: the policy of the paths it learns.
+    path_cfg: PathManagerConfig,
+    /// When the path status was last published.
+    next_path_publish: Option<Instant>,
 }
 
 /// A worker's sealer and openers, rebuilt from [`handshake::Sessions`] when its version moves.
@@ -354,6 +394,8 @@ struct RecvKey {
 
 /// How often client worker 0 looks at the handshake timers.
 const HANDSHAKE_TICK: Duration = Duration::from_millis(50);
+/// How often a multi-path worker publishes its paths' state (`hirt status`, metrics).
+const PATH_PUBLISH: Duration = Duration::from_millis(200);
 
 #[derive(Clone, Copy, Debug)]
 struct Learned {
@@ -375,8 +417,8 @@ impl std::fmt::Debug for UdpMachine {
 /// Where a UDP-mode packet goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UdpDest {
-    /// A datagram to the peer.
-    Peer(SocketAddr),
+    /// A datagram to the peer, on a path.
+    Peer(PathDest),
     /// A packet for the TUN device.
     Tun,
 }
@@ -422,21 +464,55 @@ pub enum UdpStep {
         /// The feedback.
         fb: Feedback,
     },
+    /// A path probe, to answer on its path.
+    Probe {
+        /// Its timestamp.
+        timestamp: u32,
+        /// Its sent count.
+        sent: u32,
+    },
+    /// The answer to one of our path probes.
+    ProbeReply {
+        /// Our probe's timestamp.
+        timestamp_echo: u32,
+        /// Our probe's sent count.
+        sent_echo: u32,
+        /// What the peer received on the path.
+        received: u32,
+        /// Bytes the peer received on the path.
+        received_bytes: u32,
+    },
+    /// Nothing to code (a keepalive).
+    Nothing,
 }
 
 /// A sink for [`UdpDest`] made of the driver's datagram batch and its TUN writer.
-struct Split<'a, S, F> {
+struct Split<'a, S, F, D> {
     send: &'a mut S,
     deliver: &'a mut F,
+    dest: std::marker::PhantomData<fn(D)>,
 }
 
-impl<S: TransmitSink<SocketAddr>, F: FnMut(&[u8])> TransmitSink<UdpDest> for Split<'_, S, F> {
+impl<'a, S, F, D> Split<'a, S, F, D> {
+    #[inline]
+    fn new(send: &'a mut S, deliver: &'a mut F) -> Self {
+        Split {
+            send,
+            deliver,
+            dest: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<D: From<PathDest>, S: TransmitSink<D>, F: FnMut(&[u8])> TransmitSink<UdpDest>
+    for Split<'_, S, F, D>
+{
     #[inline]
     fn transmit(&mut self, t: Transmit<'_, UdpDest>) {
         match t.dest {
             UdpDest::Peer(a) => self.send.transmit(Transmit {
                 bytes: t.bytes,
-                dest: a,
+                dest: a.into(),
                 tos: t.tos,
             }),
             UdpDest::Tun => (self.deliver)(t.bytes),
@@ -469,6 +545,9 @@ impl UdpPeer {
             next_handshake: initiates.then_some(now),
             out: vec![0u8; BUF_LEN],
             epoch: now,
+            paths: None,
+            path_cfg: PathManagerConfig::default(),
+            next_path_publish: None,
             cfg,
         };
         machine.refresh_keys();
@@ -480,14 +559,72 @@ impl UdpPeer {
         self.route(now)
     }
 
+    /// Gives this worker its paths: a client's several paths (more than one remote: a
+    /// [`PathSet`] over them), a server's policy for the paths it learns.
+    pub fn set_paths(&mut self, setup: PathSetup, now: Instant) {
+        let m = self.machine_mut();
+        if setup.remotes.len() > 1 {
+            let remotes: Vec<Option<SocketAddr>> = setup.remotes.iter().map(|&r| Some(r)).collect();
+            m.paths = Some(PathSet::new(
+                setup.cfg.clone(),
+                &remotes,
+                m.cfg.seed ^ 0x9a75,
+                now,
+            ));
+            m.next_path_publish = Some(now);
+        }
+        m.path_cfg = setup.cfg;
+    }
+
+    /// This worker's paths, when it has several.
+    pub fn paths(&self) -> Option<&PathSet> {
+        self.machine().paths.as_ref()
+    }
+
+    /// Changes the path policy kind and/or the repair path live (the rest of the policy
+    /// stays); an error when the policy does not fit the paths.
+    pub fn set_path_policy(
+        &mut self,
+        kind: Option<hirt_core::path::PolicyKind>,
+        repair: Option<hirt_core::path::RepairPath>,
+        now: Instant,
+    ) -> Result<(), String> {
+        let m = self.machine_mut();
+        let mut policy = match &m.paths {
+            Some(ps) => ps.manager().config().policy.clone(),
+            None => m.path_cfg.policy.clone(),
+        };
+        if let Some(k) = kind {
+            policy.kind = k;
+        }
+        tracing::info!(
+            "paths: policy {}, repair path {}",
+            policy.kind.as_str(),
+            repair.unwrap_or(m.path_cfg.repair_path).as_str()
+        );
+        m.path_cfg.policy = policy.clone();
+        if let Some(r) = repair {
+            m.path_cfg.repair_path = r;
+        }
+        match &mut m.paths {
+            Some(ps) => {
+                let r = ps.set_policy(policy, repair, now);
+                ps.drain_events(&m.metrics);
+                m.next_path_publish = Some(now);
+                r
+            }
+            None => Ok(()),
+        }
+    }
+
     /// A packet read from the TUN device into `buf[TUN_OFFSET..TUN_OFFSET + len]`. Seals it in
     /// place and hands the datagram (and any repairs) to `send`.
-    pub fn handle_tun(
+    pub fn handle_tun<D: From<PathDest>>(
         &mut self,
         buf: &mut [u8],
         len: usize,
         now: Instant,
-        send: &mut impl TransmitSink<SocketAddr>,
+        send: &mut impl TransmitSink<D>,
     ) {
         self.machine_mut().refresh_keys();
         let c = Classified {
@@ -495,22 +632,20 @@ impl UdpPeer {
             need: Some(Need::Encoder(self.coder().stream())),
             step: UdpStep::Tun { len },
         };
-        let mut tx = Split {
-            send,
-            deliver: &mut |_: &[u8]| {},
-        };
+        let mut nothing = |_: &[u8]| {};
+        let mut tx = Split::new(send, &mut nothing);
         let _ = self.process(Some(c), buf, now, &mut tx);
     }
 
     /// A datagram from `from` whose outer header had TOS / traffic class `tos`. `deliver` gets
     /// every packet for the TUN device.
-    pub fn handle_udp(
+    pub fn handle_udp<D: From<PathDest>>(
         &mut self,
         buf: &mut [u8],
         from: SocketAddr,
         tos: u8,
         now: Instant,
-        send: &mut impl TransmitSink<SocketAddr>,
+        send: &mut impl TransmitSink<D>,
         deliver: &mut impl FnMut(&[u8]),
     ) -> Result<(), UdpDrop> {
         let m = self.machine_mut();
@@ -519,8 +654,19 @@ impl UdpPeer {
             m.handshake(buf, from, now, send);
             return Err(UdpDrop::Handshake);
         }
+        let len = buf.len();
         let c = m.classify(buf, from, tos)?;
-        self.process(Some(c), buf, now, &mut Split { send, deliver })
+        let path = c.admit.map_or(0, |a| a.4);
+        let step = c.step;
+        let r = self.process(Some(c), buf, now, &mut Split::new(send, deliver));
+        // Admitted (authenticated, not a replay): the path's books, probes.
+        if !matches!(r, Err(UdpDrop::Auth)) {
+            let m = self.machine_mut();
+            if path != 0 || m.paths.is_some() || matches!(step, UdpStep::Probe { .. }) {
+                m.on_path_datagram(path, len, from, step, now, &mut Split::new(send, deliver));
+            }
+        }
+        r
     }
 
     /// The sessions of this worker's instance.
@@ -529,14 +675,14 @@ impl UdpPeer {
     }
 
     /// Timers of this worker's slots: time-driven repairs, feedback; and its keepalive.
-    pub fn handle_timeout(
+    pub fn handle_timeout<D: From<PathDest>>(
         &mut self,
         now: Instant,
-        send: &mut impl TransmitSink<SocketAddr>,
+        send: &mut impl TransmitSink<D>,
         deliver: &mut impl FnMut(&[u8]),
     ) {
         self.machine_mut().refresh_keys();
-        self.on_timeout(now, &mut Split { send, deliver });
+        self.on_timeout(now, &mut Split::new(send, deliver));
     }
 }
 
@@ -555,7 +701,7 @@ impl Transport for UdpMachine {
     fn admit(
         &mut self,
         rx: &mut RxState,
-        (session, phase, counter, from): (u64, u8, u64, SocketAddr),
+        (session, phase, counter, from, path): Admission,
         now: Instant,
     ) -> Result<(), UdpDrop> {
         let sender = sender_of(counter);
@@ -573,9 +719,16 @@ impl Transport for UdpMachine {
         let newest = pw.tops[sender].is_none_or(|t| counter > t);
         if newest {
             pw.tops[sender] = Some(counter);
-            rx.newest = Some(from);
         }
         self.common.sessions.note_rx(now);
+        if path != 0 {
+            // Another path's address is that path's (learned per path, `on_path_datagram`),
+            // never the address of path 0, which the rules below keep.
+            return Ok(());
+        }
+        if newest {
+            rx.newest = Some(from);
+        }
         if self.cfg.role == Role::Server {
             if rx.note(from, now, self.cfg.keepalive * LEARNED_KEEPALIVES) {
                 self.common.addr_epoch.fetch_add(1, Ordering::Relaxed);
@@ -683,7 +836,7 @@ impl Transport for UdpMachine {
                 add(&self.metrics.stream(stream).feedback_in, 1);
                 enc.handle_feedback(&fb, now);
                 if let Some(peer) = dest {
-                    self.drain_repairs(enc, peer, tx);
+                    self.drain_repairs(enc, peer, now, tx);
                 }
                 Ok(())
             }
@@ -706,7 +859,7 @@ impl Transport for UdpMachine {
             Slot::Encoder(enc) => {
                 enc.handle_timeout(now);
                 if let Some(peer) = dest {
-                    self.drain_repairs(enc, peer, tx);
+                    self.drain_repairs(enc, peer, now, tx);
                 }
             }
             Slot::Decoder(dec) => {
@@ -723,7 +876,13 @@ impl Transport for UdpMachine {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        [self.next_keepalive, self.next_handshake]
+        // Path timers run once there is a session (see `path_timeout`).
+        let paths = self
+            .paths
+            .as_ref()
+            .filter(|_| self.keys.sealer.is_some())
+            .and_then(PathSet::poll_timeout);
+        [self.next_keepalive, self.next_handshake, paths]
             .into_iter()
             .flatten()
             .min()
@@ -742,33 +901,220 @@ impl Transport for UdpMachine {
                 .common
                 .sessions
                 .with(|hs| hs.poll_initiation(now, last_rx));
-            if let (Some(msg), Some(peer)) = (init, self.cfg.remote) {
+            // On the path the policy prefers (the first path may be the one that is down).
+            let path = self.paths.as_ref().map_or(0, PathSet::control_path);
+            if let (Some(msg), Some(addr)) = (init, self.path_addr(path, self.cfg.remote)) {
                 add(&self.metrics.global.handshake_initiations, 1);
                 tx.transmit(Transmit {
                     bytes: &msg,
-                    dest: UdpDest::Peer(peer),
+                    dest: UdpDest::Peer(PathDest { path, addr }),
                     tos: self.repair_tos(),
                 });
             }
         }
+        self.path_timeout(dest, now, tx);
         if self.next_keepalive.is_none_or(|t| t > now) {
             return;
         }
         self.next_keepalive = Some(now + self.cfg.keepalive);
-        let Some(peer) = dest else {
-            return;
-        };
-        if let Some(n) = self.keepalive(now) {
-            tx.transmit(Transmit {
-                bytes: &self.out[..n],
-                dest: UdpDest::Peer(peer),
-                tos: self.repair_tos(),
-            });
+        // Every path keeps its NAT binding and its address at the far end.
+        let paths = self.paths.as_ref().map_or(1, PathSet::len) as PathId;
+        for path in 0..paths {
+            let Some(addr) = self.path_addr(path, dest) else {
+                continue;
+            };
+            if let Some(n) = self.keepalive(path, now) {
+                if let Some(ps) = &mut self.paths {
+                    ps.note_sent(path);
+                }
+                tx.transmit(Transmit {
+                    bytes: &self.out[..n],
+                    dest: UdpDest::Peer(PathDest { path, addr }),
+                    tos: self.repair_tos(),
+                });
+            }
         }
     }
 }
 
 impl UdpMachine {
+    /// The encoder stream of `path` on this worker.
+    #[inline]
+    fn stream_of(&self, path: PathId) -> StreamId {
+        self.cfg.stream + u16::from(path) * self.common.workers as u16
+    }
+
+    /// The peer's address on `path`: path 0's is the route (`dest`), the others' the path
+    /// set's (configured or learned).
+    #[inline]
+    fn path_addr(&self, path: PathId, dest: Option<SocketAddr>) -> Option<SocketAddr> {
+        if path == 0 {
+            dest
+        } else {
+            self.paths.as_ref().and_then(|ps| ps.remote(path))
+        }
+    }
+
+    /// Emits `repr` into `out` naming `path`.
+    fn emit_out(&mut self, repr: &UdpRepr<'_>, path: PathId) -> Option<usize> {
+        emit_on(&mut self.out, repr, path)
+    }
+
+    /// An admitted datagram of `len` bytes from `from` on `path`: the path's counts, the
+    /// server's address of the path (and its path set, created when the client shows it has
+    /// several paths), a probe answered, a reply handed to the manager.
+    fn on_path_datagram(
+        &mut self,
+        path: PathId,
+        len: usize,
+        from: SocketAddr,
+        step: UdpStep,
+        now: Instant,
+        tx: &mut impl TransmitSink<UdpDest>,
+    ) {
+        if self.cfg.role == Role::Server {
+            let ps = self.paths.get_or_insert_with(|| {
+                tracing::info!("the client uses several paths");
+                PathSet::new(self.path_cfg.clone(), &[None], self.cfg.seed ^ 0x9a75, now)
+            });
+            ps.learn(path, from);
+            self.next_path_publish.get_or_insert(now);
+        }
+        let Some(ps) = &mut self.paths else {
+            return;
+        };
+        ps.note_received(path, len);
+        match step {
+            UdpStep::Probe { timestamp, sent } => {
+                let (received, received_bytes) = ps.reply_counts(path);
+                let repr = UdpRepr::ProbeReply {
+                    timestamp_echo: timestamp,
+                    sent_echo: sent,
+                    received,
+                    received_bytes,
+                };
+                // Back where it came from, on its path.
+                let Some(flen) = emit_on(&mut self.out, &repr, path) else {
+                    return;
+                };
+                let Some(n) = self.seal_out(flen) else {
+                    return;
+                };
+                if let Some(ps) = &mut self.paths {
+                    ps.note_sent(path);
+                }
+                tx.transmit(Transmit {
+                    bytes: &self.out[..n],
+                    dest: UdpDest::Peer(PathDest { path, addr: from }),
+                    tos: self.repair_tos(),
+                });
+            }
+            UdpStep::ProbeReply {
+                timestamp_echo,
+                sent_echo,
+                received,
+                received_bytes,
+            } => {
+                ps.on_reply(
+                    path,
+                    timestamp_echo,
+                    sent_echo,
+                    received,
+                    received_bytes,
+                    now,
+                );
+                ps.drain_events(&self.metrics);
+            }
+            _ => {}
+        }
+    }
+
+    /// The path set's timers: the manager's (silence, probes of idle paths), heartbeat probes
+    /// of busy paths, events logged, the status published.
+    fn path_timeout(
+        &mut self,
+        dest: Option<SocketAddr>,
+        now: Instant,
+        tx: &mut impl TransmitSink<UdpDest>,
+    ) {
+        let Some(ps) = &mut self.paths else {
+            return;
+        };
+        if self.keys.sealer.is_none() {
+            // No session: probes could not leave, and silence would be counted against paths
+            // that were never tried.
+            return;
+        }
+        if ps.poll_timeout().is_some_and(|t| t <= now) {
+            let due = ps.on_timeout(now).to_vec();
+            for path in due {
+                let Some(ps) = &mut self.paths else {
+                    return;
+                };
+                let Some((timestamp, sent)) = ps.probe(path, now) else {
+                    continue;
+                };
+                let Some(addr) = self.path_addr(path, dest) else {
+                    continue;
+                };
+                let repr = UdpRepr::Probe { timestamp, sent };
+                let Some(flen) = emit_on(&mut self.out, &repr, path) else {
+                    continue;
+                };
+                let Some(n) = self.seal_out(flen) else {
+                    continue;
+                };
+                add(&self.metrics.global.path_probes_sent, 1);
+                tx.transmit(Transmit {
+                    bytes: &self.out[..n],
+                    dest: UdpDest::Peer(PathDest { path, addr }),
+                    tos: self.repair_tos(),
+                });
+            }
+        }
+        let Some(ps) = &mut self.paths else {
+            return;
+        };
+        ps.drain_events(&self.metrics);
+        if self.next_path_publish.is_some_and(|t| t <= now) {
+            self.next_path_publish = Some(now + PATH_PUBLISH);
+            self.publish_paths(dest);
+        }
+    }
+
+    /// Publishes the paths' state for `hirt status` and the metrics.
+    fn publish_paths(&self, dest: Option<SocketAddr>) {
+        let Some(ps) = &self.paths else {
+            return;
+        };
+        let cfg = ps.manager().config();
+        let status = crate::metrics::PathsStatus {
+            policy: cfg.policy.kind.as_str().to_string(),
+            repair_path: cfg.repair_path.as_str().to_string(),
+            preferred: ps.manager().preferred(),
+            paths: ps
+                .snapshot()
+                .into_iter()
+                .map(|p| crate::metrics::PathStatus {
+                    path: p.path,
+                    remote: self
+                        .path_addr(p.path, dest)
+                        .map_or(String::new(), |a| a.to_string()),
+                    state: p.state.as_str().to_string(),
+                    srtt_ms: p.srtt_ms,
+                    loss: p.loss,
+                    delivery_bps: p.delivery_bps,
+                    share: p.share,
+                    sources: p.sources,
+                    repairs: p.repairs,
+                    probes: p.probes,
+                })
+                .collect(),
+            events: ps.recent_events().map(str::to_string).collect(),
+        };
+        self.metrics.publish_paths(status);
+    }
+
     /// Rebuilds this worker's sealer and openers when the sessions changed (one atomic load
     /// otherwise). A sealer of a session this worker already sends under keeps its counter.
     fn refresh_keys(&mut self) {
@@ -806,12 +1152,12 @@ impl UdpMachine {
 
     /// A handshake datagram: the server answers a valid initiation; the client installs the
     /// session of a valid response and confirms it at once with a keepalive.
-    fn handshake(
+    fn handshake<D: From<PathDest>>(
         &mut self,
         buf: &[u8],
         from: SocketAddr,
         now: Instant,
-        send: &mut impl TransmitSink<SocketAddr>,
+        send: &mut impl TransmitSink<D>,
     ) {
         let g = &self.metrics.global;
         let r = self
@@ -821,14 +1167,32 @@ impl UdpMachine {
         match r {
             Ok(Some(response)) => {
                 add(&g.handshake_responses, 1);
-                tx_to(send, &response, from, self.repair_tos());
+                tx_to(
+                    send,
+                    &response,
+                    PathDest {
+                        path: 0,
+                        addr: from,
+                    },
+                    self.repair_tos(),
+                );
             }
             Ok(None) => {
                 add(&g.sessions, 1);
                 tracing::info!("session established with {from}");
                 self.refresh_keys();
-                if let (Some(n), Some(peer)) = (self.keepalive(now), self.cfg.remote) {
-                    tx_to(send, &self.out[..n], peer, self.repair_tos());
+                // Confirmed on the path the response came back on (the one the initiation took).
+                let path = self.paths.as_ref().map_or(0, PathSet::control_path);
+                if let (Some(n), Some(addr)) = (
+                    self.keepalive(path, now),
+                    self.path_addr(path, self.cfg.remote),
+                ) {
+                    tx_to(
+                        send,
+                        &self.out[..n],
+                        PathDest { path, addr },
+                        self.repair_tos(),
+                    );
                 }
             }
             Err(handshake::HandshakeDrop::RateLimited) => add(&g.handshake_rate_limited, 1),
@@ -836,11 +1200,11 @@ impl UdpMachine {
         }
     }
 
-    /// Seals a keepalive into `out`; its length, or None without a session.
-    fn keepalive(&mut self, now: Instant) -> Option<usize> {
+    /// Seals a keepalive on `path` into `out`; its length, or None without a session.
+    fn keepalive(&mut self, path: PathId, now: Instant) -> Option<usize> {
         let ts = now.duration_since(self.epoch).as_micros() as u32;
         let repr = UdpRepr::Keepalive { timestamp: ts };
-        let flen = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]).ok()?;
+        let flen = self.emit_out(&repr, path)?;
         let n = self.seal_out(flen)?;
         add(&self.metrics.global.keepalives_sent, 1);
         Some(n)
@@ -890,6 +1254,7 @@ impl UdpMachine {
         let Ok(pkt) = UdpPacket::new_checked(&buf[start..end]) else {
             return malformed(&self.metrics);
         };
+        let path = pkt.path_id();
         let Ok(repr) = UdpRepr::parse(&pkt) else {
             return malformed(&self.metrics);
         };
@@ -928,10 +1293,26 @@ impl UdpMachine {
                 Err(_) => return malformed(&self.metrics),
             },
             // Nothing to code: admitted for the replay window and address learning only.
-            UdpRepr::Keepalive { .. } => (None, UdpStep::Tun { len: 0 }),
+            UdpRepr::Keepalive { .. } => (None, UdpStep::Nothing),
+            // Answered after admission (`UdpPeer::handle_udp`).
+            UdpRepr::Probe { timestamp, sent } => (None, UdpStep::Probe { timestamp, sent }),
+            UdpRepr::ProbeReply {
+                timestamp_echo,
+                sent_echo,
+                received,
+                received_bytes,
+            } => (
+                None,
+                UdpStep::ProbeReply {
+                    timestamp_echo,
+                    sent_echo,
+                    received,
+                    received_bytes,
+                },
+            ),
         };
         Ok(Classified {
-            admit: Some((session, phase, counter, from)),
+            admit: Some((session, phase, counter, from, path)),
             need,
             step,
         })
@@ -961,7 +1342,24 @@ impl UdpMachine {
         // RFC 2983 uniform model / RFC 6040 normal mode: the outer header carries the inner
         // DSCP and ECN, so the underlay treats the tunnelled flow as the flow itself.
         let tos = inner_tos(pkt);
-        let stream = self.cfg.stream;
+        // One path: path 0 and the worker's stream, no lookup. Several: the flow's path
+        // (5-tuple hash, so a flow does not reorder) and that path's stream.
+        let (path, stream, addr) = match &mut self.paths {
+            None => (0, self.cfg.stream, peer),
+            // Before the first session nothing leaves: the manager must not wait for answers.
+            Some(_) if self.keys.sealer.is_none() => {
+                add(&self.metrics.global.no_session, 1);
+                return;
+            }
+            Some(ps) => {
+                let p = ps.for_source(paths::flow_hash(pkt), len, now);
+                let addr = if p == 0 { Some(peer) } else { ps.remote(p) };
+                match addr {
+                    Some(a) => (p, self.stream_of(p), a),
+                    None => (0, self.cfg.stream, peer),
+                }
+            }
+        };
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
         let tag = enc.handle_source(stream, pkt, now);
@@ -973,6 +1371,9 @@ impl UdpMachine {
         if repr.emit_header(&mut buf[HEADER_LEN..TUN_OFFSET]).is_err() {
             return;
         }
+        if path != 0 {
+            UdpPacket::new_unchecked(&mut buf[HEADER_LEN..TUN_OFFSET]).set_path_id(path);
+        }
         let Some(n) = self.seal(buf, SOURCE_LEN + len) else {
             add(&self.metrics.global.no_session, 1);
             return;
@@ -980,12 +1381,15 @@ impl UdpMachine {
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_out, 1);
         add(&c.source_bytes_sent, n as u64);
+        if let Some(ps) = &mut self.paths {
+            ps.note_sent(path);
+        }
         tx.transmit(Transmit {
             bytes: &buf[..n],
-            dest: UdpDest::Peer(peer),
+            dest: UdpDest::Peer(PathDest { path, addr }),
             tos,
         });
-        self.drain_repairs(enc, peer, tx);
+        self.drain_repairs(enc, peer, now, tx);
     }
 
     fn repair_tos(&self) -> u8 {
@@ -1064,17 +1468,32 @@ impl UdpMachine {
         &mut self,
         enc: &mut Encoder,
         peer: SocketAddr,
+        now: Instant,
         tx: &mut impl TransmitSink<UdpDest>,
     ) {
         let tos = self.repair_tos();
         while let Some(r) = enc.poll_repair() {
+            // Several paths: the manager's repair path for the path of the repair's stream
+            // (`repair-path = diverse`: another one).
+            let (path, addr) = match &mut self.paths {
+                None => (0, peer),
+                Some(ps) => {
+                    let src = path_of_stream(r.stream, self.cfg.stream, self.common.workers);
+                    let p = ps.for_repair(src, r.payload.len(), now);
+                    match (p, ps.remote(p)) {
+                        (0, _) => (0, peer),
+                        (p, Some(a)) => (p, a),
+                        (_, None) => (0, peer),
+                    }
+                }
+            };
             let repr = UdpRepr::Repair {
                 stream: r.stream,
                 info: r.info,
                 timestamp: r.timestamp,
                 payload: r.payload,
             };
-            let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
+            let Some(flen) = emit_on(&mut self.out, &repr, path) else {
                 continue;
             };
             let Some(n) = self.seal_out(flen) else {
@@ -1083,9 +1502,12 @@ impl UdpMachine {
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
+            if let Some(ps) = &mut self.paths {
+                ps.note_sent(path);
+            }
             tx.transmit(Transmit {
                 bytes: &self.out[..n],
-                dest: UdpDest::Peer(peer),
+                dest: UdpDest::Peer(PathDest { path, addr }),
                 tos,
             });
         }
@@ -1146,7 +1568,13 @@ impl UdpMachine {
                 timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
                 body: &body[..blen],
             };
-            let Ok(flen) = repr.emit(&mut self.out[HEADER_LEN..BUF_LEN - 16]) else {
+            // On the path our policy prefers: the path the peer's stream took may be the one
+            // that failed.
+            let path = self.paths.as_ref().map_or(0, PathSet::control_path);
+            let Some(addr) = self.path_addr(path, Some(peer)) else {
+                continue;
+            };
+            let Some(flen) = emit_on(&mut self.out, &repr, path) else {
                 continue;
             };
             // Sealed and sent by whichever worker holds the decoder slot (its own counter).
@@ -1154,9 +1582,12 @@ impl UdpMachine {
                 continue;
             };
             add(&self.metrics.stream(fb.stream).feedback_sent, 1);
+            if let Some(ps) = &mut self.paths {
+                ps.on_sent(path, n, now);
+            }
             tx.transmit(Transmit {
                 bytes: &self.out[..n],
-                dest: UdpDest::Peer(peer),
+                dest: UdpDest::Peer(PathDest { path, addr }),
                 tos,
             });
         }
@@ -1164,12 +1595,31 @@ impl UdpMachine {
 }
 
 /// Sends `bytes` to `to` through a datagram sink.
-fn tx_to(send: &mut impl TransmitSink<SocketAddr>, bytes: &[u8], to: SocketAddr, tos: u8) {
+fn tx_to<D: From<PathDest>>(send: &mut impl TransmitSink<D>, bytes: &[u8], to: PathDest, tos: u8) {
     send.transmit(Transmit {
         bytes,
-        dest: to,
+        dest: to.into(),
         tos,
     });
+}
+
+/// Emits `repr` into `out[HEADER_LEN..]` naming `path`; the frame's length.
+#[inline]
+fn emit_on(out: &mut [u8], repr: &UdpRepr<'_>, path: PathId) -> Option<usize> {
+    let frame = out.get_mut(HEADER_LEN..BUF_LEN - 16)?;
+    let n = repr.emit(frame).ok()?;
+    if path != 0 {
+        UdpPacket::new_unchecked(frame).set_path_id(path);
+    }
+    Some(n)
+}
+
+/// The path whose stream `stream` is, for worker stream `own` of `workers` (path `p` of
+/// worker `t` carries stream `t + p x workers`).
+#[inline]
+fn path_of_stream(stream: StreamId, own: StreamId, workers: usize) -> PathId {
+    let w = workers.max(1) as u16;
+    (stream.saturating_sub(own) / w).min(u16::from(PathId::MAX)) as PathId
 }
 
 /// A running UDP-mode instance.
@@ -1219,10 +1669,20 @@ const SOCKET_BUFFER: usize = 4 << 20;
 /// A non-blocking UDP socket bound to `addr` (with `SO_REUSEPORT` when `reuse`), reporting the
 /// TOS of what it receives.
 fn udp_socket(addr: SocketAddr, reuse: bool) -> anyhow::Result<UdpSocket> {
+    udp_socket_on(addr, reuse, None)
+}
+
+/// [`udp_socket`], bound to the interface `dev` (`SO_BINDTODEVICE`) when given: a path's
+/// socket leaves through its own uplink whatever the routing table says.
+fn udp_socket_on(addr: SocketAddr, reuse: bool, dev: Option<&str>) -> anyhow::Result<UdpSocket> {
     let dom = socket2::Domain::for_address(addr);
     let s = socket2::Socket::new(dom, socket2::Type::DGRAM, Some(socket2::Protocol::UDP))?;
     if reuse {
         s.set_reuse_port(true)?;
+    }
+    if let Some(d) = dev {
+        s.bind_device(Some(d.as_bytes()))
+            .with_context(|| format!("binding to device {d}"))?;
     }
     s.bind(&addr.into())
         .with_context(|| format!("binding {addr}"))?;
@@ -1255,7 +1715,10 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
     // sender index in the AEAD counter (`io::steer_by_sender`). Client: N sockets with distinct
     // source ports (one NAT binding each; without the steering program the kernel's 4-tuple
     // hash spreads them).
+    // One socket per worker; a multi-path client's single worker has one per path.
     let mut socks = Vec::with_capacity(threads);
+    let mut path_socks: Vec<UdpSocket> = Vec::new();
+    let mut remotes: Vec<SocketAddr> = Vec::new();
     let remote = match role {
         Role::Server => {
             let l = cfg.listen.as_deref().unwrap_or("0.0.0.0:4096");
@@ -1286,22 +1749,9 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
             None
         }
         Role::Client => {
-            let r = cfg
-                .remote
-                .as_deref()
-                .context("remote: required on a client")?;
-            let ra = r
-                .to_socket_addrs()?
-                .next()
-                .context("cannot resolve the server")?;
-            let bind: SocketAddr = match &cfg.listen {
-                Some(l) => l
-                    .to_socket_addrs()?
-                    .next()
-                    .with_context(|| format!("cannot resolve {l}"))?,
-                None if ra.is_ipv4() => "0.0.0.0:0".parse()?,
-                None => "[::]:0".parse()?,
-            };
+            let paths = cfg.client_paths()?;
+            let first = paths.first().context("a client has a path")?;
+            let (bind, ra) = (first.bind, first.remote);
             for i in 0..threads {
                 // Worker 0 takes `-l` as given; the others the same address, any port.
                 let a = if i == 0 {
@@ -1309,13 +1759,18 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
                 } else {
                     SocketAddr::new(bind.ip(), 0)
                 };
-                socks.push(udp_socket(a, false)?);
+                socks.push(udp_socket_on(a, false, first.dev.as_deref())?);
             }
+            for p in paths.iter().skip(1) {
+                path_socks.push(udp_socket_on(p.bind, false, p.dev.as_deref())?);
+            }
+            remotes = paths.iter().map(|p| p.remote).collect();
             Some(ra)
         }
     };
     let locals = socks
         .iter()
+        .chain(&path_socks)
         .map(|s| s.local_addr())
         .collect::<Result<Vec<_>, _>>()?;
     let offload = !cfg.no_tun_offload;
@@ -1343,7 +1798,7 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
         nl.add_addr(idx, a, p)?;
     }
     let metrics = Metrics::new(
-        threads,
+        threads * remotes.len().max(1),
         &format!(
             "udp {}",
             if role == Role::Server {
@@ -1377,15 +1832,33 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
     let shared = Shared::new(&base, threads);
     let now = Instant::now();
     let mut workers = Workers::default();
+    let setup = PathSetup {
+        cfg: cfg.paths.clone(),
+        remotes,
+    };
+    if setup.remotes.len() > 1 {
+        tracing::info!(
+            "{} paths, policy {}, repair path {}",
+            setup.remotes.len(),
+            setup.cfg.policy.kind.as_str(),
+            setup.cfg.repair_path.as_str()
+        );
+    }
+    let mut path_socks = Some(path_socks);
     for (i, (q, sock)) in queues.into_iter().zip(socks).enumerate() {
         let cfg = PeerConfig {
             stream: i as StreamId,
             ..base.clone()
         };
-        let peer = UdpPeer::with_shared(cfg, metrics.clone(), shared.clone(), now);
+        let mut peer = UdpPeer::with_shared(cfg, metrics.clone(), shared.clone(), now);
+        peer.set_paths(setup.clone(), now);
+        let mut sockets = vec![sock];
+        if i == 0 {
+            sockets.extend(path_socks.take().unwrap_or_default());
+        }
         let ctl = ops.ctl.clone();
         workers.spawn(format!("hirt-udp-{i}"), move |stop| {
-            worker(peer, q, offload, sock, stop, ctl)
+            worker(peer, q, offload, sockets, stop, ctl)
         })?;
     }
     Ok(UdpHandle {
@@ -1398,11 +1871,13 @@ pub fn start(cfg: UdpConfig) -> anyhow::Result<UdpHandle> {
     })
 }
 
+/// One worker's loop. `socks[p]` is the socket of path `p` (a server and a single-path client:
+/// one socket, whatever path a datagram names).
 fn worker(
     mut peer: UdpPeer,
     tun: Tun,
     vnet_hdr: bool,
-    sock: UdpSocket,
+    socks: Vec<UdpSocket>,
     stop: Arc<StopFlag>,
     ctl: Arc<Control>,
 ) {
@@ -1415,19 +1890,30 @@ fn worker(
         Vec::new()
     };
     let mut coalescer = offload::Coalescer::default();
-    let sfd = sock.as_raw_fd();
+    let sfds: Vec<i32> = socks.iter().map(|s| s.as_raw_fd()).collect();
+    let last_sock = sfds.len() - 1;
     let mut inb = io::TosBatch::receiver();
-    if !io::enable_gro(sfd) {
-        tracing::debug!("UDP GRO not available; datagrams are received one by one");
+    for &sfd in &sfds {
+        if !io::enable_gro(sfd) {
+            tracing::debug!("UDP GRO not available; datagrams are received one by one");
+        }
     }
-    let mut outb = io::TosBatch::default();
-    let fds = [tun.as_raw_fd(), sock.as_raw_fd()];
+    let mut outb: Vec<io::TosBatch> = sfds.iter().map(|_| io::TosBatch::default()).collect();
+    let fds: Vec<i32> = std::iter::once(tun.as_raw_fd())
+        .chain(sfds.iter().copied())
+        .collect();
     let m = ctl.metrics.clone();
+    let mut path_generation = ctl.path_generation();
     let mut housekeeping = Housekeeping::new(ctl.clone(), Instant::now());
     // Overload (see `engine::load`): drops at our TUN device's queue (packets to encode that we
     // did not read in time) or at UDP receive buffers (datagrams to decode) make a period 1.0.
     let mut drops = DropWatch::new(tun.name(), true, LOAD_PERIOD);
-    let mut sock_drops = load::socket_drops(sfd).unwrap_or(0);
+    let socket_drops = |sfds: &[i32]| -> Option<u64> {
+        sfds.iter()
+            .map(|&fd| load::socket_drops(fd))
+            .sum::<Option<u64>>()
+    };
+    let mut sock_drops = socket_drops(&sfds).unwrap_or(0);
     // After a full batch on either side more is very likely queued: skip the `poll`.
     let mut full = false;
     while !stop.stopped() {
@@ -1442,11 +1928,20 @@ fn worker(
             }
         }
         full = false;
+        if ctl.path_generation() != path_generation {
+            path_generation = ctl.path_generation();
+            let c = ctl.path_change();
+            if let Err(e) = peer.set_path_policy(c.kind, c.repair, Instant::now()) {
+                tracing::warn!("path policy change refused: {e}");
+            }
+        }
         {
-            let mut send = |t: Transmit<'_, SocketAddr>| {
-                if !outb.push(t.bytes, t.dest, t.tos) {
-                    outb.send(sfd);
-                    outb.push(t.bytes, t.dest, t.tos);
+            let mut send = |t: Transmit<'_, PathDest>| {
+                // A datagram leaves through its path's socket (one socket: all paths).
+                let i = usize::from(t.dest.path).min(last_sock);
+                if !outb[i].push(t.bytes, t.dest.addr, t.tos) {
+                    outb[i].send(sfds[i]);
+                    outb[i].push(t.bytes, t.dest.addr, t.tos);
                 }
             };
             // TUN -> UDP.
@@ -1497,7 +1992,10 @@ fn worker(
                     write(p);
                 }
             };
-            if let Ok(n) = inb.recv(sfd) {
+            for &sfd in &sfds {
+                let Ok(n) = inb.recv(sfd) else {
+                    continue;
+                };
                 full |= inb.messages() == crate::batch::BATCH;
                 let now = Instant::now();
                 for i in 0..n {
@@ -1521,14 +2019,16 @@ fn worker(
                 add(&m.global.tun_coalesced, merged);
             }
         }
-        if !outb.is_empty() {
-            outb.send(sfd);
+        for (b, &sfd) in outb.iter_mut().zip(&sfds) {
+            if !b.is_empty() {
+                b.send(sfd);
+            }
         }
         housekeeping.tick(Instant::now(), peer.coder(), || {
             // This socket's own receive-buffer drops (not the namespace's) are the decoder's
             // local drops.
             let mut for_decoder = 0;
-            if let Some(d) = load::socket_drops(sfd) {
+            if let Some(d) = socket_drops(&sfds) {
                 for_decoder = d.saturating_sub(sock_drops);
                 sock_drops = d;
             }

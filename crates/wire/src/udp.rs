@@ -8,8 +8,12 @@
 //!  0                   1                   2                   3
 //!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |Version|  Type |   Reserved    |           Stream ID           |
+//! |Version|  Type |    Path ID    |           Stream ID           |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//!
+//! Path ID: the path (the sender's socket / underlay route) the datagram was sent on, 0 for a
+//! tunnel with one path. It sits inside the AEAD like everything else, so a path's datagrams
+//! cannot be forged or moved to another path's counters.
 //!
 //! Type 0, source (8-byte header):
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -41,6 +45,26 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                          Timestamp                            |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//!
+//! Type 4, path probe (12-byte header, Stream ID 0, no payload): sent on one path, answered
+//! at once on the same path.
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                          Timestamp                            |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |            Sent (datagrams sent on the path, this one too)    |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//!
+//! Type 5, path probe reply (20-byte header, Stream ID 0, no payload): the probe's timestamp
+//! and sent count echoed, and what the replier received on the path so far (all counts wrap).
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                        Timestamp Echo                         |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                          Sent Echo                            |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                     Received (datagrams)                      |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//! |                     Received (bytes)                          |
+//! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
 //!
 //! No length fields: the datagram (after AEAD opening) delimits the payload, and the repair
@@ -62,6 +86,10 @@ pub const REPAIR_LEN: usize = 20;
 pub const FEEDBACK_LEN: usize = 12;
 /// Keepalive length.
 pub const KEEPALIVE_LEN: usize = 8;
+/// Path probe length.
+pub const PROBE_LEN: usize = 12;
+/// Path probe reply length.
+pub const PROBE_REPLY_LEN: usize = 20;
 
 /// Packet type. Unknown values are kept (and rejected by [`UdpRepr::parse`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -74,6 +102,10 @@ pub enum UdpKind {
     Feedback,
     /// Keepalive (NAT binding, peer liveness, address learning).
     Keepalive,
+    /// A path probe (per-path RTT, loss and liveness).
+    Probe,
+    /// The answer to a path probe.
+    ProbeReply,
     /// A type this build does not know.
     Unknown(u8),
 }
@@ -86,6 +118,8 @@ impl UdpKind {
             UdpKind::Repair => 1,
             UdpKind::Feedback => 2,
             UdpKind::Keepalive => 3,
+            UdpKind::Probe => 4,
+            UdpKind::ProbeReply => 5,
             UdpKind::Unknown(v) => v & 0x0f,
         }
     }
@@ -97,6 +131,8 @@ impl UdpKind {
             1 => UdpKind::Repair,
             2 => UdpKind::Feedback,
             3 => UdpKind::Keepalive,
+            4 => UdpKind::Probe,
+            5 => UdpKind::ProbeReply,
             v => UdpKind::Unknown(v),
         }
     }
@@ -108,6 +144,8 @@ impl UdpKind {
             UdpKind::Repair => REPAIR_LEN,
             UdpKind::Feedback => FEEDBACK_LEN,
             UdpKind::Keepalive => KEEPALIVE_LEN,
+            UdpKind::Probe => PROBE_LEN,
+            UdpKind::ProbeReply => PROBE_REPLY_LEN,
             UdpKind::Unknown(_) => COMMON_LEN,
         }
     }
@@ -115,6 +153,7 @@ impl UdpKind {
 
 mod field {
     pub const VER_TYPE: usize = 0;
+    pub const PATH_ID: usize = 1;
     pub const STREAM: usize = 2;
     // Per-type fields, after the common header.
     pub const ESI: usize = 4;
@@ -128,6 +167,10 @@ mod field {
     pub const PATH: usize = 4;
     pub const TS_ECHO: usize = 8;
     pub const KEEPALIVE_TS: usize = 4;
+    pub const PROBE_TS: usize = 4;
+    pub const PROBE_SENT: usize = 8;
+    pub const REPLY_RECEIVED: usize = 12;
+    pub const REPLY_BYTES: usize = 16;
 }
 
 /// A view of a (decrypted) tunnel packet.
@@ -176,9 +219,22 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
         be16(self.buffer.as_ref(), field::STREAM)
     }
 
+    /// The path the datagram was sent on.
+    pub fn path_id(&self) -> u8 {
+        self.buffer.as_ref()[field::PATH_ID]
+    }
+
     /// The payload after this type's header.
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.kind().header_len()..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
+    /// Sets the path the datagram is sent on (after [`UdpRepr::emit`] or
+    /// [`UdpRepr::emit_header`], which write path 0). The buffer must hold the common header.
+    pub fn set_path_id(&mut self, path: u8) {
+        self.buffer.as_mut()[field::PATH_ID] = path;
     }
 }
 
@@ -221,6 +277,24 @@ pub enum UdpRepr<'a> {
         /// Sender timestamp.
         timestamp: u32,
     },
+    /// Path probe.
+    Probe {
+        /// Sender timestamp (echoed in the reply for the path's RTT).
+        timestamp: u32,
+        /// Datagrams the sender sent on the path, this one included (wrapping).
+        sent: u32,
+    },
+    /// Path probe reply.
+    ProbeReply {
+        /// The probe's timestamp.
+        timestamp_echo: u32,
+        /// The probe's sent count.
+        sent_echo: u32,
+        /// Datagrams the replier received on the path, the probe included (wrapping).
+        received: u32,
+        /// Bytes the replier received on the path (wrapping).
+        received_bytes: u32,
+    },
 }
 
 impl<'a> UdpRepr<'a> {
@@ -260,6 +334,16 @@ impl<'a> UdpRepr<'a> {
             UdpKind::Keepalive => UdpRepr::Keepalive {
                 timestamp: be32(b, field::KEEPALIVE_TS),
             },
+            UdpKind::Probe => UdpRepr::Probe {
+                timestamp: be32(b, field::PROBE_TS),
+                sent: be32(b, field::PROBE_SENT),
+            },
+            UdpKind::ProbeReply => UdpRepr::ProbeReply {
+                timestamp_echo: be32(b, field::PROBE_TS),
+                sent_echo: be32(b, field::PROBE_SENT),
+                received: be32(b, field::REPLY_RECEIVED),
+                received_bytes: be32(b, field::REPLY_BYTES),
+            },
             UdpKind::Unknown(_) => return Err(Error),
         })
     }
@@ -271,6 +355,8 @@ impl<'a> UdpRepr<'a> {
             UdpRepr::Repair { .. } => UdpKind::Repair,
             UdpRepr::Feedback { .. } => UdpKind::Feedback,
             UdpRepr::Keepalive { .. } => UdpKind::Keepalive,
+            UdpRepr::Probe { .. } => UdpKind::Probe,
+            UdpRepr::ProbeReply { .. } => UdpKind::ProbeReply,
         }
     }
 
@@ -283,7 +369,7 @@ impl<'a> UdpRepr<'a> {
         match *self {
             UdpRepr::Source { payload, .. } | UdpRepr::Repair { payload, .. } => payload,
             UdpRepr::Feedback { body, .. } => body,
-            UdpRepr::Keepalive { .. } => &[],
+            UdpRepr::Keepalive { .. } | UdpRepr::Probe { .. } | UdpRepr::ProbeReply { .. } => &[],
         }
     }
 
@@ -335,6 +421,21 @@ impl<'a> UdpRepr<'a> {
                 put32(b, field::TS_ECHO, timestamp_echo);
             }
             UdpRepr::Keepalive { timestamp } => put32(b, field::KEEPALIVE_TS, timestamp),
+            UdpRepr::Probe { timestamp, sent } => {
+                put32(b, field::PROBE_TS, timestamp);
+                put32(b, field::PROBE_SENT, sent);
+            }
+            UdpRepr::ProbeReply {
+                timestamp_echo,
+                sent_echo,
+                received,
+                received_bytes,
+            } => {
+                put32(b, field::PROBE_TS, timestamp_echo);
+                put32(b, field::PROBE_SENT, sent_echo);
+                put32(b, field::REPLY_RECEIVED, received);
+                put32(b, field::REPLY_BYTES, received_bytes);
+            }
         }
         Ok(n)
     }
@@ -370,8 +471,20 @@ mod tests {
         0x12, 0x00, 0x00, 0x03, 0x02, 0, 0, 0, 0x01, 0x02, 0x03, 0x04, 0x99, 0x98,
     ];
     static KEEPALIVE: [u8; 8] = [0x13, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef];
+    static PROBE: [u8; 12] = [
+        0x14, 0x00, 0x00, 0x00, // v1 probe, path 0, stream 0
+        0x00, 0x01, 0x00, 0x02, // timestamp 65538
+        0x00, 0x00, 0x00, 0x07, // sent 7
+    ];
+    static PROBE_REPLY: [u8; 20] = [
+        0x15, 0x00, 0x00, 0x00, // v1 probe reply
+        0x00, 0x01, 0x00, 0x02, // timestamp echo
+        0x00, 0x00, 0x00, 0x07, // sent echo
+        0x00, 0x00, 0x00, 0x05, // received 5
+        0x00, 0x00, 0x10, 0x01, // 4097 bytes
+    ];
 
-    fn reprs() -> [(&'static [u8], UdpRepr<'static>); 4] {
+    fn reprs() -> [(&'static [u8], UdpRepr<'static>); 6] {
         [
             (
                 &SOURCE,
@@ -412,6 +525,22 @@ mod tests {
                     timestamp: 0xdeadbeef,
                 },
             ),
+            (
+                &PROBE,
+                UdpRepr::Probe {
+                    timestamp: 65538,
+                    sent: 7,
+                },
+            ),
+            (
+                &PROBE_REPLY,
+                UdpRepr::ProbeReply {
+                    timestamp_echo: 65538,
+                    sent_echo: 7,
+                    received: 5,
+                    received_bytes: 4097,
+                },
+            ),
         ]
     }
 
@@ -440,6 +569,31 @@ mod tests {
             assert_eq!(&buf[..n], bytes);
             assert!(repr.emit(&mut buf[..bytes.len() - 1]).is_err());
         }
+    }
+
+    #[test]
+    fn path_id_is_the_common_headers_second_byte() {
+        let mut b = SOURCE;
+        assert_eq!(UdpPacket::new_checked(&b[..]).unwrap().path_id(), 0);
+        UdpPacket::new_unchecked(&mut b[..]).set_path_id(3);
+        assert_eq!(b[1], 3);
+        let p = UdpPacket::new_checked(&b[..]).unwrap();
+        assert_eq!(p.path_id(), 3);
+        // The path id does not change what the frame says.
+        assert_eq!(
+            UdpRepr::parse(&p).unwrap(),
+            UdpRepr::parse(&UdpPacket::new_checked(&SOURCE[..]).unwrap()).unwrap()
+        );
+    }
+
+    #[test]
+    fn short_probes_are_refused() {
+        assert!(UdpPacket::new_checked(&PROBE[..11]).is_err());
+        assert!(UdpPacket::new_checked(&PROBE_REPLY[..19]).is_err());
+        // A probe header on a reply's type byte is too short for a reply.
+        let mut b = PROBE;
+        b[0] = 0x15;
+        assert!(UdpPacket::new_checked(&b[..]).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use hirt_lab::config::{
     parse_duration, parse_queue, parse_rate, parse_size, DemoConfig, FecRuns, LabConfig, Profile,
-    WorkloadKind,
+    Scenario, WorkloadKind,
 };
 use hirt_lab::emu::core::QueueLimit;
 use hirt_lab::tunnel::TunnelMode;
@@ -29,6 +29,17 @@ pub enum ProfileArg {
     Iot,
     /// No impairment at all (emulator still in the path).
     Clean,
+    /// Two uplinks between the same hosts: path 0 Starlink-like, path 1 LTE-like (for
+    /// `--scenario outage`; a single-path run uses path 0's links).
+    Dual,
+}
+
+/// Scenarios run instead of the workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScenarioArg {
+    /// Silent outages of the active path of a two-path UDP tunnel (`--runs` of them): failover
+    /// time, JSON with `failover_p50_ms`, `failover_p99_ms`, `feedback_interval_ms`, `runs`.
+    Outage,
 }
 
 /// Workloads.
@@ -172,6 +183,13 @@ pub struct LabArgs {
     /// Datagrams per second of each of the soak's two checked streams (1000-byte datagrams).
     #[arg(long, default_value_t = 1000)]
     pub soak_pps: u32,
+    /// Run a scenario instead of the workloads (`outage`: with `--tunnel udp`, usually
+    /// `--profile dual`; prints JSON).
+    #[arg(long, value_enum)]
+    pub scenario: Option<ScenarioArg>,
+    /// Events of `--scenario` (outages).
+    #[arg(long, default_value_t = 50)]
+    pub runs: usize,
 }
 
 /// Arguments of `hirt demo`.
@@ -197,6 +215,7 @@ impl From<ProfileArg> for Profile {
             ProfileArg::Wan1 => Profile::Wan1,
             ProfileArg::Iot => Profile::Iot,
             ProfileArg::Clean => Profile::Clean,
+            ProfileArg::Dual => Profile::Dual,
         }
     }
 }
@@ -267,6 +286,8 @@ impl From<LabArgs> for LabConfig {
             soak: a.soak,
             fault_every: a.fault_every,
             soak_pps: a.soak_pps,
+            scenario: a.scenario.map(|ScenarioArg::Outage| Scenario::Outage),
+            runs: a.runs,
         }
     }
 }

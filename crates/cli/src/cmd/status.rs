@@ -14,6 +14,13 @@ pub struct StatusArgs {
     /// Change the encoder's controller live (e.g. `fixed:step=10`, `ours`, `hirt`).
     #[arg(long)]
     pub set_controller: Option<String>,
+    /// Change the path policy of a multi-path UDP tunnel live (`failover`, `lowest-delay`,
+    /// `greedy`, `random`, `bond`).
+    #[arg(long, value_name = "KIND")]
+    pub set_path_policy: Option<String>,
+    /// Change where repairs go on a multi-path UDP tunnel live (`same` or `diverse`).
+    #[arg(long, value_name = "same|diverse")]
+    pub set_repair_path: Option<String>,
 }
 
 /// Runs `hirt status`.
@@ -37,9 +44,18 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     };
     use std::fmt::Write as _;
     let mut out = String::new();
-    if let Some(c) = args.set_controller {
-        let r = hirt_linux::control::request(&path, &format!("set controller {c}"))?;
-        let _ = writeln!(out, "{r}");
+    let changes = [
+        ("controller", args.set_controller),
+        ("path-policy", args.set_path_policy),
+        ("repair-path", args.set_repair_path),
+    ];
+    if changes.iter().any(|(_, v)| v.is_some()) {
+        for (what, v) in changes {
+            if let Some(v) = v {
+                let r = hirt_linux::control::request(&path, &format!("set {what} {v}"))?;
+                let _ = writeln!(out, "{r}");
+            }
+        }
         return print_out(&out);
     }
     let r = hirt_linux::control::request(&path, "status")?;
@@ -58,6 +74,39 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     if let Some(g) = st["global"].as_object() {
         for (k, val) in g {
             let _ = writeln!(out, "  {k:<24} {val}");
+        }
+    }
+    if let Some(p) = st.get("paths").filter(|p| !p.is_null()) {
+        let _ = writeln!(
+            out,
+            "paths: policy {}   repair path {}   preferred {}",
+            p["policy"].as_str().unwrap_or("?"),
+            p["repair_path"].as_str().unwrap_or("?"),
+            p["preferred"]
+        );
+        let _ = writeln!(
+            out,
+            "  {:<4} {:<22} {:<10} {:>9} {:>7} {:>7} {:>10} {:>9} {:>8}",
+            "path", "remote", "state", "srtt_ms", "loss", "share", "sources", "repairs", "probes"
+        );
+        for q in p["paths"].as_array().into_iter().flatten() {
+            let f = |k: &str| q[k].as_f64().unwrap_or(0.0);
+            let _ = writeln!(
+                out,
+                "  {:<4} {:<22} {:<10} {:>9.2} {:>7.4} {:>7.3} {:>10} {:>9} {:>8}",
+                q["path"],
+                q["remote"].as_str().unwrap_or(""),
+                q["state"].as_str().unwrap_or("?"),
+                f("srtt_ms"),
+                f("loss"),
+                f("share"),
+                q["sources"],
+                q["repairs"],
+                q["probes"]
+            );
+        }
+        for e in p["events"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "  event: {}", e.as_str().unwrap_or("?"));
         }
     }
     if let Some(streams) = st["streams"].as_array() {

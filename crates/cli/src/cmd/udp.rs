@@ -89,6 +89,29 @@ pub struct UdpArgs {
     /// DSCP for repair packets (0-63).
     #[arg(long)]
     pub repair_dscp: Option<u8>,
+    /// Client: one path of the tunnel, repeated for each (path ids 0, 1, ... in order):
+    /// `dev=IF,local=IP[:PORT],remote=HOST:PORT`, every key optional. `dev` binds the path's
+    /// socket to an interface (SO_BINDTODEVICE), `local` to a source address, `remote` is the
+    /// server's address on this path (default: -r). E.g. `--path dev=eth1,remote=1.2.3.4:4096
+    /// --path dev=wwan0,remote=1.2.3.4:4096`. Without --path: one path from -l and -r. The
+    /// server learns every path from the client's datagrams. See docs/paths.md.
+    #[arg(long = "path", value_name = "SPEC")]
+    pub path: Vec<String>,
+    /// How sources use the paths: failover (default: the first usable path, back once it is
+    /// up again), lowest-delay (EXP3), greedy (lowest RTT), random, bond.
+    #[arg(long, value_name = "KIND")]
+    pub path_policy: Option<String>,
+    /// Where repairs go: same (the sources' path, default) or diverse (the lowest-delay
+    /// other usable path).
+    #[arg(long, value_name = "same|diverse")]
+    pub repair_path: Option<String>,
+    /// Probe an idle path every this many ms (default 50; 0: never).
+    #[arg(long, value_name = "MS")]
+    pub path_probe_interval_ms: Option<f64>,
+    /// The path manager's interval in ms (default 50): a path is silent after its RTT plus
+    /// 1.25 of these without a probe answered; busy paths are probed every half of one.
+    #[arg(long, value_name = "MS")]
+    pub path_feedback_interval_ms: Option<f64>,
 }
 
 impl UdpArgs {
@@ -111,6 +134,29 @@ impl UdpArgs {
             some: listen, remote, private_key_file, peer_public_key, preshared_key_file,
                 passphrase_file, tun_addr, tun_addr6;
             flag: no_encrypt, insecure, no_mss_clamp, no_tun_offload);
+        if !a.path.is_empty() {
+            c.path = a
+                .path
+                .iter()
+                .map(|p| p.parse().map_err(|e| anyhow::anyhow!("--path `{p}`: {e}")))
+                .collect::<anyhow::Result<_>>()?;
+        }
+        if let Some(k) = &a.path_policy {
+            c.paths.policy.kind = k
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--path-policy: {e}"))?;
+        }
+        if let Some(r) = &a.repair_path {
+            c.paths.repair_path = r
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--repair-path: {e}"))?;
+        }
+        if let Some(v) = a.path_probe_interval_ms {
+            c.paths.probe_interval_ms = v;
+        }
+        if let Some(v) = a.path_feedback_interval_ms {
+            c.paths.feedback_interval_ms = v;
+        }
         Ok(c)
     }
 }
@@ -192,6 +238,43 @@ mod tests {
         .unwrap();
         c.validate().unwrap();
         assert_eq!(c.rekey_after_s, 30.0);
+        let c = Cli::parse_from([
+            "hirt",
+            "-c",
+            "--insecure",
+            "-r",
+            "192.0.2.1:4096",
+            "--path",
+            "local=127.0.0.1",
+            "--path",
+            "dev=lo,remote=192.0.2.2:4096",
+            "--path-policy",
+            "lowest-delay",
+            "--repair-path",
+            "diverse",
+            "--path-probe-interval-ms",
+            "20",
+        ])
+        .a
+        .into_config()
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.path.len(), 2);
+        assert_eq!(c.path[1].dev.as_deref(), Some("lo"));
+        assert_eq!(
+            c.paths.policy.kind,
+            hirt_core::path::PolicyKind::LowestDelay
+        );
+        assert_eq!(c.paths.repair_path, hirt_core::path::RepairPath::Diverse);
+        assert_eq!(c.paths.probe_interval_ms, 20.0);
+        let bad = Cli::parse_from(["hirt", "-c", "--path", "via=eth0"])
+            .a
+            .into_config();
+        assert!(bad.unwrap_err().to_string().contains("unknown path key"));
+        let bad = Cli::parse_from(["hirt", "-c", "--path-policy", "fastest"])
+            .a
+            .into_config();
+        assert!(bad.unwrap_err().to_string().contains("--path-policy"));
         let _ = std::fs::remove_file(&path);
     }
 }

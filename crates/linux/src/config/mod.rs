@@ -18,6 +18,9 @@ pub use coder::CoderSettings;
 
 mod coder;
 mod udp_keys;
+mod udp_paths;
+
+pub use udp_paths::{ResolvedPath, UdpPathConfig, MAX_PATHS};
 
 /// A configuration value that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -606,6 +609,12 @@ pub struct UdpConfig {
     pub deadline: Option<String>,
     /// Seed for the core's randomness (from the clock).
     pub seed: Option<u64>,
+    /// Client: the tunnel's paths, one `[[path]]` table each (`--path`); empty: one path
+    /// from `listen` and `remote`. Path ids are list positions.
+    pub path: Vec<UdpPathConfig>,
+    /// How the paths are used: policy, probes, repair path (`[paths]`, docs/paths.md). A
+    /// server uses it for the paths it learns from the client.
+    pub paths: hirt_core::path::PathManagerConfig,
 }
 
 impl Default for UdpConfig {
@@ -644,6 +653,8 @@ impl Default for UdpConfig {
             in_order_ms: 0.0,
             deadline: None,
             seed: None,
+            path: Vec::new(),
+            paths: hirt_core::path::PathManagerConfig::default(),
         }
     }
 }
@@ -671,9 +682,13 @@ impl UdpConfig {
         let role = self.role()?;
         self.check_keys()?;
         if role == UdpRole::Client {
-            ensure(self.remote.is_some(), "remote", || {
-                "required on a client (-r SERVER:PORT)".into()
-            })?;
+            let every_path_has_one =
+                !self.path.is_empty() && self.path.iter().all(|p| p.remote.is_some());
+            ensure(
+                self.remote.is_some() || every_path_has_one,
+                "remote",
+                || "required on a client (-r SERVER:PORT, or remote= in every --path)".into(),
+            )?;
         }
         self.fec_mode()?;
         check_threads(self.threads)?;
@@ -692,7 +707,48 @@ impl UdpConfig {
             parse_cidr(a).map_err(|e| ConfigError::new("tun-addr6", e))?;
         }
         self.coder()?;
+        self.paths
+            .validate()
+            .map_err(|e| ConfigError::new("paths", e.to_string()))?;
+        match role {
+            UdpRole::Server => ensure(self.path.is_empty(), "path", || {
+                "a server learns its paths from the client's datagrams; give paths on the client"
+                    .into()
+            })?,
+            UdpRole::Client => {
+                udp_paths::check_paths(&self.path, self.remote.as_deref())?;
+                ensure(self.path.len() <= 1 || self.threads == 1, "path", || {
+                    format!(
+                        "{} paths need --threads 1 (path probes are counted per sending worker)",
+                        self.path.len()
+                    )
+                })?;
+            }
+        }
         Ok(())
+    }
+
+    /// The client's paths, resolved: the `path` list, or one path from `listen` and `remote`.
+    pub fn client_paths(&self) -> Result<Vec<ResolvedPath>, ConfigError> {
+        if self.path.is_empty() {
+            let implicit = UdpPathConfig {
+                local: self.listen.clone(),
+                dev: None,
+                remote: None,
+            };
+            let r = implicit
+                .resolve(self.remote.as_deref())
+                .map_err(|e| ConfigError::new("remote", e))?;
+            return Ok(vec![r]);
+        }
+        self.path
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                p.resolve(self.remote.as_deref())
+                    .map_err(|e| ConfigError::new("path", format!("path {i}: {e}")))
+            })
+            .collect()
     }
 
     /// Server or client.
@@ -1015,6 +1071,43 @@ mod tests {
                 },
                 "threads: 0",
             ),
+            (
+                UdpConfig {
+                    role: Some(UdpRole::Server),
+                    path: vec!["dev=eth1".parse().unwrap()],
+                    ..udp()
+                },
+                "path: a server learns its paths",
+            ),
+            (
+                UdpConfig {
+                    role: Some(UdpRole::Client),
+                    remote: Some("192.0.2.1:4096".into()),
+                    path: vec!["dev=a".parse().unwrap(), "local=::1".parse().unwrap()],
+                    ..udp()
+                },
+                "path: path 1: local [::1]:0 and remote 192.0.2.1:4096",
+            ),
+            (
+                UdpConfig {
+                    role: Some(UdpRole::Client),
+                    remote: Some("192.0.2.1:4096".into()),
+                    path: vec!["dev=a".parse().unwrap(), "dev=b".parse().unwrap()],
+                    threads: 2,
+                    ..udp()
+                },
+                "path: 2 paths need --threads 1",
+            ),
+            (
+                UdpConfig {
+                    paths: hirt_core::path::PathManagerConfig {
+                        silence_intervals: 0.1,
+                        ..Default::default()
+                    },
+                    ..udp()
+                },
+                "paths: `silence-intervals` = 0.1",
+            ),
         ];
         for (c, want) in cases {
             let e = err(c.validate());
@@ -1045,6 +1138,23 @@ mod tests {
         assert!(toml::from_str::<UdpConfig>("role = \"peer\"").is_err());
         let e = toml::from_str::<UdpConfig>("key = \"secret on a command line\"").unwrap_err();
         assert!(e.to_string().contains("unknown field"), "{e}");
+        let u: UdpConfig = toml::from_str(
+            "role = \"client\"\ninsecure = true\n\
+             [[path]]\nlocal = \"10.1.0.2\"\nremote = \"10.1.0.1:4096\"\n\
+             [[path]]\ndev = \"wwan0\"\nremote = \"10.2.0.1:4096\"\n\
+             [paths]\nrepair-path = \"diverse\"\n[paths.policy]\nkind = \"lowest-delay\"\n",
+        )
+        .unwrap();
+        u.validate().unwrap();
+        let p = u.client_paths().unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].dev.as_deref(), Some("wwan0"));
+        assert_eq!(p[1].remote, "10.2.0.1:4096".parse().unwrap());
+        assert_eq!(
+            u.paths.policy.kind,
+            hirt_core::path::PolicyKind::LowestDelay
+        );
+        assert!(toml::from_str::<UdpConfig>("[[path]]\nvia = \"x\"").is_err());
     }
 
     /// The documented example files parse and validate.

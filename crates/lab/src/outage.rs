@@ -1,0 +1,342 @@
+//! `hirt lab --scenario outage --tunnel udp`: failover time of a two-path UDP tunnel when the
+//! active path dies silently, over `--runs` outages.
+//!
+//! Two underlay paths between the client and the server, each through its own emulator in
+//! the link namespace: path 0 with the profile's links, path 1 with LTE-like links under
+//! `--profile dual` (Starlink-like path 0), else the same links as path 0. The tunnel's two ends
+//! run in this process (`hirt_linux::udp::start`, `--threads 1`), the client with one `--path`
+//! per underlay path and the `failover` policy. A flow of one 200-byte datagram per
+//! millisecond crosses the tunnel; each run drops everything on the server's device of path 0,
+//! both ways (nft, no ICMP), then restores it and waits for the client to fail back.
+//!
+//! Failover time of a run: from when the drop began (the send time of the first datagram of the
+//! outage's run of losses, plus path 0's one-way delay) to the arrival, at the server's TUN
+//! device, of the next datagram that arrives (path 0 drops them all, so it crossed path 1). Summary keys: `failover_p50_ms`, `failover_p99_ms`,
+//! `feedback_interval_ms`, `runs`.
+
+use std::collections::HashMap;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hirt_core::path::{PathManagerConfig, PolicyConfig, PolicyKind};
+use hirt_linux::config::{UdpConfig, UdpPathConfig, UdpRole};
+use hirt_linux::metrics::PathsStatus;
+use hirt_linux::udp::{self, UdpHandle};
+
+use crate::config::{LabConfig, Profile};
+use crate::emu::Emulator;
+use crate::netns;
+use crate::profile::{links, profile_links};
+use crate::topo::{Topology, UnderlayPath};
+
+const TUN_SERVER: &str = "10.98.0.1";
+const TUN_CLIENT: &str = "10.98.0.2";
+const FLOW_PORT: u16 = 9400;
+
+/// Runs the scenario; the JSON summary.
+pub fn outage(args: &LabConfig) -> anyhow::Result<serde_json::Value> {
+    if !crate::sys::is_root() {
+        bail!("hirt lab builds network namespaces and needs root (run it with sudo)");
+    }
+    args.validate()?;
+    netns::install_signal_handler();
+    netns::remove_stale();
+    let _teardown = netns::Teardown;
+    let topo = Topology::build().context("building the lab topology")?;
+    let p0 = UnderlayPath::of(0);
+    let p1 = topo.add_path(1).context("adding underlay path 1")?;
+    let (up0, down0) = links(args);
+    let (up1, down1) = if args.profile == Profile::Dual {
+        profile_links(Profile::Lte, args.seed.wrapping_add(1))
+    } else {
+        (up0.clone(), down0.clone())
+    };
+    let _emu0 = Emulator::start(Some(&topo.link), &p0.link_a, &p0.link_b, &up0, &down0)?;
+    let _emu1 = Emulator::start(Some(&topo.link), &p1.link_a, &p1.link_b, &up1, &down1)?;
+
+    let paths = PathManagerConfig {
+        policy: PolicyConfig::of(PolicyKind::Failover),
+        ..Default::default()
+    };
+    let interval_ms = paths.feedback_interval_ms;
+    let tmp = std::env::temp_dir();
+    let pid = std::process::id();
+    let server_key = tmp.join(format!("hirt-outage-{pid}-server.key"));
+    let client_key = tmp.join(format!("hirt-outage-{pid}-client.key"));
+    let server_pub = udp::keys::write_new_private_key(&server_key)?;
+    let client_pub = udp::keys::write_new_private_key(&client_key)?;
+    let base = UdpConfig {
+        fec: "ours".into(),
+        dev: "hirt0".into(),
+        threads: 1,
+        keepalive_ms: 200,
+        seed: Some(args.seed),
+        paths,
+        ..Default::default()
+    };
+    let server_cfg = UdpConfig {
+        role: Some(UdpRole::Server),
+        listen: Some("0.0.0.0:4096".into()),
+        tun_addr: Some(format!("{TUN_SERVER}/24")),
+        private_key_file: Some(server_key.clone()),
+        peer_public_key: Some(client_pub),
+        control: Some(format!("/run/hirt-{}.sock", topo.server).into()),
+        ..base.clone()
+    };
+    let client_cfg = UdpConfig {
+        role: Some(UdpRole::Client),
+        tun_addr: Some(format!("{TUN_CLIENT}/24")),
+        private_key_file: Some(client_key.clone()),
+        peer_public_key: Some(server_pub),
+        control: Some(format!("/run/hirt-{}.sock", topo.client).into()),
+        path: [&p0, &p1]
+            .iter()
+            .map(|p| UdpPathConfig {
+                local: Some(p.client4.clone()),
+                dev: None,
+                remote: Some(format!("{}:4096", p.server4)),
+            })
+            .collect(),
+        ..base
+    };
+    let start = |ns: &str, cfg: UdpConfig| -> anyhow::Result<UdpHandle> {
+        netns::join(netns::in_ns(ns, move || udp::start(cfg)))
+    };
+    let server = start(&topo.server, server_cfg)?;
+    let client = start(&topo.client, client_cfg)?;
+    let result = measure(args, &topo, &p0, &client, interval_ms);
+    client.stop();
+    server.stop();
+    for k in [server_key, client_key] {
+        let _ = std::fs::remove_file(k);
+    }
+    let mut json = result?;
+    json["profile"] = serde_json::json!(format!("{:?}", args.profile).to_lowercase());
+    json["tunnel"] = serde_json::json!("udp");
+    json["machine"] = serde_json::json!(crate::run::machine());
+    Ok(json)
+}
+
+fn status(h: &UdpHandle) -> PathsStatus {
+    h.metrics.paths_status()
+}
+
+fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Runs `ip netns exec NS nft ARGS`.
+fn nft(ns: &str, args: &[&str]) -> anyhow::Result<()> {
+    let mut a = vec!["netns", "exec", ns, "nft"];
+    a.extend_from_slice(args);
+    netns::run("ip", &a)
+}
+
+fn measure(
+    args: &LabConfig,
+    topo: &Topology,
+    p0: &UnderlayPath,
+    client: &UdpHandle,
+    interval_ms: f64,
+) -> anyhow::Result<serde_json::Value> {
+    // The session, and both paths measured (path 1 by the probes of an idle path).
+    let ready = wait_for(Duration::from_secs(20), || {
+        let s = status(client);
+        s.paths.len() == 2 && s.paths.iter().all(|p| p.srtt_ms > 0.0 && p.state == "up")
+    });
+    if !ready {
+        bail!("the tunnel's paths did not come up: {:?}", status(client));
+    }
+    let t0 = Instant::now();
+    let since = move |t: Instant| t.saturating_duration_since(t0).as_nanos() as u64;
+    let received: Arc<Mutex<Vec<(u64, u32)>>> = Arc::default();
+    let sent_at: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx = {
+        let (received, stop) = (received.clone(), stop.clone());
+        netns::in_ns(&topo.server, move || {
+            let sock = UdpSocket::bind((TUN_SERVER, FLOW_PORT))?;
+            sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+            let mut buf = [0u8; 256];
+            while !stop.load(Ordering::Relaxed) {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    let now = since(Instant::now());
+                    if let Some(seq) = buf.get(..4).filter(|_| n >= 4) {
+                        let seq = u32::from_be_bytes([seq[0], seq[1], seq[2], seq[3]]);
+                        if let Ok(mut r) = received.lock() {
+                            r.push((now, seq));
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })
+    };
+    let tx = {
+        let (sent_at, stop) = (sent_at.clone(), stop.clone());
+        netns::in_ns(&topo.client, move || {
+            let sock = UdpSocket::bind((TUN_CLIENT, 0))?;
+            let mut p = [0u8; 200];
+            let mut seq = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                p[..4].copy_from_slice(&seq.to_be_bytes());
+                if let Ok(mut s) = sent_at.lock() {
+                    s.push(since(Instant::now()));
+                }
+                let _ = sock.send_to(&p, (TUN_SERVER, FLOW_PORT));
+                seq = seq.wrapping_add(1);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Ok(())
+        })
+    };
+    let table = "hirt_outage";
+    let rules = format!(
+        "table inet {table} {{\n chain pre {{ type filter hook prerouting priority -300; \
+         iifname \"{dev}\" drop; }}\n chain out {{ type filter hook output priority -300; \
+         oifname \"{dev}\" drop; }}\n}}\n",
+        dev = p0.server_dev
+    );
+    let rules_file = std::env::temp_dir().join(format!("hirt-outage-{}.nft", std::process::id()));
+    std::fs::write(&rules_file, rules)?;
+    let rules_path = rules_file.display().to_string();
+    let mut failover_ms = Vec::new();
+    let mut failed = 0usize;
+    let mut notes: Vec<String> = Vec::new();
+    for run in 0..args.runs {
+        let back = wait_for(Duration::from_secs(20), || {
+            let s = status(client);
+            s.preferred == Some(0) && s.paths.iter().all(|p| p.state == "up")
+        });
+        if !back {
+            eprintln!("run {run}: path 0 did not come back; stopping");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        nft(&topo.server, &["-f", &rules_path])?;
+        let after = since(Instant::now());
+        let send_time = |seq: u32| sent_at.lock().ok()?.get(seq as usize).copied();
+        let delivered_after = wait_for(Duration::from_secs(10), || {
+            received.lock().is_ok_and(|r| {
+                r.iter()
+                    .any(|&(at, seq)| at > after && send_time(seq).is_some_and(|t| t > after))
+            })
+        });
+        let lost_gap = if delivered_after {
+            first_gap(&received, &sent_at, after)
+        } else {
+            Err("nothing sent after the drop arrived within 10 s".into())
+        };
+        let note = match lost_gap {
+            Ok(ms) => {
+                failover_ms.push(ms);
+                format!("{ms:.1} ms")
+            }
+            Err(why) => {
+                failed += 1;
+                let why = format!("run {run}: {why}");
+                notes.push(why.clone());
+                why
+            }
+        };
+        nft(&topo.server, &["delete", "table", "inet", table])?;
+        if !args.quiet {
+            eprintln!("outage {}/{}: {note}", run + 1, args.runs);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = netns::join(tx);
+    let _ = netns::join(rx);
+    let _ = std::fs::remove_file(&rules_file);
+    let raw = failover_ms.clone();
+    failover_ms.sort_by(f64::total_cmp);
+    let st = status(client);
+    Ok(serde_json::json!({
+        "scenario": "outage",
+        "runs": failover_ms.len(),
+        "failed": failed,
+        "feedback_interval_ms": interval_ms,
+        "failover_p50_ms": percentile(&failover_ms, 50.0),
+        "failover_p99_ms": percentile(&failover_ms, 99.0),
+        "failover_min_ms": failover_ms.first(),
+        "failover_max_ms": failover_ms.last(),
+        "failover_ms": raw,
+        "path_srtt_ms": st.paths.iter().map(|p| p.srtt_ms).collect::<Vec<_>>(),
+        "switches": client.metrics.global.path_switches.load(Ordering::Relaxed),
+        "events": st.events,
+        "notes": notes,
+    }))
+}
+
+/// Consecutive lost datagrams (1 ms apart) that make an outage, not a burst of the link's loss
+/// model.
+const OUTAGE_RUN: u32 = 20;
+
+/// The failover time of the outage that began before `after` (ns since the flow's start). The
+/// outage begins where the first run of [`OUTAGE_RUN`] or more lost datagrams sent within
+/// 200 ms before `after` begins: at the send time of its first datagram plus the one-way delay
+/// of the last datagram that arrived before it (when the drop reached that datagram's place on
+/// path 0). It ends at the arrival of the first datagram after the run.
+fn first_gap(
+    received: &Mutex<Vec<(u64, u32)>>,
+    sent_at: &Mutex<Vec<u64>>,
+    after: u64,
+) -> Result<f64, String> {
+    const POISONED: &str = "a logging thread panicked";
+    let arrived: HashMap<u32, u64> = received
+        .lock()
+        .map_err(|_| POISONED.to_string())?
+        .iter()
+        .map(|&(at, seq)| (seq, at))
+        .collect();
+    let sends = sent_at.lock().map_err(|_| POISONED.to_string())?.clone();
+    let lo = sends
+        .iter()
+        .position(|&t| t + 200_000_000 >= after)
+        .ok_or("no datagram sent around the drop")? as u32;
+    let n = sends.len() as u32;
+    let mut q = lo;
+    let mut shorter = Vec::new();
+    while q < n {
+        if arrived.contains_key(&q) {
+            q += 1;
+            continue;
+        }
+        let Some(end) = (q..n).find(|k| arrived.contains_key(k)) else {
+            break;
+        };
+        if end - q < OUTAGE_RUN {
+            shorter.push(end - q);
+            q = end;
+            continue;
+        }
+        let owd = q
+            .checked_sub(1)
+            .and_then(|prev| Some(arrived.get(&prev)?.saturating_sub(sends[prev as usize])))
+            .unwrap_or(0);
+        let began = sends[q as usize] + owd;
+        let at = arrived.get(&end).copied().unwrap_or(began);
+        return Ok(at.saturating_sub(began) as f64 / 1e6);
+    }
+    Err(format!(
+        "no run of {OUTAGE_RUN} lost datagrams from 200 ms before the drop (shorter: {shorter:?})"
+    ))
+}
