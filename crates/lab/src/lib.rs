@@ -24,6 +24,7 @@ pub mod config;
 mod dispatch;
 pub mod emu;
 mod emulator_bench;
+pub mod flood;
 pub mod host;
 pub mod profile;
 pub mod report;

@@ -10,6 +10,7 @@ use hirt_lab::config::{
     WorkloadKind,
 };
 use hirt_lab::emu::core::QueueLimit;
+use hirt_lab::flood::{FloodConfig, FloodKind};
 use hirt_lab::tunnel::TunnelMode;
 
 /// Link profiles.
@@ -172,6 +173,47 @@ pub struct LabArgs {
     /// Datagrams per second of each of the soak's two checked streams (1000-byte datagrams).
     #[arg(long, default_value_t = 1000)]
     pub soak_pps: u32,
+    /// Flood the UDP tunnel server's port with this many junk datagrams per second, from a
+    /// namespace of its own, while a paced checked stream and a TCP bulk stream run through the
+    /// tunnel: a `--duration` window without flood, then one with it (`--tunnel udp`).
+    #[arg(long)]
+    pub flood: Option<u64>,
+    /// What `--flood` sends.
+    #[arg(long, value_enum, default_value = "mix")]
+    pub flood_kind: FloodKindArg,
+    /// Datagrams per second of `--flood`'s paced stream (1000 bytes each).
+    #[arg(long, default_value_t = 2000)]
+    pub flood_paced_pps: u32,
+    /// No TCP bulk stream beside `--flood`'s paced stream.
+    #[arg(long)]
+    pub flood_no_tcp: bool,
+}
+
+/// Junk of `hirt lab --flood`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FloodKindArg {
+    /// Random bytes.
+    Random,
+    /// Valid mode or handshake type bytes, then garbage.
+    HirtLooking,
+    /// Datagrams recorded from the session, sent again.
+    Replay,
+    /// Recorded datagrams cut short.
+    Truncated,
+    /// The four in turn.
+    Mix,
+}
+
+impl From<FloodKindArg> for FloodKind {
+    fn from(v: FloodKindArg) -> Self {
+        match v {
+            FloodKindArg::Random => FloodKind::Random,
+            FloodKindArg::HirtLooking => FloodKind::HirtLooking,
+            FloodKindArg::Replay => FloodKind::Replay,
+            FloodKindArg::Truncated => FloodKind::Truncated,
+            FloodKindArg::Mix => FloodKind::Mix,
+        }
+    }
 }
 
 /// Arguments of `hirt demo`.
@@ -282,6 +324,15 @@ impl From<DemoArgs> for DemoConfig {
 }
 
 pub fn run_lab(args: LabArgs) -> anyhow::Result<()> {
+    if let Some(rate_pps) = args.flood {
+        let flood = FloodConfig {
+            rate_pps,
+            kind: args.flood_kind.into(),
+            paced_pps: args.flood_paced_pps,
+            tcp: !args.flood_no_tcp,
+        };
+        return hirt_lab::flood::run(&args.into(), &flood);
+    }
     hirt_lab::run::run_lab(args.into())
 }
 
