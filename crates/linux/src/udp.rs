@@ -1542,3 +1542,6 @@ mod tests;
 
 #[cfg(test)]
 mod restart_tests;
+
+#[cfg(test)]
+mod abuse_tests;

@@ -148,6 +148,8 @@ pub struct FloodReport {
     pub cpu_per_arrived_us: Option<f64>,
     /// Server resident set before the baseline window, kB.
     pub rss_before_kb: u64,
+    /// Server resident set when the flood window opened (the flood running for a second), kB.
+    pub rss_flood_start_kb: u64,
     /// Server resident set after the flood window, kB.
     pub rss_after_kb: u64,
     /// Every stream kept at least 95% of its baseline goodput.
@@ -280,6 +282,7 @@ pub fn flood(args: &LabConfig, cfg: &FloodConfig) -> anyhow::Result<FloodReport>
         paced,
         tcp,
         rss_before_kb: b0.rss_kb,
+        rss_flood_start_kb: f0.rss_kb,
         rss_after_kb: f1.rss_kb,
         goal_met,
     })
@@ -428,8 +431,8 @@ impl FloodReport {
             opt(self.cpu_per_arrived_us)
         ));
         out.push_str(&format!(
-            "server RSS: {} kB before, {} kB after\n",
-            self.rss_before_kb, self.rss_after_kb
+            "server RSS: {} kB before, {} kB a second into the flood, {} kB after\n",
+            self.rss_before_kb, self.rss_flood_start_kb, self.rss_after_kb
         ));
         out.push_str(&format!("server counters during the flood: {:?}\n", f.server_counters));
         out
