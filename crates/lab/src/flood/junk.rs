@@ -20,7 +20,7 @@ pub enum FloodKind {
     Replay,
     /// Recorded datagrams cut short at a random length.
     Truncated,
-    /// The four kinds in turn.
+    /// The four kinds in turn (its hirt-looking quarter: data-looking datagrams only).
     Mix,
 }
 

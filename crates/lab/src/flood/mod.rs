@@ -73,9 +73,9 @@ pub struct FloodConfig {
 }
 
 /// One measurement window's samples.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Sample {
-    at: Option<Instant>,
+    at: Instant,
     cpu_s: f64,
     rss_kb: u64,
     datagrams: u64,
@@ -157,7 +157,11 @@ pub struct FloodReport {
 }
 
 /// The drop counters of a hirt UDP server that count junk.
-pub const JUNK_COUNTERS: [&str; 3] = ["auth_failures", "handshake_dropped", "handshake_rate_limited"];
+pub const JUNK_COUNTERS: [&str; 3] = [
+    "auth_failures",
+    "handshake_dropped",
+    "handshake_rate_limited",
+];
 
 /// Runs a flood lab: builds the topology and the UDP tunnel, measures the baseline and the
 /// flood windows, tears everything down.
@@ -225,7 +229,7 @@ pub fn flood(args: &LabConfig, cfg: &FloodConfig) -> anyhow::Result<FloodReport>
     let sample = |tunnel: &Tunnel| -> anyhow::Result<Sample> {
         let (cpu_s, rss_kb) = net::process_usage(server_pid)?;
         Ok(Sample {
-            at: Some(Instant::now()),
+            at: Instant::now(),
             cpu_s,
             rss_kb,
             datagrams: totals.datagrams.load(Ordering::Relaxed),
@@ -308,10 +312,7 @@ fn server_counters(tunnel: &Tunnel) -> BTreeMap<String, u64> {
 }
 
 fn seconds(a: &Sample, b: &Sample) -> f64 {
-    match (a.at, b.at) {
-        (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64().max(1e-9),
-        _ => 1e-9,
-    }
+    b.at.saturating_duration_since(a.at).as_secs_f64().max(1e-9)
 }
 
 fn window(a: &Sample, b: &Sample) -> Window {
@@ -434,7 +435,10 @@ impl FloodReport {
             "server RSS: {} kB before, {} kB a second into the flood, {} kB after\n",
             self.rss_before_kb, self.rss_flood_start_kb, self.rss_after_kb
         ));
-        out.push_str(&format!("server counters during the flood: {:?}\n", f.server_counters));
+        out.push_str(&format!(
+            "server counters during the flood: {:?}\n",
+            f.server_counters
+        ));
         out
     }
 }

@@ -52,7 +52,10 @@ pub fn wire_flooder(server_ns: &str, target: SocketAddr) -> anyhow::Result<Strin
             SERVER_FLOOD_DEV,
         ],
     )?;
-    ip(&ns, &["addr", "add", &format!("{FLOOD_ADDR}/24"), "dev", FLOOD_DEV])?;
+    ip(
+        &ns,
+        &["addr", "add", &format!("{FLOOD_ADDR}/24"), "dev", FLOOD_DEV],
+    )?;
     ip(server_ns, &["link", "set", SERVER_FLOOD_DEV, "up"])?;
     ip(&ns, &["link", "set", FLOOD_DEV, "up"])?;
     ip(
@@ -70,10 +73,17 @@ pub fn wire_flooder(server_ns: &str, target: SocketAddr) -> anyhow::Result<Strin
 
 /// Records up to `max` UDP payloads sent to `port` that arrive on `dev` of `ns` within `for_`
 /// (IPv4 only: the lab's UDP tunnel runs over IPv4).
-pub fn record(ns: &str, dev: &str, port: u16, max: usize, for_: Duration) -> anyhow::Result<Vec<Vec<u8>>> {
+pub fn record(
+    ns: &str,
+    dev: &str,
+    port: u16,
+    max: usize,
+    for_: Duration,
+) -> anyhow::Result<Vec<Vec<u8>>> {
     let dev = dev.to_string();
     netns::join(netns::in_ns(ns, move || {
-        let sock = PacketSocket::open(&dev, true).with_context(|| format!("packet socket on {dev}"))?;
+        let sock =
+            PacketSocket::open(&dev, true).with_context(|| format!("packet socket on {dev}"))?;
         let mut out = Vec::new();
         let mut buf = vec![0u8; 2048];
         let mut batch = Batch::new(1);

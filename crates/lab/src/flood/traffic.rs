@@ -81,9 +81,7 @@ pub fn receive_paced(
             match checker.check(&buf[..n]) {
                 Arrival::Fresh { .. } => {
                     totals.datagrams.fetch_add(1, Ordering::Relaxed);
-                    totals
-                        .datagram_bytes
-                        .fetch_add(n as u64, Ordering::Relaxed);
+                    totals.datagram_bytes.fetch_add(n as u64, Ordering::Relaxed);
                 }
                 _ => {
                     totals.bad.fetch_add(1, Ordering::Relaxed);

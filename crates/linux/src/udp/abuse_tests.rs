@@ -223,7 +223,8 @@ impl Pair {
             if i < first + count {
                 let p = ip_packet(i);
                 buf[TUN_OFFSET..TUN_OFFSET + p.len()].copy_from_slice(&p);
-                self.client.handle_tun(&mut buf, p.len(), self.now, &mut out);
+                self.client
+                    .handle_tun(&mut buf, p.len(), self.now, &mut out);
                 self.now += Duration::from_micros(100);
             } else {
                 self.now += Duration::from_millis(100);
@@ -254,7 +255,9 @@ impl Pair {
             }
         }
         assert!(seen.values().all(|&n| n == 1), "a packet delivered twice");
-        seen.keys().filter(|&&i| (first..first + count).contains(&i)).count()
+        seen.keys()
+            .filter(|&&i| (first..first + count).contains(&i))
+            .count()
     }
 
     /// Runs every kind of abuse once.
@@ -266,67 +269,67 @@ impl Pair {
         let big = MAX_PACKET;
         // ESI jumps on the client's own stream: far forward, backwards, across the wrap.
         if parts & 1 != 0 {
-        for (base, n) in [
-            (1u32 << 31, 200u32),
-            (1 << 30, 200),
-            (u32::MAX - 100, 200),
-            (round * 7_919, 200),
-            (1 << 31, 200),
-        ] {
-            for k in 0..n {
-                let _ = self.source(0, base.wrapping_add(k * 3), 1200);
-            }
-        }
-        }
-        if parts & 2 != 0 {
-        // Repairs for windows far ahead of, far behind and across the wrap from the sources,
-        // with the widest window the wire allows.
-        for (first, nss) in [
-            (1u32 << 20, 16u16),
-            (u32::MAX - 5, 16),
-            (5, hirt_fec::rlc::MAX_WINDOW),
-            ((1 << 31) + 1_000_000, hirt_fec::rlc::MAX_WINDOW),
-        ] {
-            for key in 0..300 {
-                self.repair(0, first.wrapping_add(u32::from(key)), nss, key, 1200);
-            }
-        }
-        }
-        if parts & 4 != 0 {
-        // A repair flood: thousands of repairs for each source of a stream.
-        for esi in 0..8u32 {
-            let _ = self.source(1, (1 << 29) + esi * 2, 1000);
-            for key in 0..2_000 {
-                self.repair(1, (1 << 29) + esi.saturating_sub(8), 16, key, 1000);
-            }
-        }
-        }
-        if parts & 8 != 0 {
-        // Symbols of the largest length the decoder takes, and beyond it.
-        for esi in 0..400u32 {
-            let _ = self.source(2, esi.wrapping_add(round << 20), big);
-            if esi % 2 == 0 {
-                self.repair(2, esi.wrapping_add(round << 20), 16, esi as u16, big + 2);
-            }
-        }
-        for len in [big + 1, big + 3, 20_000, 65_000] {
-            let _ = self.source(3, round * 10 + len as u32, len);
-            self.repair(3, round * 10, 16, 1, len);
-        }
-        }
-        if parts & 16 != 0 {
-        // Every stream id: sources with the largest symbols and repairs with gaps, so the
-        // streams that are tracked fill their code's columns and equations.
-        for stream in 0..=u16::MAX {
-            let esi = round.wrapping_mul(1 << 24);
-            let _ = self.source(stream, esi, if stream < 128 { big } else { 64 });
-            if stream < 128 {
-                for k in 1..40u32 {
-                    let _ = self.source(stream, esi + 2 * k, big);
-                    self.repair(stream, esi + 2 * k - 15, 16, k as u16, big + 2);
+            for (base, n) in [
+                (1u32 << 31, 200u32),
+                (1 << 30, 200),
+                (u32::MAX - 100, 200),
+                (round * 7_919, 200),
+                (1 << 31, 200),
+            ] {
+                for k in 0..n {
+                    let _ = self.source(0, base.wrapping_add(k * 3), 1200);
                 }
             }
         }
+        if parts & 2 != 0 {
+            // Repairs for windows far ahead of, far behind and across the wrap from the sources,
+            // with the widest window the wire allows.
+            for (first, nss) in [
+                (1u32 << 20, 16u16),
+                (u32::MAX - 5, 16),
+                (5, hirt_fec::rlc::MAX_WINDOW),
+                ((1 << 31) + 1_000_000, hirt_fec::rlc::MAX_WINDOW),
+            ] {
+                for key in 0..300 {
+                    self.repair(0, first.wrapping_add(u32::from(key)), nss, key, 1200);
+                }
+            }
+        }
+        if parts & 4 != 0 {
+            // A repair flood: thousands of repairs for each source of a stream.
+            for esi in 0..8u32 {
+                let _ = self.source(1, (1 << 29) + esi * 2, 1000);
+                for key in 0..2_000 {
+                    self.repair(1, (1 << 29) + esi.saturating_sub(8), 16, key, 1000);
+                }
+            }
+        }
+        if parts & 8 != 0 {
+            // Symbols of the largest length the decoder takes, and beyond it.
+            for esi in 0..400u32 {
+                let _ = self.source(2, esi.wrapping_add(round << 20), big);
+                if esi % 2 == 0 {
+                    self.repair(2, esi.wrapping_add(round << 20), 16, esi as u16, big + 2);
+                }
+            }
+            for len in [big + 1, big + 3, 20_000, 65_000] {
+                let _ = self.source(3, round * 10 + len as u32, len);
+                self.repair(3, round * 10, 16, 1, len);
+            }
+        }
+        if parts & 16 != 0 {
+            // Every stream id: sources with the largest symbols and repairs with gaps, so the
+            // streams that are tracked fill their code's columns and equations.
+            for stream in 0..=u16::MAX {
+                let esi = round.wrapping_mul(1 << 24);
+                let _ = self.source(stream, esi, if stream < 128 { big } else { 64 });
+                if stream < 128 {
+                    for k in 1..40u32 {
+                        let _ = self.source(stream, esi + 2 * k, big);
+                        self.repair(stream, esi + 2 * k - 15, 16, k as u16, big + 2);
+                    }
+                }
+            }
         }
     }
 }
@@ -367,7 +370,7 @@ fn ip_packet(i: u32) -> Vec<u8> {
 /// ```
 ///
 /// P = 9218 bytes (the largest protected symbol: 9216 + a 2-byte length; longer symbols are
-/// refused), S = the code's span (the power of two >= 2W + repair lag, at least 64), H = the
+/// not stored), S = the code's span (the power of two >= 2W + repair lag, at least 64), H = the
 /// history, `streams` = `max_streams` per decoder, I = `in_order_max` with in-order release.
 fn memory_bound(dec: &hirt_core::DecoderConfig, slots: usize) -> u64 {
     let p = hirt_fec::MAX_SYMBOL_LEN as u64 + 2;
@@ -395,7 +398,14 @@ fn memory_bound(dec: &hirt_core::DecoderConfig, slots: usize) -> u64 {
 fn an_authenticated_peer_cannot_grow_the_server_beyond_its_bound() {
     let mut p = Pair::new();
     assert_eq!(p.legitimate(0, 200), 200, "before the abuse");
-    let dec_cfg = p.server.coder().slots().dec(0).expect("a decoder").config().clone();
+    let dec_cfg = p
+        .server
+        .coder()
+        .slots()
+        .dec(0)
+        .expect("a decoder")
+        .config()
+        .clone();
     let bound = memory_bound(&dec_cfg, 1);
     let base = live();
     p.abuse(0);
@@ -409,7 +419,10 @@ fn an_authenticated_peer_cannot_grow_the_server_beyond_its_bound() {
          (max_streams {}, history {}, window scheme {:?})",
         dec_cfg.max_streams, dec_cfg.history, dec_cfg.scheme
     );
-    assert!(first > 0, "the abuse allocated nothing: the count is broken");
+    assert!(
+        first > 0,
+        "the abuse allocated nothing: the count is broken"
+    );
     assert!(
         (first.max(0) as u64) < bound,
         "growth {first} B beyond the bound {bound} B"
@@ -422,8 +435,10 @@ fn an_authenticated_peer_cannot_grow_the_server_beyond_its_bound() {
     // The peer behaves again: its stream restarts (its ESIs went backwards from what the
     // decoder saw last), after which every packet decodes, losses recovered.
     let got = p.legitimate(1_000, 600);
+    let then = p.legitimate(5_000, 300);
+    eprintln!("legitimate traffic after the abuse: {got} of 600, then {then} of 300");
     assert!(got >= 600 - 64, "after the abuse: {got} of 600 delivered");
-    assert_eq!(p.legitimate(5_000, 300), 300, "after the restart");
+    assert_eq!(then, 300, "after the restart");
     let stats = p.server.coder().slots().dec(0).expect("a decoder").stats(0);
     assert!(stats.is_some_and(|s| s.recovered > 0), "{stats:?}");
 }
@@ -444,4 +459,3 @@ fn oversized_symbols_are_refused_without_allocation() {
     assert!(grown < 1 << 20, "{grown} B for refused symbols");
     assert_eq!(p.legitimate(100, 100), 100);
 }
-
