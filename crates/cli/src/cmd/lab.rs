@@ -323,14 +323,20 @@ impl From<DemoArgs> for DemoConfig {
     }
 }
 
+impl LabArgs {
+    /// What `--flood` and its companions ask for (None without `--flood`).
+    fn flood_config(&self) -> Option<FloodConfig> {
+        Some(FloodConfig {
+            rate_pps: self.flood?,
+            kind: self.flood_kind.into(),
+            paced_pps: self.flood_paced_pps,
+            tcp: !self.flood_no_tcp,
+        })
+    }
+}
+
 pub fn run_lab(args: LabArgs) -> anyhow::Result<()> {
-    if let Some(rate_pps) = args.flood {
-        let flood = FloodConfig {
-            rate_pps,
-            kind: args.flood_kind.into(),
-            paced_pps: args.flood_paced_pps,
-            tcp: !args.flood_no_tcp,
-        };
+    if let Some(flood) = args.flood_config() {
         return hirt_lab::flood::run(&args.into(), &flood);
     }
     hirt_lab::run::run_lab(args.into())
@@ -399,5 +405,31 @@ mod tests {
         assert_eq!(c.queue, Some(QueueLimit::Bytes(256_000)));
         assert_eq!(c.duration, Duration::from_secs(6));
         assert_eq!(c.tunnel_args.as_deref(), Some("--fec hirt"));
+    }
+
+    #[test]
+    fn flood_flags_map_onto_the_flood_config() {
+        assert_eq!(Lab::parse_from(["lab"]).lab.flood_config(), None);
+        let f = Lab::parse_from([
+            "lab",
+            "--flood",
+            "50000",
+            "--flood-kind",
+            "hirt-looking",
+            "--flood-no-tcp",
+            "--flood-paced-pps",
+            "500",
+        ])
+        .lab
+        .flood_config();
+        assert_eq!(
+            f,
+            Some(FloodConfig {
+                rate_pps: 50_000,
+                kind: FloodKind::HirtLooking,
+                paced_pps: 500,
+                tcp: false,
+            })
+        );
     }
 }
