@@ -26,6 +26,7 @@ pub mod config;
 mod dispatch;
 pub mod emu;
 mod emulator_bench;
+pub mod flood;
 pub mod host;
 pub mod outage;
 pub mod profile;

@@ -2046,3 +2046,6 @@ mod tests;
 
 #[cfg(test)]
 mod restart_tests;
+
+#[cfg(test)]
+mod abuse_tests;

@@ -10,6 +10,7 @@ use hirt_lab::config::{
     Scenario, WorkloadKind,
 };
 use hirt_lab::emu::core::QueueLimit;
+use hirt_lab::flood::{FloodConfig, FloodKind};
 use hirt_lab::tunnel::TunnelMode;
 
 /// Link profiles.
@@ -190,6 +191,47 @@ pub struct LabArgs {
     /// Events of `--scenario` (outages).
     #[arg(long, default_value_t = 50)]
     pub runs: usize,
+    /// Flood the UDP tunnel server's port with this many junk datagrams per second, from a
+    /// namespace of its own, while a paced checked stream and a TCP bulk stream run through the
+    /// tunnel: a `--duration` window without flood, then one with it (`--tunnel udp`).
+    #[arg(long)]
+    pub flood: Option<u64>,
+    /// What `--flood` sends.
+    #[arg(long, value_enum, default_value = "mix")]
+    pub flood_kind: FloodKindArg,
+    /// Datagrams per second of `--flood`'s paced stream (1000 bytes each).
+    #[arg(long, default_value_t = 2000)]
+    pub flood_paced_pps: u32,
+    /// No TCP bulk stream beside `--flood`'s paced stream.
+    #[arg(long)]
+    pub flood_no_tcp: bool,
+}
+
+/// Junk of `hirt lab --flood`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FloodKindArg {
+    /// Random bytes.
+    Random,
+    /// Valid mode or handshake type bytes, then garbage.
+    HirtLooking,
+    /// Datagrams recorded from the session, sent again.
+    Replay,
+    /// Recorded datagrams cut short.
+    Truncated,
+    /// The four in turn.
+    Mix,
+}
+
+impl From<FloodKindArg> for FloodKind {
+    fn from(v: FloodKindArg) -> Self {
+        match v {
+            FloodKindArg::Random => FloodKind::Random,
+            FloodKindArg::HirtLooking => FloodKind::HirtLooking,
+            FloodKindArg::Replay => FloodKind::Replay,
+            FloodKindArg::Truncated => FloodKind::Truncated,
+            FloodKindArg::Mix => FloodKind::Mix,
+        }
+    }
 }
 
 /// Arguments of `hirt demo`.
@@ -302,7 +344,22 @@ impl From<DemoArgs> for DemoConfig {
     }
 }
 
+impl LabArgs {
+    /// What `--flood` and its companions ask for (None without `--flood`).
+    fn flood_config(&self) -> Option<FloodConfig> {
+        Some(FloodConfig {
+            rate_pps: self.flood?,
+            kind: self.flood_kind.into(),
+            paced_pps: self.flood_paced_pps,
+            tcp: !self.flood_no_tcp,
+        })
+    }
+}
+
 pub fn run_lab(args: LabArgs) -> anyhow::Result<()> {
+    if let Some(flood) = args.flood_config() {
+        return hirt_lab::flood::run(&args.into(), &flood);
+    }
     hirt_lab::run::run_lab(args.into())
 }
 
@@ -369,5 +426,31 @@ mod tests {
         assert_eq!(c.queue, Some(QueueLimit::Bytes(256_000)));
         assert_eq!(c.duration, Duration::from_secs(6));
         assert_eq!(c.tunnel_args.as_deref(), Some("--fec hirt"));
+    }
+
+    #[test]
+    fn flood_flags_map_onto_the_flood_config() {
+        assert_eq!(Lab::parse_from(["lab"]).lab.flood_config(), None);
+        let f = Lab::parse_from([
+            "lab",
+            "--flood",
+            "50000",
+            "--flood-kind",
+            "hirt-looking",
+            "--flood-no-tcp",
+            "--flood-paced-pps",
+            "500",
+        ])
+        .lab
+        .flood_config();
+        assert_eq!(
+            f,
+            Some(FloodConfig {
+                rate_pps: 50_000,
+                kind: FloodKind::HirtLooking,
+                paced_pps: 500,
+                tcp: false,
+            })
+        );
     }
 }
