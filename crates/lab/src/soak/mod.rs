@@ -171,7 +171,7 @@ pub fn soak(args: &LabConfig) -> anyhow::Result<SoakReport> {
         if now >= next_sample {
             for side in [Side::Client, Side::Server] {
                 for pid in tunnel.pids(side) {
-                    monitor.sample(pid, side, now, tunnel.heap_live_bytes(pid));
+                    monitor.sample(pid, side, now, || tunnel.heap_live_bytes(pid));
                 }
             }
             next_sample += SAMPLE_EVERY;

@@ -75,12 +75,19 @@ pub struct Monitor {
 impl Monitor {
     /// Samples process `pid` of `side` at `at` into the soak; a process that is gone is
     /// skipped.
-    /// `heap_bytes` is what the process reports holding on its heap, if it answered.
-    pub fn sample(&mut self, pid: u32, side: Side, at: Duration, heap_bytes: Option<u64>) {
+    /// `heap_bytes` asks the process what it holds on its heap (its answer, if any); it is
+    /// asked after the descriptors are counted, since answering opens one.
+    pub fn sample(
+        &mut self,
+        pid: u32,
+        side: Side,
+        at: Duration,
+        heap_bytes: impl FnOnce() -> Option<u64>,
+    ) {
         let Some((rss, fds)) = read(pid) else {
             return;
         };
-        let heap = heap_bytes.map(|b| b / 1024);
+        let heap = heap_bytes().map(|b| b / 1024);
         let t = at.as_secs_f64();
         let p = match self.processes.iter_mut().find(|p| p.pid == pid) {
             Some(p) => p,
@@ -142,21 +149,23 @@ mod tests {
     fn baseline_after_warm_up_and_growth() {
         let mut m = Monitor::default();
         let me = std::process::id();
-        m.sample(me, Side::Client, Duration::from_secs(0), Some(4096 * 1024));
-        m.sample(me, Side::Client, Duration::from_secs(10), None);
+        m.sample(me, Side::Client, Duration::from_secs(0), || {
+            Some(4096 * 1024)
+        });
+        m.sample(me, Side::Client, Duration::from_secs(10), || None);
         assert!(m.processes[0].rss_base_kb.is_none());
         assert!(m.processes[0].rss_growth_pct().is_none());
         m.sample(
             me,
             Side::Client,
             Duration::from_secs(WARM_UP.as_secs() + 1),
-            Some(4096 * 1024),
+            || Some(4096 * 1024),
         );
         m.sample(
             me,
             Side::Client,
             Duration::from_secs(WARM_UP.as_secs() + 2),
-            Some(4096 * 1024 + 41 * 1024),
+            || Some(4096 * 1024 + 41 * 1024),
         );
         let p = &m.processes[0];
         assert!(p.rss_base_kb.is_some() && p.fds_base.is_some() && p.fds_last > 0);
@@ -166,7 +175,7 @@ mod tests {
         assert!((p.heap_growth_pct().unwrap() - 1.0).abs() < 0.01);
         assert_eq!(p.watched_s(), 2.0);
         // A process that does not exist is not recorded.
-        m.sample(u32::MAX - 1, Side::Server, Duration::from_secs(1), None);
+        m.sample(u32::MAX - 1, Side::Server, Duration::from_secs(1), || None);
         assert_eq!(m.processes.len(), 1);
     }
 }
