@@ -18,6 +18,9 @@ pub const RSS_GROWTH_LIMIT_PCT: f64 = 5.0;
 const WATCHED_AT_LEAST_S: f64 = 60.0;
 /// The loss window of a fault starts this long before it (datagrams in flight when it hit).
 const BEFORE_FAULT: Duration = Duration::from_millis(500);
+/// A gap is the fault's only if it begins before the fault ended plus this: a gap that begins
+/// later (a machine stall, a burst of link loss) is not the fault's doing.
+const AFTER_FAULT: Duration = Duration::from_secs(5);
 
 /// A fault as injected.
 #[derive(Debug, Clone)]
@@ -219,8 +222,13 @@ fn fault_in_stream(
     let to = next.map_or(sent, |n| {
         seq_at(n.saturating_sub(BEFORE_FAULT), pps).min(sent)
     });
+    let began_by = seq_at(f.end + AFTER_FAULT, pps);
     let gaps = rx.checker.gaps(from, to);
-    let Some(&(first, len)) = gaps.iter().max_by_key(|(_, len)| *len) else {
+    let Some(&(first, len)) = gaps
+        .iter()
+        .filter(|(first, _)| *first <= began_by)
+        .max_by_key(|(_, len)| *len)
+    else {
         return (0.0, 0.0, true, 0);
     };
     let resumed = first + len;
@@ -399,6 +407,12 @@ mod tests {
         let next = Some(Duration::from_secs(3) + Duration::from_millis(500));
         let (_, _, recovered, _) = fault_in_stream(&f, next, &rx, 4000, 1000);
         assert!(!recovered);
+        // A longer gap that begins well after the fault (10.0-10.3 s) is not the fault's.
+        let rx = received(
+            (0..20_000).filter(|s| !(2100..2200).contains(s) && !(10_000..10_300).contains(s)),
+        );
+        let (outage, back, recovered, lost) = fault_in_stream(&f, None, &rx, 20_000, 1000);
+        assert_eq!((outage, back, recovered, lost), (100.0, 0.0, true, 100));
     }
 
     #[test]
