@@ -84,6 +84,9 @@ struct Row {
     detached: bool,
 }
 
+/// Free rows that keep their buffers for reuse; more free rows give them back.
+const KEPT_FREE_ROWS: usize = 64;
+
 /// RFC 8681 sliding-window decoder (see the module docs for the algorithm).
 #[derive(Debug)]
 pub struct RlcDecoder {
@@ -298,7 +301,14 @@ impl RlcDecoder {
 
     fn alloc_row(&mut self) -> u32 {
         let r = match self.free_rows.pop() {
-            Some(r) => r,
+            Some(r) => {
+                let row = &mut self.rows[r as usize];
+                if row.coef.len() != self.span as usize {
+                    // A row that gave its buffers back (see `free_row`).
+                    row.coef = vec![0; self.span as usize];
+                }
+                r
+            }
             None => {
                 self.rows.push(Row {
                     payload: Vec::new(),
@@ -339,6 +349,14 @@ impl RlcDecoder {
         }
         if let Some(pos) = self.active.iter().position(|&a| a == r) {
             self.active.swap_remove(pos);
+        }
+        if self.free_rows.len() >= KEPT_FREE_ROWS {
+            // Past the rows a steady stream reuses, a free row gives its buffers back: after an
+            // outage the pending equations pile up (up to 2S rows), and their memory would
+            // otherwise stay with the process as a high-water mark.
+            let row = &mut self.rows[r as usize];
+            row.coef = Vec::new();
+            row.payload = Vec::new();
         }
         self.free_rows.push(r);
     }
@@ -802,6 +820,56 @@ mod tests {
             enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
         }
         reps
+    }
+
+    #[test]
+    fn rows_freed_after_a_pile_up_give_their_memory_back() {
+        // An outage's aftermath: 150 repairs over 10..210 arrive with none of their sources,
+        // so 150 equations wait; then every source arrives, every equation is solved or
+        // dropped, and the rows return to the pool. Past `KEPT_FREE_ROWS`, a free row keeps
+        // no buffers.
+        let cfg = RlcConfig::rlc(256);
+        let reps = stream(cfg, 200, 150);
+        let mut dec = RlcDecoder::new(cfg);
+        for (i, p) in &reps {
+            dec.on_repair(i, p, &mut |_, _| {}).unwrap();
+        }
+        assert!(
+            dec.pending_equations() > KEPT_FREE_ROWS,
+            "{}",
+            dec.pending_equations()
+        );
+        for e in 10..210 {
+            let _ = dec.on_source(e, &sym(e), &mut |_, _| {});
+        }
+        assert_eq!(dec.pending_equations(), 0);
+        let holding = dec.rows.iter().filter(|r| r.coef.capacity() > 0).count();
+        assert!(holding <= KEPT_FREE_ROWS, "{holding} rows keep buffers");
+        // A reused row gets its buffers again: the same pile-up decodes as before.
+        let reps = {
+            let mut enc = RlcEncoder::new(cfg);
+            let mut v = Vec::new();
+            for e in 210..410 {
+                enc.push_source(e, &sym(e), &mut |_, _| {});
+            }
+            for _ in 0..100 {
+                enc.repair_now(&mut |i, p| v.push((i, p.to_vec())));
+            }
+            v
+        };
+        let mut got = Vec::new();
+        for e in (210..410).filter(|e| e % 3 != 0) {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        for (i, p) in &reps {
+            let _ = dec.on_repair(i, p, &mut |e, d| got.push((e, d.to_vec())));
+        }
+        got.sort();
+        let want: Vec<_> = (210..410)
+            .filter(|e| e % 3 == 0)
+            .map(|e| (e, sym(e)))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]
