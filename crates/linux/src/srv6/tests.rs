@@ -538,7 +538,7 @@ fn authenticated_sources_recover_and_forged_sources_are_dropped() {
     let rel = std::sync::atomic::Ordering::Relaxed;
     let c = p.dm.stream(0);
     assert!(c.recovered.load(rel) > 0, "losses recovered with auth TLVs");
-    let failures = c.auth_failures.load(rel) + p.dm.global.auth_failures.load(rel);
+    let failures = c.auth_failures.load(rel) + p.dm.stream(0).auth_failures.load(rel);
     assert_eq!(
         failures,
         4 * genuine,
@@ -928,8 +928,8 @@ fn two_segment_lists_fail_over_on_silence() {
     let t = HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default()).unwrap();
     let (off, _) = t.feedback.unwrap();
     p[l.tlv_offset + off + 4] ^= 1;
-    let before = dm.global.auth_failures.load(std::sync::atomic::Ordering::Relaxed);
+    let before = dm.stream(0).auth_failures.load(std::sync::atomic::Ordering::Relaxed);
     let (k, _) = feed(&mut dec, vec![p.clone()], now);
     assert!(k.is_empty(), "no reply to a forged path id");
-    assert!(dm.global.auth_failures.load(std::sync::atomic::Ordering::Relaxed) > before);
+    assert!(dm.stream(0).auth_failures.load(std::sync::atomic::Ordering::Relaxed) > before);
 }
