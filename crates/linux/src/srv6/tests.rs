@@ -538,7 +538,7 @@ fn authenticated_sources_recover_and_forged_sources_are_dropped() {
     let rel = std::sync::atomic::Ordering::Relaxed;
     let c = p.dm.stream(0);
     assert!(c.recovered.load(rel) > 0, "losses recovered with auth TLVs");
-    let failures = c.auth_failures.load(rel) + p.dm.stream(0).auth_failures.load(rel);
+    let failures = c.auth_failures.load(rel) + p.dm.global.auth_failures.load(rel);
     assert_eq!(
         failures,
         4 * genuine,
