@@ -48,13 +48,13 @@ use hirt_wire::tlv::{
 
 pub use crate::config::{AuthKey, Behavior, CoderSettings, Srv6PathConfig};
 use crate::config::{MAX_PATHS, MAX_PATH_SIDS};
-use crate::udp::paths::{flow_hash, PathSet};
 pub use crate::ecn::mark_ce;
 use crate::engine::{
     self, Classified, CoderSlots, DecoderSlot, Need, NeedsState, Node, Slot, SlotsConfig, Transmit,
     TransmitSink, Transport,
 };
 use crate::metrics::{add, Metrics};
+use crate::udp::paths::{flow_hash, PathSet};
 
 pub mod xdp_io;
 
@@ -313,11 +313,7 @@ impl Srv6Node {
                     now,
                 ),
                 wire_sids: cfg.paths.iter().map(Srv6PathConfig::wire_sids).collect(),
-                internal: cfg
-                    .paths
-                    .iter()
-                    .map(|p| p.internal_segments(dec))
-                    .collect(),
+                internal: cfg.paths.iter().map(|p| p.internal_segments(dec)).collect(),
                 describe: cfg.paths.iter().map(|p| p.describe(dec)).collect(),
                 next_publish: now,
             }
@@ -878,11 +874,7 @@ impl Srv6Machine {
                 p.set.note_busy(path);
                 let sids = &p.wire_sids[usize::from(path)];
                 match wsrv6::insert_segments(buf, len, usize::from(sl) + 1, sids) {
-                    Ok(n) => (
-                        stream + StreamId::from(path),
-                        n,
-                        sl + sids.len() as u8,
-                    ),
+                    Ok(n) => (stream + StreamId::from(path), n, sl + sids.len() as u8),
                     Err(_) => return self.count_drop(Drop::Malformed),
                 }
             }
@@ -1057,12 +1049,9 @@ impl Srv6Machine {
         if p.next_publish <= now {
             p.next_publish = now + PATH_PUBLISH;
             let describe = &p.describe;
-            let status = p.set.status(|i| {
-                describe
-                    .get(usize::from(i))
-                    .cloned()
-                    .unwrap_or_default()
-            });
+            let status = p
+                .set
+                .status(|i| describe.get(usize::from(i)).cloned().unwrap_or_default());
             self.metrics.publish_paths(status);
         }
     }
@@ -1135,7 +1124,12 @@ impl Srv6Machine {
 
     /// Sends every repair the encoder has ready, as SRv6 repair packets to the decoder SID
     /// (with several paths: over the path the manager picks for its stream's path).
-    fn drain_repairs(&mut self, enc: &mut Encoder, now: Instant, tx: &mut impl TransmitSink<Egress>) {
+    fn drain_repairs(
+        &mut self,
+        enc: &mut Encoder,
+        now: Instant,
+        tx: &mut impl TransmitSink<Egress>,
+    ) {
         let Srv6Machine {
             cfg,
             metrics,

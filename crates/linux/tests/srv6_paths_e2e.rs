@@ -44,10 +44,38 @@ fn topo(base: &str) -> Topo {
     let n = |x: &str| format!("{base}{x}");
     let links: [(&NetNs, &str, &str, &NetNs, &str, &str); 6] = [
         (&c, "ce", "2001:db8:1::1/64", &e, "ec", "2001:db8:1::2/64"),
-        (&e, "e1", "2001:db8:21::1/64", &m1, "1e", "2001:db8:21::2/64"),
-        (&m1, "1d", "2001:db8:31::1/64", &d, "d1", "2001:db8:31::2/64"),
-        (&e, "e2", "2001:db8:22::1/64", &m2, "2e", "2001:db8:22::2/64"),
-        (&m2, "2d", "2001:db8:32::1/64", &d, "d2", "2001:db8:32::2/64"),
+        (
+            &e,
+            "e1",
+            "2001:db8:21::1/64",
+            &m1,
+            "1e",
+            "2001:db8:21::2/64",
+        ),
+        (
+            &m1,
+            "1d",
+            "2001:db8:31::1/64",
+            &d,
+            "d1",
+            "2001:db8:31::2/64",
+        ),
+        (
+            &e,
+            "e2",
+            "2001:db8:22::1/64",
+            &m2,
+            "2e",
+            "2001:db8:22::2/64",
+        ),
+        (
+            &m2,
+            "2d",
+            "2001:db8:32::1/64",
+            &d,
+            "d2",
+            "2001:db8:32::2/64",
+        ),
         (&d, "ds", "2001:db8:9::1/64", &s, "sd", "2001:db8:9::2/64"),
     ];
     for (a, ai, aa, b, bi, ba) in links {
@@ -154,7 +182,11 @@ fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 fn both_paths_answered(m: &Metrics) -> bool {
     let st = m.paths_status();
-    st.paths.len() == 2 && st.paths.iter().all(|p| p.state == "up" && p.delivery_bps > 0.0)
+    st.paths.len() == 2
+        && st
+            .paths
+            .iter()
+            .all(|p| p.state == "up" && p.delivery_bps > 0.0)
 }
 
 #[test]
@@ -229,7 +261,8 @@ fn a_silent_middle_node_fails_over_to_the_other_segment_list() {
     ])
     .unwrap();
     assert!(
-        wait_for(Duration::from_secs(10), || em.paths_status().preferred == Some(1)),
+        wait_for(Duration::from_secs(10), || em.paths_status().preferred
+            == Some(1)),
         "traffic moved to path 1: {:?}",
         em.paths_status()
     );
@@ -247,7 +280,10 @@ fn a_silent_middle_node_fails_over_to_the_other_segment_list() {
     let switch = at("switch 0 -> 1").expect("switched");
     assert!(suspect < switch, "{events:?}");
     if let Some(down) = at("path 0 suspect -> down") {
-        assert!(switch < down, "moved before path 0 was declared down: {events:?}");
+        assert!(
+            switch < down,
+            "moved before path 0 was declared down: {events:?}"
+        );
     }
     let mut got = got.lock().unwrap().clone();
     got.retain(|&i| i >= after && i < last);

@@ -657,7 +657,11 @@ impl<T: AsRef<[u8]>> ProbeReplyBody<T> {
 
 impl ProbeReplyBody<[u8; PROBE_REPLY_BODY_LEN]> {
     /// The body with these fields.
-    pub fn to_bytes(sent_echo: u32, received: u32, received_bytes: u32) -> [u8; PROBE_REPLY_BODY_LEN] {
+    pub fn to_bytes(
+        sent_echo: u32,
+        received: u32,
+        received_bytes: u32,
+    ) -> [u8; PROBE_REPLY_BODY_LEN] {
         let mut b = [0u8; PROBE_REPLY_BODY_LEN];
         b[pfield::SENT..pfield::RECEIVED].copy_from_slice(&sent_echo.to_be_bytes());
         b[pfield::RECEIVED..pfield::RECEIVED_BYTES].copy_from_slice(&received.to_be_bytes());

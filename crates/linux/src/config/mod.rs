@@ -17,8 +17,8 @@ use serde::Deserialize;
 pub use coder::CoderSettings;
 
 mod coder;
-mod udp_keys;
 mod srv6_paths;
+mod udp_keys;
 mod udp_paths;
 
 pub use srv6_paths::{Srv6PathConfig, MAX_PATH_SIDS};
@@ -439,8 +439,7 @@ impl Srv6Config {
                 )
             })?;
             ensure(!self.kernel_sources, "path", || {
-                "several paths are not for kernel-sources (the kernel forwards the sources)"
-                    .into()
+                "several paths are not for kernel-sources (the kernel forwards the sources)".into()
             })?;
         }
         Ok(())

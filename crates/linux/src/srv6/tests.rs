@@ -801,12 +801,15 @@ fn feed(node: &mut Srv6Node, pkts: Vec<Vec<u8>>, now: Instant) -> (Vec<Vec<u8>>,
     let (mut kernel, mut decap) = (Vec::new(), Vec::new());
     for p in pkts {
         buf[..p.len()].copy_from_slice(&p);
-        let _ = node.handle_packet(&mut buf, p.len(), now, &mut |t: Transmit<'_, Egress>| {
-            match t.dest {
+        let _ = node.handle_packet(
+            &mut buf,
+            p.len(),
+            now,
+            &mut |t: Transmit<'_, Egress>| match t.dest {
                 Egress::Kernel => kernel.push(t.bytes.to_vec()),
                 Egress::Decap => decap.push(t.bytes.to_vec()),
-            }
-        });
+            },
+        );
     }
     (kernel, decap)
 }
@@ -851,7 +854,10 @@ fn two_segment_lists_fail_over_on_silence() {
             let t = HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default()).unwrap();
             if t.source.is_some() {
                 let d = da(p);
-                assert!(d == a(MID) || d == a(MID2), "a source leaves to a middle SID");
+                assert!(
+                    d == a(MID) || d == a(MID2),
+                    "a source leaves to a middle SID"
+                );
                 if d == a(MID2) && first_mid2_source.is_none() {
                     first_mid2_source = Some(i);
                 }
@@ -880,11 +886,16 @@ fn two_segment_lists_fail_over_on_silence() {
                 }
             }
         }
-        dec.handle_timeout(now, &mut |x: Transmit<'_, Egress>| back.push(x.bytes.to_vec()));
+        dec.handle_timeout(now, &mut |x: Transmit<'_, Egress>| {
+            back.push(x.bytes.to_vec())
+        });
         for p in &back {
             let l = Srv6Layout::parse(p).unwrap();
             let t = HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default()).unwrap();
-            if let Some((_, f)) = t.feedback.filter(|(_, f)| f.kind == FEEDBACK_KIND_PROBE_REPLY) {
+            if let Some((_, f)) = t
+                .feedback
+                .filter(|(_, f)| f.kind == FEEDBACK_KIND_PROBE_REPLY)
+            {
                 // Back through the probe's middle SID.
                 let want = if f.path_id == 0 { a(MID) } else { a(MID2) };
                 assert_eq!(da(p), want, "reply of path {}", f.path_id);
@@ -898,7 +909,10 @@ fn two_segment_lists_fail_over_on_silence() {
     assert!(replies_via[0] > 0 && replies_via[1] > 0, "{replies_via:?}");
     let sw = first_mid2_source.expect("sources moved to path 1");
     assert!(sw >= 200, "no switch before the outage ({sw})");
-    assert_eq!(delivered_after_switch, sent_after_switch, "every later source arrives");
+    assert_eq!(
+        delivered_after_switch, sent_after_switch,
+        "every later source arrives"
+    );
     let st = em.paths_status();
     assert_eq!(st.preferred, Some(1), "{st:?}");
     assert!(
@@ -906,11 +920,17 @@ fn two_segment_lists_fail_over_on_silence() {
         "{:?}",
         st.events
     );
-    assert!(st.paths[1].delivery_bps > 0.0, "path 1 was measured: {st:?}");
+    assert!(
+        st.paths[1].delivery_bps > 0.0,
+        "path 1 was measured: {st:?}"
+    );
     assert_eq!(st.paths[0].state, "down", "{st:?}");
     // A probe whose path id is changed in transit fails authentication.
     let mut probe = Vec::new();
-    enc.handle_timeout(now + Duration::from_secs(1), &mut |x: Transmit<'_, Egress>| {
+    enc.handle_timeout(now + Duration::from_secs(1), &mut |x: Transmit<
+        '_,
+        Egress,
+    >| {
         probe.push(x.bytes.to_vec())
     });
     let (mut to_dec, _) = network(probe, false);
@@ -928,8 +948,16 @@ fn two_segment_lists_fail_over_on_silence() {
     let t = HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default()).unwrap();
     let (off, _) = t.feedback.unwrap();
     p[l.tlv_offset + off + 4] ^= 1;
-    let before = dm.stream(0).auth_failures.load(std::sync::atomic::Ordering::Relaxed);
+    let before = dm
+        .stream(0)
+        .auth_failures
+        .load(std::sync::atomic::Ordering::Relaxed);
     let (k, _) = feed(&mut dec, vec![p.clone()], now);
     assert!(k.is_empty(), "no reply to a forged path id");
-    assert!(dm.stream(0).auth_failures.load(std::sync::atomic::Ordering::Relaxed) > before);
+    assert!(
+        dm.stream(0)
+            .auth_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > before
+    );
 }

@@ -467,7 +467,6 @@ impl PathSet<SocketAddr> {
             }
         }
     }
-
 }
 
 /// The reason's kebab-case name (as serde writes it).
