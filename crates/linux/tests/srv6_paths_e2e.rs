@@ -12,6 +12,9 @@
 //! first silence sample of path 0 (event order: path 0 `up -> suspect (silence)`, then
 //! `switch 0 -> 1`, before path 0 is declared down), and every datagram sent after the switch
 //! reaches the server exactly once.
+//!
+//! With `--repair-path diverse` and 3% loss on m1's link to the decoder: the sources cross m1,
+//! their repairs m2, and every datagram reaches the server exactly once.
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -20,7 +23,7 @@ use std::time::Duration;
 
 use hirt_linux::config::Srv6Config;
 use hirt_linux::metrics::Metrics;
-use hirt_linux::netns::{self, veth, NetNs};
+use hirt_linux::netns::{self, veth, Hook, NetNs};
 use hirt_linux::srv6_run::{self, Srv6Handle};
 
 const ENC: &str = "fc00:e::1";
@@ -139,6 +142,15 @@ fn topo(base: &str) -> Topo {
 }
 
 fn config(role: &str, base: &str, paths: bool) -> Srv6Config {
+    config_with(role, base, paths, hirt_core::path::PathManagerConfig::default())
+}
+
+fn config_with(
+    role: &str,
+    base: &str,
+    paths: bool,
+    manager: hirt_core::path::PathManagerConfig,
+) -> Srv6Config {
     Srv6Config {
         role: role.parse().unwrap(),
         enc_sid: Some(ENC.parse().unwrap()),
@@ -157,6 +169,7 @@ fn config(role: &str, base: &str, paths: bool) -> Srv6Config {
         } else {
             Vec::new()
         },
+        paths: manager,
         ..Default::default()
     }
 }
@@ -291,5 +304,96 @@ fn a_silent_middle_node_fails_over_to_the_other_segment_list() {
     let want: Vec<u32> = (after..last).collect();
     assert_eq!(got, want, "every datagram after the switch exactly once");
     assert!(last - after > 100);
+    drop(enc);
+}
+
+#[test]
+fn diverse_repairs_cross_the_other_segment_list_and_recover() {
+    if !netns::available() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let base = netns::unique_name("hq");
+    let t = topo(&base);
+    // 3% of what m1 forwards towards the decoder is lost.
+    t.m1.random_loss(
+        Hook::Forward,
+        &format!("oifname \"{base}1d\" ip6 daddr fc00:d::/64"),
+        0.03,
+        "m1_loss",
+    )
+    .unwrap();
+    let manager = hirt_core::path::PathManagerConfig {
+        repair_path: hirt_core::path::RepairPath::Diverse,
+        // Loss on path 0 must not count as a bad sample here: it is what the repairs recover.
+        loss_threshold: 0.9,
+        ..Default::default()
+    };
+    let enc = start_in(&t.e, config_with("encoder", &base, true, manager));
+    let _dec = start_in(&t.d, config("decoder", &base, false));
+    let em = enc.metrics.clone();
+    let got = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx = {
+        let (got, stop) = (got.clone(), stop.clone());
+        t.s.spawn(move || {
+            let sock = UdpSocket::bind("[::]:9000")?;
+            sock.set_read_timeout(Some(Duration::from_millis(100)))?;
+            let mut buf = [0u8; 2048];
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    if n >= 4 {
+                        let i = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+                        got.lock().unwrap().push(i);
+                    }
+                }
+            }
+            Ok(())
+        })
+    };
+    // Both paths measured first: until then repairs go with their sources.
+    let warm = t.c.spawn(|| {
+        let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
+        for _ in 0..200 {
+            sock.send_to(&u32::MAX.to_be_bytes(), format!("[{SERVER}]:9000"))?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    });
+    assert!(
+        wait_for(Duration::from_secs(10), || both_paths_answered(&em)),
+        "both paths probed and answered: {:?}",
+        em.paths_status()
+    );
+    warm.join().unwrap().unwrap();
+    let n = 1500u32;
+    t.c.spawn(move || {
+        let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
+        for i in 0..n {
+            let mut p = vec![0u8; 200 + (i as usize * 7) % 700];
+            p[..4].copy_from_slice(&i.to_be_bytes());
+            sock.send_to(&p, format!("[{SERVER}]:9000"))?;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Ok(())
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    wait_for(Duration::from_secs(5), || {
+        got.lock().unwrap().iter().filter(|&&i| i < n).count() >= n as usize
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    rx.join().unwrap().unwrap();
+    let st = em.paths_status();
+    assert_eq!(st.preferred, Some(0), "{st:?}");
+    assert!(st.paths[1].repairs > 0, "repairs crossed path 1: {st:?}");
+    assert!(t.m1.counter("m1_loss").unwrap() > 0, "path 0 lost packets");
+    let mut got = got.lock().unwrap().clone();
+    got.retain(|&i| i < n);
+    got.sort_unstable();
+    let want: Vec<u32> = (0..n).collect();
+    assert_eq!(got, want, "every datagram exactly once");
     drop(enc);
 }
