@@ -142,7 +142,12 @@ fn topo(base: &str) -> Topo {
 }
 
 fn config(role: &str, base: &str, paths: bool) -> Srv6Config {
-    config_with(role, base, paths, hirt_core::path::PathManagerConfig::default())
+    config_with(
+        role,
+        base,
+        paths,
+        hirt_core::path::PathManagerConfig::default(),
+    )
 }
 
 fn config_with(
