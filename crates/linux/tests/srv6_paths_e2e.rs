@@ -207,23 +207,20 @@ fn both_paths_answered(m: &Metrics) -> bool {
             .all(|p| p.state == "up" && p.delivery_bps > 0.0)
 }
 
-#[test]
-fn a_silent_middle_node_fails_over_to_the_other_segment_list() {
-    if !netns::available() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let base = netns::unique_name("hp");
-    let t = topo(&base);
-    let enc = start_in(&t.e, config("encoder", &base, true));
-    let _dec = start_in(&t.d, config("decoder", &base, false));
-    let em = enc.metrics.clone();
-    // The server records every datagram's index.
+/// The server: records every datagram's index (its first 4 bytes) until `stop`.
+#[allow(clippy::type_complexity)]
+fn receiver(
+    s: &NetNs,
+) -> (
+    Arc<Mutex<Vec<u32>>>,
+    Arc<AtomicBool>,
+    std::thread::JoinHandle<std::io::Result<()>>,
+) {
     let got = Arc::new(Mutex::new(Vec::<u32>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let rx = {
         let (got, stop) = (got.clone(), stop.clone());
-        t.s.spawn(move || {
+        s.spawn(move || {
             let sock = UdpSocket::bind("[::]:9000")?;
             sock.set_read_timeout(Some(Duration::from_millis(100)))?;
             let mut buf = [0u8; 2048];
@@ -238,6 +235,22 @@ fn a_silent_middle_node_fails_over_to_the_other_segment_list() {
             Ok(())
         })
     };
+    (got, stop, rx)
+}
+
+#[test]
+fn a_silent_middle_node_fails_over_to_the_other_segment_list() {
+    if !netns::available() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let base = netns::unique_name("hp");
+    let t = topo(&base);
+    let enc = start_in(&t.e, config("encoder", &base, true));
+    let _dec = start_in(&t.d, config("decoder", &base, false));
+    let em = enc.metrics.clone();
+    // The server records every datagram's index.
+    let (got, stop, rx) = receiver(&t.s);
     let sent = Arc::new(AtomicU32::new(0));
     let sending = Arc::new(AtomicBool::new(true));
     let tx = {
@@ -337,25 +350,7 @@ fn diverse_repairs_cross_the_other_segment_list_and_recover() {
     let enc = start_in(&t.e, config_with("encoder", &base, true, manager));
     let _dec = start_in(&t.d, config("decoder", &base, false));
     let em = enc.metrics.clone();
-    let got = Arc::new(Mutex::new(Vec::<u32>::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let rx = {
-        let (got, stop) = (got.clone(), stop.clone());
-        t.s.spawn(move || {
-            let sock = UdpSocket::bind("[::]:9000")?;
-            sock.set_read_timeout(Some(Duration::from_millis(100)))?;
-            let mut buf = [0u8; 2048];
-            while !stop.load(Ordering::SeqCst) {
-                if let Ok(n) = sock.recv(&mut buf) {
-                    if n >= 4 {
-                        let i = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
-                        got.lock().unwrap().push(i);
-                    }
-                }
-            }
-            Ok(())
-        })
-    };
+    let (got, stop, rx) = receiver(&t.s);
     // Both paths measured first: until then repairs go with their sources.
     let warm = t.c.spawn(|| {
         let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
