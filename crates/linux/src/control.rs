@@ -6,7 +6,7 @@
 //!   `rquic`, `fixed:step=10` for a fixed ratio of 1 repair per 10 sources, `none`); workers
 //!   pick the change up within one loop iteration;
 //! - `set path-policy <KIND>` (`failover`, `lowest-delay`, `greedy`, `random`, `bond`) and
-//!   `set repair-path <same|diverse>` -> the path policy of a multi-path UDP tunnel, live;
+//!   `set repair-path <same|diverse>` -> the path policy of a multi-path tunnel, live;
 //! - anything else -> `{"error": ...}`.
 //!
 //! `hirt status --control PATH` is the client.

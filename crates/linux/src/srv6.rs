@@ -37,18 +37,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hirt_core::{Encoder, FecMode, Feedback, StreamId};
+use hirt_core::path::{PathManagerConfig, PolicyKind, RepairPath};
+use hirt_core::{Encoder, FecMode, Feedback, PathId, StreamId};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
-use hirt_wire::tlv::{FeedbackRepr, HirtTlvs, RepairRepr, SourceRepr, TlvTypes, SOURCE_TLV_SIZE};
+use hirt_wire::tlv::{
+    FeedbackRepr, HirtTlvs, ProbeBody, ProbeReplyBody, RepairRepr, SourceRepr, TlvTypes,
+    FEEDBACK_KIND_FEC, FEEDBACK_KIND_PROBE, FEEDBACK_KIND_PROBE_REPLY, SOURCE_TLV_SIZE,
+};
 
-pub use crate::config::{AuthKey, Behavior, CoderSettings};
+pub use crate::config::{AuthKey, Behavior, CoderSettings, Srv6PathConfig};
+use crate::config::{MAX_PATHS, MAX_PATH_SIDS};
 pub use crate::ecn::mark_ce;
 use crate::engine::{
     self, Classified, CoderSlots, DecoderSlot, Need, NeedsState, Node, Slot, SlotsConfig, Transmit,
     TransmitSink, Transport,
 };
 use crate::metrics::{add, Metrics};
+use crate::udp::paths::{flow_hash, PathSet};
 
 pub mod xdp_io;
 
@@ -99,6 +105,11 @@ pub struct NodeConfig {
     pub seed: u64,
     /// Repair timers, overload control (see [`crate::engine::StreamCoder::set_cpu_load`]) and in-order release.
     pub coder: CoderSettings,
+    /// The encoder's paths to the decoder SID (path id = position; at least one). With more
+    /// than one, the encoder runs a path manager (see [`crate::srv6`]'s "Paths").
+    pub paths: Vec<Srv6PathConfig>,
+    /// Policy, probes and repair path of several paths.
+    pub path_cfg: PathManagerConfig,
 }
 
 /// The latest (hop limit, traffic class) seen per stream, kept beside each decoder slot: a
@@ -163,7 +174,28 @@ pub struct Srv6Machine {
     auth_seq: Arc<AtomicU64>,
     /// Scratch for building repair / feedback / recovered packets.
     out: Vec<u8>,
+    /// The encoder's paths, when it has several.
+    paths: Option<SrPaths>,
+    /// Decoder: probes and their bytes received per path id (what a probe reply carries).
+    probes_received: [(u32, u32); MAX_PATHS],
 }
+
+/// An encoder's several paths: the manager and each path's segment lists.
+#[derive(Debug)]
+struct SrPaths {
+    set: PathSet<()>,
+    /// Per path: the middle SIDs in wire order (inserted into a source's segment list).
+    wire_sids: Vec<Vec<Ipv6Addr>>,
+    /// Per path: the segment list of a repair or probe (the decoder SID at index 0).
+    internal: Vec<Vec<Ipv6Addr>>,
+    /// Per path: how `hirt status` shows it.
+    describe: Vec<String>,
+    /// When the path status is published next.
+    next_publish: Instant,
+}
+
+/// How often the encoder publishes its paths' state (`hirt status`, metrics).
+const PATH_PUBLISH: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl std::fmt::Debug for Srv6Machine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -205,6 +237,32 @@ pub enum Srv6Step {
         /// End of the payload.
         end: usize,
     },
+    /// A path probe at the decoder: answered over the reverse of its segment list.
+    Probe {
+        /// Where things are in the probe.
+        l: Srv6Layout,
+        /// Its path.
+        path: PathId,
+        /// Its timestamp (echoed).
+        timestamp: u32,
+        /// Packets sent on the path with it (echoed).
+        sent: u32,
+        /// Its length.
+        len: usize,
+    },
+    /// The answer to one of our probes, at the encoder.
+    ProbeReply {
+        /// The path.
+        path: PathId,
+        /// The probe's timestamp.
+        timestamp_echo: u32,
+        /// The probe's sent count.
+        sent_echo: u32,
+        /// Probes the decoder received on the path so far.
+        received: u32,
+        /// Their bytes.
+        received_bytes: u32,
+    },
     /// A source at the decoder, its TLVs removed (`buf[..len]`); `deliver`: false for a source
     /// the kernel delivered itself (only recorded).
     Decode {
@@ -244,13 +302,54 @@ impl Srv6Node {
     /// A worker of a multi-worker instance; `cfg.stream` is the worker's index (its slot).
     pub fn with_shared(cfg: NodeConfig, metrics: Arc<Metrics>, shared: Arc<Shared>) -> Srv6Node {
         let stream = cfg.stream;
+        let paths = (cfg.enc_sid.is_some() && cfg.paths.len() > 1).then(|| {
+            let dec = cfg.dec_sid.unwrap_or(cfg.peer_dec_sid);
+            let now = Instant::now();
+            SrPaths {
+                set: PathSet::new(
+                    cfg.path_cfg.clone(),
+                    &vec![Some(()); cfg.paths.len()],
+                    cfg.seed ^ 0x9a75,
+                    now,
+                ),
+                wire_sids: cfg.paths.iter().map(Srv6PathConfig::wire_sids).collect(),
+                internal: cfg.paths.iter().map(|p| p.internal_segments(dec)).collect(),
+                describe: cfg.paths.iter().map(|p| p.describe(dec)).collect(),
+                next_publish: now,
+            }
+        });
         let machine = Srv6Machine {
             cfg,
             metrics: metrics.clone(),
             auth_seq: shared.common.clone(),
             out: vec![0u8; BUF_LEN],
+            paths,
+            probes_received: [(0, 0); MAX_PATHS],
         };
         Node::with_machine(machine, shared, stream, metrics)
+    }
+
+    /// The encoder's paths, when it has several.
+    pub fn paths(&self) -> Option<&PathSet<()>> {
+        self.machine().paths.as_ref().map(|p| &p.set)
+    }
+
+    /// Changes the path policy kind and/or the repair path live (the rest of the policy
+    /// stays); an error when the policy does not fit the paths. Nothing to change with one
+    /// path.
+    pub fn set_path_policy(
+        &mut self,
+        kind: Option<PolicyKind>,
+        repair: Option<RepairPath>,
+        now: Instant,
+    ) -> Result<(), String> {
+        let m = self.machine_mut();
+        let Some(p) = &mut m.paths else {
+            return Ok(());
+        };
+        let r = p.set.change(kind, repair, &m.metrics, now);
+        p.next_publish = now;
+        r
     }
 
     /// The node's configuration.
@@ -368,7 +467,7 @@ impl Transport for Srv6Machine {
             (Srv6Step::Feedback(fb), Slot::Encoder(e)) => {
                 add(&self.metrics.stream(fb.stream).feedback_in, 1);
                 e.handle_feedback(&fb, now);
-                self.drain_repairs(e, tx);
+                self.drain_repairs(e, now, tx);
                 Ok(())
             }
             (
@@ -388,6 +487,42 @@ impl Transport for Srv6Machine {
             (Srv6Step::Decode { src, len, deliver }, Slot::Decoder(d)) => {
                 self.decode(d, src, buf, len, deliver, now, tx)
             }
+            (
+                Srv6Step::Probe {
+                    l,
+                    path,
+                    timestamp,
+                    sent,
+                    len,
+                },
+                Slot::Decoder(_),
+            ) => {
+                self.answer_probe(&buf[..len], &l, path, timestamp, sent, tx);
+                Ok(())
+            }
+            (
+                Srv6Step::ProbeReply {
+                    path,
+                    timestamp_echo,
+                    sent_echo,
+                    received,
+                    received_bytes,
+                },
+                Slot::Encoder(_),
+            ) => {
+                if let Some(p) = &mut self.paths {
+                    p.set.on_reply(
+                        path,
+                        timestamp_echo,
+                        sent_echo,
+                        received,
+                        received_bytes,
+                        now,
+                    );
+                    p.set.drain_events(&self.metrics);
+                }
+                Ok(())
+            }
             // `Node::process` locks the slot the first step named.
             _ => self.count_drop(Drop::Malformed),
         }
@@ -403,7 +538,7 @@ impl Transport for Srv6Machine {
         match slot {
             Slot::Encoder(e) => {
                 e.handle_timeout(now);
-                self.drain_repairs(e, tx);
+                self.drain_repairs(e, now, tx);
             }
             Slot::Decoder(d) => {
                 d.dec.handle_timeout(now);
@@ -415,6 +550,15 @@ impl Transport for Srv6Machine {
     fn no_slot(&mut self) -> Drop {
         let _ = self.count_drop(Drop::NotOurs);
         Drop::NotOurs
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let p = self.paths.as_ref()?;
+        p.set.poll_timeout().map(|t| t.min(p.next_publish))
+    }
+
+    fn own_timeout(&mut self, _route: (), now: Instant, tx: &mut impl TransmitSink<Egress>) {
+        self.path_timeout(now, tx);
     }
 }
 
@@ -547,10 +691,32 @@ impl Srv6Machine {
         };
         if let Some((_, fb)) = tlvs.feedback {
             let stream = fb.stream;
-            let decoded = Feedback::decode(fb.body);
             if l.next_header != NH_NONE {
                 return self.count_drop(Drop::Malformed).map(|_| None);
             }
+            if fb.kind == FEEDBACK_KIND_PROBE_REPLY {
+                let Ok(body) = ProbeReplyBody::new_checked(fb.body) else {
+                    return self.count_drop(Drop::Malformed).map(|_| None);
+                };
+                let step = Srv6Step::ProbeReply {
+                    path: fb.path_id,
+                    timestamp_echo: fb.timestamp_echo,
+                    sent_echo: body.sent_echo(),
+                    received: body.received(),
+                    received_bytes: body.received_bytes(),
+                };
+                // The reply's replay window: its path's.
+                let admit = self.verify(&buf[..len], StreamId::from(fb.path_id))?;
+                return Ok(Some(Classified {
+                    admit,
+                    need: Some(Need::Encoder(self.cfg.stream)),
+                    step,
+                }));
+            }
+            if fb.kind != FEEDBACK_KIND_FEC {
+                return self.count_drop(Drop::Malformed).map(|_| None);
+            }
+            let decoded = Feedback::decode(fb.body);
             let Ok(fb) = decoded else {
                 return self.count_drop(Drop::Malformed).map(|_| None);
             };
@@ -618,8 +784,25 @@ impl Srv6Machine {
                 },
             }));
         }
-        if tlvs.feedback.is_some() {
-            return self.count_drop(Drop::Malformed).map(|_| None);
+        if let Some((_, fb)) = tlvs.feedback {
+            let body = ProbeBody::new_checked(fb.body);
+            let (Ok(body), FEEDBACK_KIND_PROBE, NH_NONE) = (body, fb.kind, l.next_header) else {
+                return self.count_drop(Drop::Malformed).map(|_| None);
+            };
+            let step = Srv6Step::Probe {
+                l,
+                path: fb.path_id,
+                timestamp: fb.timestamp_echo,
+                sent: body.sent(),
+                len,
+            };
+            // The probe's replay window: its path's (the sources on the path share it).
+            let admit = self.verify(&buf[..len], StreamId::from(fb.path_id))?;
+            return Ok(Some(Classified {
+                admit,
+                need: Some(Need::Decoder(self.cfg.stream)),
+                step,
+            }));
         }
         let auth_sources = self.cfg.auth.as_ref().is_some_and(|a| a.sources);
         let Some((_, src)) = tlvs.source else {
@@ -682,6 +865,21 @@ impl Srv6Machine {
                 return self.count_drop(Drop::Malformed);
             }
         }
+        // Several paths: the flow's path, its middle SIDs inserted after the End (so they are
+        // part of the symbol: the decoder receives them), its own stream.
+        let (stream, len, sl) = match (&mut self.paths, tagged) {
+            (Some(p), None) => {
+                let inner = buf.get(l.payload_offset..len).unwrap_or(&[]);
+                let path = p.set.for_source(flow_hash(inner), len, now);
+                p.set.note_busy(path);
+                let sids = &p.wire_sids[usize::from(path)];
+                match wsrv6::insert_segments(buf, len, usize::from(sl) + 1, sids) {
+                    Ok(n) => (stream + StreamId::from(path), n, sl + sids.len() as u8),
+                    Err(_) => return self.count_drop(Drop::Malformed),
+                }
+            }
+            _ => (stream, len, sl),
+        };
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
         // The symbol: normalised (what routers may change inside the tunnel set as the decoder
@@ -693,7 +891,7 @@ impl Srv6Machine {
         if tagged.is_some() {
             add(&c.enc_packets_out, 1);
             add(&c.source_bytes_sent, (len + SOURCE_TLV_SIZE) as u64);
-            self.drain_repairs(enc, tx);
+            self.drain_repairs(enc, now, tx);
             return Ok(());
         }
         let src = SourceRepr {
@@ -720,8 +918,142 @@ impl Srv6Machine {
                 send(tx, Egress::Kernel, &buf[..len]);
             }
         }
-        self.drain_repairs(enc, tx);
+        self.drain_repairs(enc, now, tx);
         Ok(())
+    }
+
+    /// Builds an internal packet (no payload) with one feedback TLV over `dst`, signed when we
+    /// have a key, and sends it.
+    fn send_internal(
+        &mut self,
+        src: Ipv6Addr,
+        dst: &[Ipv6Addr],
+        repr: &FeedbackRepr<'_>,
+        tx: &mut impl TransmitSink<Egress>,
+    ) -> bool {
+        let Srv6Machine {
+            cfg, auth_seq, out, ..
+        } = self;
+        let h = internal_header(cfg, src, dst);
+        let auth = cfg
+            .auth
+            .as_ref()
+            .map(|a| next_auth(cfg, auth_seq, a, a.rfc8754));
+        let built = Srv6Builder::new(out, &h).and_then(|mut b| {
+            b.push_feedback(cfg.tlv.feedback, repr)?;
+            b.finish(&[], auth.as_ref())
+        });
+        match built {
+            Ok(n) => {
+                send(tx, Egress::Kernel, &out[..n]);
+                true
+            }
+            Err(_) => {
+                add(&self.metrics.global.send_errors, 1);
+                false
+            }
+        }
+    }
+
+    /// Answers a probe (`pkt`, authenticated) on `path` with what this decoder received on the
+    /// path, over the probe's segment list reversed: back through the same middle SIDs to the
+    /// encoder SID, so the reply crosses the path it measures.
+    fn answer_probe(
+        &mut self,
+        pkt: &[u8],
+        l: &Srv6Layout,
+        path: PathId,
+        timestamp: u32,
+        sent: u32,
+        tx: &mut impl TransmitSink<Egress>,
+    ) {
+        let Some(counts) = self.probes_received.get_mut(usize::from(path)) else {
+            return;
+        };
+        counts.0 = counts.0.wrapping_add(1);
+        counts.1 = counts.1.wrapping_add(pkt.len() as u32);
+        let (received, received_bytes) = *counts;
+        // The probe's list is [decoder, middle SIDs (last visited first)]: the reply's is
+        // [encoder, the same middle SIDs in visit order].
+        let srh = l.srh(pkt);
+        let middles = usize::from(l.last_entry);
+        if middles > MAX_PATH_SIDS {
+            let _ = self.count_drop(Drop::Malformed);
+            return;
+        }
+        let mut segs = [Ipv6Addr::UNSPECIFIED; MAX_PATH_SIDS + 1];
+        segs[0] = self.cfg.enc_sid.unwrap_or(self.cfg.peer_enc_sid);
+        for (i, seg) in segs[1..=middles].iter_mut().enumerate() {
+            match srh.segment(i + 1) {
+                Some(s) => *seg = s,
+                None => return,
+            }
+        }
+        segs[1..=middles].reverse();
+        let body = ProbeReplyBody::to_bytes(sent, received, received_bytes);
+        let repr = FeedbackRepr {
+            stream: self.cfg.stream,
+            path_id: path,
+            kind: FEEDBACK_KIND_PROBE_REPLY,
+            timestamp_echo: timestamp,
+            body: &body,
+        };
+        let src = self.cfg.dec_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+        self.send_internal(src, &segs[..=middles], &repr, tx);
+    }
+
+    /// The paths' timers: the manager's (silence, probes of idle paths), heartbeat probes of
+    /// busy paths, events logged, the status published.
+    fn path_timeout(&mut self, now: Instant, tx: &mut impl TransmitSink<Egress>) {
+        let Some(p) = &mut self.paths else {
+            return;
+        };
+        let mut due = [0 as PathId; MAX_PATHS];
+        let mut n = 0;
+        if p.set.poll_timeout().is_some_and(|t| t <= now) {
+            for &path in p.set.on_timeout(now).iter().take(MAX_PATHS) {
+                due[n] = path;
+                n += 1;
+            }
+        }
+        let src = self.cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
+        for &path in &due[..n] {
+            let Some(p) = &mut self.paths else {
+                return;
+            };
+            let Some((timestamp, sent)) = p.set.probe(path, now) else {
+                continue;
+            };
+            let Some(list) = p.internal.get(usize::from(path)) else {
+                continue;
+            };
+            let mut segs = [Ipv6Addr::UNSPECIFIED; MAX_PATH_SIDS + 1];
+            let k = list.len().min(segs.len());
+            segs[..k].copy_from_slice(&list[..k]);
+            let body = ProbeBody::to_bytes(sent);
+            let repr = FeedbackRepr {
+                stream: self.cfg.stream + StreamId::from(path),
+                path_id: path,
+                kind: FEEDBACK_KIND_PROBE,
+                timestamp_echo: timestamp,
+                body: &body,
+            };
+            if self.send_internal(src, &segs[..k], &repr, tx) {
+                add(&self.metrics.global.path_probes_sent, 1);
+            }
+        }
+        let Some(p) = &mut self.paths else {
+            return;
+        };
+        p.set.drain_events(&self.metrics);
+        if p.next_publish <= now {
+            p.next_publish = now + PATH_PUBLISH;
+            let describe = &p.describe;
+            let status = p
+                .set
+                .status(|i| describe.get(usize::from(i)).cloned().unwrap_or_default());
+            self.metrics.publish_paths(status);
+        }
     }
 
     /// Hands a repair to the decoder, then delivers what it recovered.
@@ -794,18 +1126,37 @@ impl Srv6Machine {
         res
     }
 
-    /// Sends every repair the encoder has ready, as SRv6 repair packets to the decoder SID.
-    fn drain_repairs(&mut self, enc: &mut Encoder, tx: &mut impl TransmitSink<Egress>) {
+    /// Sends every repair the encoder has ready, as SRv6 repair packets to the decoder SID
+    /// (with several paths: over the path the manager picks for its stream's path).
+    fn drain_repairs(
+        &mut self,
+        enc: &mut Encoder,
+        now: Instant,
+        tx: &mut impl TransmitSink<Egress>,
+    ) {
         let Srv6Machine {
             cfg,
             metrics,
             auth_seq,
             out,
+            paths,
+            ..
         } = self;
         let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
-        let dst = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
+        let direct = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
         while let Some(r) = enc.poll_repair() {
-            let h = internal_header(cfg, src, &dst);
+            let dst: &[Ipv6Addr] = match paths {
+                None => &direct,
+                Some(p) => {
+                    let source_path = r.stream.saturating_sub(cfg.stream) as PathId;
+                    let path = p.set.for_repair(source_path, r.payload.len(), now);
+                    p.set.note_busy(path);
+                    p.internal
+                        .get(usize::from(path))
+                        .map_or(&direct[..], Vec::as_slice)
+                }
+            };
+            let h = internal_header(cfg, src, dst);
             let repr = RepairRepr {
                 stream: r.stream,
                 info: r.info,
@@ -844,6 +1195,7 @@ impl Srv6Machine {
             metrics,
             auth_seq,
             out,
+            ..
         } = self;
         let DecoderSlot {
             dec,
@@ -879,6 +1231,7 @@ impl Srv6Machine {
             let repr = FeedbackRepr {
                 stream: fb.stream,
                 path_id: fb.path,
+                kind: FEEDBACK_KIND_FEC,
                 timestamp_echo: fb.echo.map(|e| e.ts).unwrap_or(0),
                 body: &body[..blen],
             };
@@ -898,13 +1251,14 @@ impl Srv6Machine {
     }
 }
 
-/// Outer header of a repair or feedback packet: from `src` to our peer's SID `dst` as the last
-/// segment, with Next Header 59, so it never leaves the tunnel.
+/// Outer header of a repair, feedback or probe packet: from `src` through the segment list
+/// `dst` (wire order: our peer's SID at index 0, the first segment to visit at the top), with
+/// Next Header 59, so it never leaves the tunnel.
 fn internal_header<'a>(cfg: &NodeConfig, src: Ipv6Addr, dst: &'a [Ipv6Addr]) -> Srv6Header<'a> {
     Srv6Header {
         src,
         segments: dst,
-        segments_left: 0,
+        segments_left: dst.len().saturating_sub(1) as u8,
         hop_limit: 64,
         traffic_class: cfg.repair_tclass,
         flow_label: 0,

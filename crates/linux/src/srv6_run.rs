@@ -94,7 +94,9 @@ pub fn start(cfg: Srv6Config) -> anyhow::Result<Srv6Handle> {
     let kernel_sources = cfg.kernel_sources;
     let repair_tclass = cfg.repair_dscp << 2;
     let seed = cfg.seed.unwrap_or_else(crate::crypto::initial_counter);
-    let metrics = Metrics::new(threads, &format!("srv6 {}", role.as_str()));
+    let paths = cfg.paths_or_default();
+    // Several paths: each carries its own encoder stream (stream = path id, one worker).
+    let metrics = Metrics::new(threads.max(paths.len()), &format!("srv6 {}", role.as_str()));
 
     // Devices.
     let mut queues = Vec::with_capacity(threads);
@@ -273,8 +275,12 @@ pub fn start(cfg: Srv6Config) -> anyhow::Result<Srv6Handle> {
         repair_tclass,
         seed,
         coder,
+        paths,
+        path_cfg: cfg.paths.clone(),
     };
-    let shared = Shared::new(&base, threads, threads);
+    // A replay window per stream id an encoder with several paths may use (its sources, probes
+    // and replies on each path have their own, so a slow path's packets are not replays).
+    let shared = Shared::new(&base, threads, threads.max(crate::config::MAX_PATHS));
     for ((i, q), xdp) in queues.into_iter().enumerate().zip(xdp_ios) {
         let cfg = NodeConfig {
             stream: i as u16,
@@ -446,6 +452,7 @@ fn worker(
     // Overload = packets dropped at the SID device's queue (see `engine::load`).
     let mut drops = DropWatch::new(tun.name(), false, LOAD_PERIOD);
     let m = ctl.metrics.clone();
+    let mut path_generation = ctl.path_generation();
     let mut out = Out {
         tun: &tun,
         decap: decap.as_ref(),
@@ -474,6 +481,13 @@ fn worker(
                     Ok(ready) => xdp_socks == 0 || ready & 1 != 0,
                     Err(_) => true,
                 };
+        }
+        if ctl.path_generation() != path_generation {
+            path_generation = ctl.path_generation();
+            let c = ctl.path_change();
+            if let Err(e) = node.set_path_policy(c.kind, c.repair, Instant::now()) {
+                tracing::warn!("path policy change refused: {e}");
+            }
         }
         // One clock read per batch: the packets of a batch arrived within microseconds.
         let now = Instant::now();

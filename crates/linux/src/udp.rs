@@ -1087,31 +1087,10 @@ impl UdpMachine {
         let Some(ps) = &self.paths else {
             return;
         };
-        let cfg = ps.manager().config();
-        let status = crate::metrics::PathsStatus {
-            policy: cfg.policy.kind.as_str().to_string(),
-            repair_path: cfg.repair_path.as_str().to_string(),
-            preferred: ps.manager().preferred(),
-            paths: ps
-                .snapshot()
-                .into_iter()
-                .map(|p| crate::metrics::PathStatus {
-                    path: p.path,
-                    remote: self
-                        .path_addr(p.path, dest)
-                        .map_or(String::new(), |a| a.to_string()),
-                    state: p.state.as_str().to_string(),
-                    srtt_ms: p.srtt_ms,
-                    loss: p.loss,
-                    delivery_bps: p.delivery_bps,
-                    share: p.share,
-                    sources: p.sources,
-                    repairs: p.repairs,
-                    probes: p.probes,
-                })
-                .collect(),
-            events: ps.recent_events().map(str::to_string).collect(),
-        };
+        let status = ps.status(|p| {
+            self.path_addr(p, dest)
+                .map_or(String::new(), |a| a.to_string())
+        });
         self.metrics.publish_paths(status);
     }
 

@@ -231,6 +231,46 @@ pub fn advance_segment(buf: &mut [u8], len: usize) -> core::result::Result<Ipv6A
     Ok(da)
 }
 
+/// Inserts `sids` (wire order: the last one is visited first) into the segment list of the
+/// packet `buf[..len]` at index `at`: the segments from `at` on move up by `sids.len()`, Last
+/// Entry grows, Segments Left becomes `at + sids.len() - 1` and the destination the segment
+/// there (the first inserted SID to visit). With `at` = Segments Left + 1 this steers a packet,
+/// just after an End, through `sids` before its next segment. Returns the new length.
+pub fn insert_segments(
+    buf: &mut [u8],
+    len: usize,
+    at: usize,
+    sids: &[Ipv6Addr],
+) -> core::result::Result<usize, BuildError> {
+    let l = Srv6Layout::parse(buf.get(..len).ok_or(BuildError::Malformed)?)?;
+    if sids.is_empty() {
+        return Ok(l.packet_len);
+    }
+    let count = usize::from(l.last_entry) + 1;
+    let n = sids.len() * 16;
+    if at > count || count + sids.len() > 128 {
+        return Err(BuildError::InvalidHeader);
+    }
+    if l.srh_len + n > MAX_SRH_LEN || l.packet_len + n - HEADER_LEN > u16::MAX as usize {
+        return Err(BuildError::TooLong);
+    }
+    if buf.len() < l.packet_len + n {
+        return Err(BuildError::NoRoom);
+    }
+    let from = l.srh_offset + 8 + 16 * at;
+    buf.copy_within(from..l.packet_len, from + n);
+    for (i, sid) in sids.iter().enumerate() {
+        buf[from + 16 * i..from + 16 * (i + 1)].copy_from_slice(&sid.octets());
+    }
+    set_lengths(buf, l.srh_len + n, l.packet_len + n);
+    let sl = at + sids.len() - 1;
+    let mut srh = SrhPacket::new_unchecked(&mut buf[l.srh_offset..l.payload_offset + n]);
+    srh.set_last_entry((count + sids.len() - 1) as u8);
+    srh.set_segments_left(sl as u8);
+    Ipv6Packet::new_unchecked(&mut buf[..]).set_dst_addr(sids[sids.len() - 1]);
+    Ok(l.packet_len + n)
+}
+
 /// The packet inside an IPv6+SRH encapsulation, for End.DX6 / End.DT6 / End.DX4 / End.DT4.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inner {

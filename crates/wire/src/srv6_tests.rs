@@ -154,6 +154,7 @@ fn build_feedback_pads_with_padn() {
     let fb = FeedbackRepr {
         stream: 1,
         path_id: 0,
+        kind: crate::tlv::FEEDBACK_KIND_FEC,
         timestamp_echo: 5,
         body: &[7u8; 21],
     };
@@ -341,4 +342,45 @@ fn malformed_inputs_never_panic() {
         let _ = remove_tlv(&mut buf, q.len(), 0x7c);
         let _ = advance_segment(&mut buf, q.len());
     }
+}
+
+#[test]
+fn insert_segments_steers_through_middle_sids() {
+    // After the End at fc00::e: SL 0, DA fc00::d. Insert fc00::b (visit first) and fc00::c
+    // (wire order [fc00::c, fc00::b]) at index 1, between the decoder and the encoder.
+    let mut buf = vec![0u8; 256];
+    let p = encapsulated();
+    buf[..p.len()].copy_from_slice(&p);
+    advance_segment(&mut buf, p.len()).unwrap();
+    let n = insert_segments(&mut buf, p.len(), 1, &[a("fc00::c"), a("fc00::b")]).unwrap();
+    assert_eq!(n, p.len() + 32);
+    let want: Vec<u8> = [
+        &[0x60u8, 0x00, 0x00, 0x00, 0x00, 0x4c, 0x2b, 0x40][..], // payload 76 = 72 SRH + 4
+        &[
+            0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01,
+        ],
+        &[0xfc, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0b], // DA: first to visit
+        &[0x29, 0x08, 0x04, 0x02, 0x03, 0x00, 0x00, 0x00],          // len 8, SL 2, Last Entry 3
+        &[0xfc, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0d],
+        &[0xfc, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0c],
+        &[0xfc, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0b],
+        &[0xfc, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0e],
+        &[0x60, 0x11, 0x22, 0x33],
+    ]
+    .concat();
+    assert_eq!(&buf[..n], &want[..]);
+    let l = Srv6Layout::parse(&buf[..n]).unwrap();
+    assert_eq!(&buf[l.payload_range()], &[0x60, 0x11, 0x22, 0x33]);
+    // Nothing to insert: unchanged.
+    assert_eq!(insert_segments(&mut buf, n, 1, &[]), Ok(n));
+    // Past the list, or no room.
+    assert_eq!(
+        insert_segments(&mut buf, n, 5, &[a("fc00::1")]),
+        Err(BuildError::InvalidHeader)
+    );
+    let mut small = buf[..n].to_vec();
+    assert_eq!(
+        insert_segments(&mut small, n, 1, &[a("fc00::1")]),
+        Err(BuildError::NoRoom)
+    );
 }

@@ -45,13 +45,21 @@
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |  Type (126)   |    Length     |          Stream ID            |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
-//! |    Path ID    |  Body Length  |       Reserved (0)            |
+//! |    Path ID    |  Body Length  |     Kind      | Reserved (0)  |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! |                     Timestamp Echo                            |
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! //   Body (hirt-core `Feedback::encode`, opaque here)  | 0 pad  //
 //! +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //! ```
+//!
+//! Kind ([`FEEDBACK_KIND_FEC`] = 0) says what the TLV carries. The same TLV carries the path
+//! messages of a multi-path SRv6 tunnel, naming their path in Path ID:
+//! - kind [`FEEDBACK_KIND_PROBE`] (encoder to decoder, over the path): Timestamp Echo holds the
+//!   sender's timestamp, the body ([`ProbeBody`], 4 bytes) the packets sent on the path so far;
+//! - kind [`FEEDBACK_KIND_PROBE_REPLY`] (decoder to encoder): Timestamp Echo echoes the probe's
+//!   timestamp, the body ([`ProbeReplyBody`], 12 bytes) the probe's sent count and the packets
+//!   and bytes the decoder received on the path so far.
 //!
 //! Auth TLV (32 bytes): hirt's own MAC over the whole packet except what routers change in
 //! transit (see `srv6::auth_mac`). The RFC 8754 HMAC covers only the source address, Last Entry,
@@ -441,7 +449,8 @@ mod ffield {
     pub const STREAM: usize = 2;
     pub const PATH: usize = 4;
     pub const BODY_LEN: usize = 5;
-    pub const RESERVED: usize = 6;
+    pub const KIND: usize = 6;
+    pub const RESERVED: usize = 7;
     pub const TS_ECHO: usize = 8;
     pub const BODY: usize = 12;
 }
@@ -478,6 +487,12 @@ impl<T: AsRef<[u8]>> FeedbackTlv<T> {
         self.buffer.as_ref()[ffield::PATH]
     }
 
+    /// What the TLV carries ([`FEEDBACK_KIND_FEC`], [`FEEDBACK_KIND_PROBE`],
+    /// [`FEEDBACK_KIND_PROBE_REPLY`]).
+    pub fn kind_field(&self) -> u8 {
+        self.buffer.as_ref()[ffield::KIND]
+    }
+
     /// Timestamp echo: the newest repair timestamp the decoder saw.
     pub fn timestamp_echo(&self) -> u32 {
         be32(self.buffer.as_ref(), ffield::TS_ECHO)
@@ -490,6 +505,13 @@ impl<T: AsRef<[u8]>> FeedbackTlv<T> {
     }
 }
 
+/// Feedback TLV kind: FEC feedback (hirt-core `Feedback`).
+pub const FEEDBACK_KIND_FEC: u8 = 0;
+/// Feedback TLV kind: a path probe ([`ProbeBody`]).
+pub const FEEDBACK_KIND_PROBE: u8 = 1;
+/// Feedback TLV kind: the answer to a path probe ([`ProbeReplyBody`]).
+pub const FEEDBACK_KIND_PROBE_REPLY: u8 = 2;
+
 /// Feedback TLV contents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FeedbackRepr<'a> {
@@ -497,6 +519,8 @@ pub struct FeedbackRepr<'a> {
     pub stream: u16,
     /// Path ID.
     pub path_id: u8,
+    /// What the TLV carries ([`FEEDBACK_KIND_FEC`] for FEC feedback).
+    pub kind: u8,
     /// Timestamp echo.
     pub timestamp_echo: u32,
     /// Body (at most [`MAX_FEEDBACK_BODY`] bytes).
@@ -511,6 +535,7 @@ impl<'a> FeedbackRepr<'a> {
         Ok(FeedbackRepr {
             stream: t.stream(),
             path_id: t.path_id(),
+            kind: t.kind_field(),
             timestamp_echo: t.timestamp_echo(),
             body: &b[ffield::BODY..ffield::BODY + b[ffield::BODY_LEN] as usize],
         })
@@ -535,11 +560,113 @@ impl<'a> FeedbackRepr<'a> {
         b[ffield::STREAM..ffield::STREAM + 2].copy_from_slice(&self.stream.to_be_bytes());
         b[ffield::PATH] = self.path_id;
         b[ffield::BODY_LEN] = self.body.len() as u8;
-        b[ffield::RESERVED..ffield::RESERVED + 2].fill(0);
+        b[ffield::KIND] = self.kind;
+        b[ffield::RESERVED] = 0;
         b[ffield::TS_ECHO..ffield::TS_ECHO + 4].copy_from_slice(&self.timestamp_echo.to_be_bytes());
         let end = ffield::BODY + self.body.len();
         b[ffield::BODY..end].copy_from_slice(self.body);
         b[end..].fill(0);
+    }
+}
+
+mod pfield {
+    pub const SENT: usize = 0;
+    pub const RECEIVED: usize = 4;
+    pub const RECEIVED_BYTES: usize = 8;
+}
+
+/// Bytes of a probe body.
+pub const PROBE_BODY_LEN: usize = 4;
+/// Bytes of a probe reply body.
+pub const PROBE_REPLY_BODY_LEN: usize = 12;
+
+/// A view of the body of a path probe (feedback TLV of kind [`FEEDBACK_KIND_PROBE`]):
+///
+/// ```text
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |            Sent: packets sent on the path so far (wrapping)   |
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeBody<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> ProbeBody<T> {
+    /// A view after checking the length (exactly [`PROBE_BODY_LEN`] bytes).
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        if buffer.as_ref().len() != PROBE_BODY_LEN {
+            return Err(Error);
+        }
+        Ok(ProbeBody { buffer })
+    }
+
+    /// Packets sent on the path so far, the probe included.
+    pub fn sent(&self) -> u32 {
+        be32(self.buffer.as_ref(), pfield::SENT)
+    }
+}
+
+impl ProbeBody<[u8; PROBE_BODY_LEN]> {
+    /// The body with these fields.
+    pub fn to_bytes(sent: u32) -> [u8; PROBE_BODY_LEN] {
+        sent.to_be_bytes()
+    }
+}
+
+/// A view of the body of a probe reply (feedback TLV of kind [`FEEDBACK_KIND_PROBE_REPLY`]):
+///
+/// ```text
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |                 Sent Echo: the probe's Sent                   |
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |          Received: packets received on the path so far        |
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// |       Received Bytes: bytes received on the path (wrapping)   |
+/// +-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeReplyBody<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> ProbeReplyBody<T> {
+    /// A view after checking the length (exactly [`PROBE_REPLY_BODY_LEN`] bytes).
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        if buffer.as_ref().len() != PROBE_REPLY_BODY_LEN {
+            return Err(Error);
+        }
+        Ok(ProbeReplyBody { buffer })
+    }
+
+    /// The probe's sent count.
+    pub fn sent_echo(&self) -> u32 {
+        be32(self.buffer.as_ref(), pfield::SENT)
+    }
+
+    /// Packets received on the path so far.
+    pub fn received(&self) -> u32 {
+        be32(self.buffer.as_ref(), pfield::RECEIVED)
+    }
+
+    /// Bytes received on the path so far (wrapping).
+    pub fn received_bytes(&self) -> u32 {
+        be32(self.buffer.as_ref(), pfield::RECEIVED_BYTES)
+    }
+}
+
+impl ProbeReplyBody<[u8; PROBE_REPLY_BODY_LEN]> {
+    /// The body with these fields.
+    pub fn to_bytes(
+        sent_echo: u32,
+        received: u32,
+        received_bytes: u32,
+    ) -> [u8; PROBE_REPLY_BODY_LEN] {
+        let mut b = [0u8; PROBE_REPLY_BODY_LEN];
+        b[pfield::SENT..pfield::RECEIVED].copy_from_slice(&sent_echo.to_be_bytes());
+        b[pfield::RECEIVED..pfield::RECEIVED_BYTES].copy_from_slice(&received.to_be_bytes());
+        b[pfield::RECEIVED_BYTES..].copy_from_slice(&received_bytes.to_be_bytes());
+        b
     }
 }
 
@@ -788,6 +915,7 @@ mod tests {
         let want = FeedbackRepr {
             stream: 2,
             path_id: 1,
+            kind: FEEDBACK_KIND_FEC,
             timestamp_echo: 0xcafebabe,
             body: &[0xa1, 0xa2, 0xa3],
         };
@@ -804,6 +932,54 @@ mod tests {
         let mut bad = FEEDBACK;
         bad[1] = 13;
         assert!(FeedbackTlv::new_checked(&bad[..]).is_err());
+    }
+
+    /// A probe reply on path 3: kind 2 in byte 6, its 12-byte body.
+    static PROBE_REPLY: [u8; 24] = [
+        126, 22, 0x00, 0x03, // type, len 22 (24 total), stream 3
+        0x03, 0x0c, 0x02, 0x00, // path 3, body len 12, kind 2 (probe reply), reserved
+        0x00, 0x01, 0x02, 0x03, // ts echo
+        0x00, 0x00, 0x00, 0x2a, // sent echo 42
+        0x00, 0x00, 0x00, 0x28, // received 40
+        0x00, 0x00, 0x10, 0x00, // received bytes 4096
+    ];
+
+    #[test]
+    fn probe_and_reply_bodies_by_hand() {
+        let t = FeedbackTlv::new_checked(&PROBE_REPLY[..]).unwrap();
+        assert_eq!(
+            (t.path_id(), t.kind_field(), t.timestamp_echo()),
+            (3, FEEDBACK_KIND_PROBE_REPLY, 0x0001_0203)
+        );
+        let r = FeedbackRepr::parse(&t).unwrap();
+        let body = ProbeReplyBody::new_checked(r.body).unwrap();
+        assert_eq!(
+            (body.sent_echo(), body.received(), body.received_bytes()),
+            (42, 40, 4096)
+        );
+        let bytes = ProbeReplyBody::to_bytes(42, 40, 4096);
+        assert_eq!(&bytes[..], &PROBE_REPLY[12..]);
+        let want = FeedbackRepr {
+            stream: 3,
+            path_id: 3,
+            kind: FEEDBACK_KIND_PROBE_REPLY,
+            timestamp_echo: 0x0001_0203,
+            body: &bytes,
+        };
+        assert_eq!(r, want);
+        let mut b = [0xffu8; 24];
+        want.emit(126, &mut FeedbackTlv::new_unchecked(&mut b[..]));
+        assert_eq!(b, PROBE_REPLY);
+        // A probe: kind 1, 4-byte body (padded to 16 bytes).
+        let probe: [u8; 16] = [
+            126, 14, 0, 0, 1, 4, 1, 0, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 7,
+        ];
+        let r = FeedbackRepr::parse(&FeedbackTlv::new_checked(&probe[..]).unwrap()).unwrap();
+        assert_eq!((r.kind, r.path_id, r.timestamp_echo), (1, 1, 0xdeadbeef));
+        assert_eq!(ProbeBody::new_checked(r.body).unwrap().sent(), 7);
+        assert_eq!(ProbeBody::to_bytes(7), [0, 0, 0, 7]);
+        assert!(ProbeBody::new_checked(&[0u8; 3][..]).is_err());
+        assert!(ProbeReplyBody::new_checked(&[0u8; 11][..]).is_err());
     }
 
     static AUTH: [u8; 32] = [

@@ -5,6 +5,7 @@ pub mod coder;
 pub mod fec;
 pub mod health;
 pub mod lab;
+pub mod path_flags;
 pub mod sim;
 pub mod sim_paths;
 pub mod srv6;

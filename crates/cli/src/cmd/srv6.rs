@@ -7,6 +7,7 @@ use hirt_linux::srv6::Behavior;
 
 use super::apply_flags;
 use super::coder::{apply_shared_flags, CoderArgs, OpsArgs};
+use super::path_flags::PathPolicyArgs;
 
 /// `hirt srv6`: run the encoder and/or decoder SID of an SRv6 FEC tunnel. Every flag may also
 /// come from `--config FILE` (TOML, keys = long flag names, see `examples/hirt-srv6.toml`);
@@ -98,6 +99,16 @@ pub struct Srv6Args {
     /// cheaper there.
     #[arg(long)]
     pub xdp_mode: Option<XdpMode>,
+    /// Encoder: one path to the decoder SID, repeated for each (path ids 0, 1, ... in order):
+    /// `sids=SID[+SID...]`, the SIDs the path visits between the encoder SID and the decoder
+    /// SID, in order (End SIDs of the path's routers), or `direct` (the route as it is). E.g.
+    /// `--path sids=fc00:b::1 --path sids=fc00:c::1`. The encoder inserts the flow's path into
+    /// each source's segment list and sends repairs and probes over it; the decoder answers
+    /// probes back through the same SIDs. Without --path: one path. See docs/paths.md.
+    #[arg(long = "path", value_name = "SPEC")]
+    pub path: Vec<String>,
+    #[command(flatten)]
+    pub path_policy: PathPolicyArgs,
 }
 
 impl Srv6Args {
@@ -113,6 +124,14 @@ impl Srv6Args {
             set: role, behavior, dev, threads, key_id, repair_dscp, mtu, xdp, xdp_mode;
             some: enc_sid, dec_sid, table, hmac_key, hmac_key_file, repair_lag, tlv_types;
             flag: rfc8754_hmac, auth_sources, no_routes, kernel_sources);
+        if !a.path.is_empty() {
+            c.path = a
+                .path
+                .iter()
+                .map(|p| p.parse().map_err(|e| anyhow::anyhow!("--path `{p}`: {e}")))
+                .collect::<anyhow::Result<_>>()?;
+        }
+        a.path_policy.apply(&mut c.paths)?;
         Ok(c)
     }
 }
@@ -199,5 +218,36 @@ mod tests {
         assert_eq!(c.rs.as_deref(), Some("20:10"));
         assert!(c.rfc8754_hmac);
         assert!(Cli::try_parse_from(["hirt", "--role", "middle"]).is_err());
+        let c = Cli::parse_from([
+            "hirt",
+            "--enc-sid",
+            "fc00::1",
+            "--dec-sid",
+            "fc00::2",
+            "--path",
+            "sids=fc00:b::1",
+            "--path",
+            "sids=fc00:c::1+fc00:c::2",
+            "--path-policy",
+            "lowest-delay",
+            "--repair-path",
+            "diverse",
+            "--path-probe-interval-ms",
+            "20",
+        ])
+        .a
+        .into_config()
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.path.len(), 2);
+        assert_eq!(c.path[1].sids.len(), 2);
+        assert_eq!(
+            c.paths.policy.kind,
+            hirt_core::path::PolicyKind::LowestDelay
+        );
+        assert_eq!(c.paths.repair_path, hirt_core::path::RepairPath::Diverse);
+        assert_eq!(c.paths.probe_interval_ms, 20.0);
+        let bad = Cli::parse_from(["hirt", "--path", "via=x"]).a.into_config();
+        assert!(bad.unwrap_err().to_string().contains("expected sids="));
     }
 }

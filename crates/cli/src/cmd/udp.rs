@@ -97,21 +97,8 @@ pub struct UdpArgs {
     /// server learns every path from the client's datagrams. See docs/paths.md.
     #[arg(long = "path", value_name = "SPEC")]
     pub path: Vec<String>,
-    /// How sources use the paths: failover (default: the first usable path, back once it is
-    /// up again), lowest-delay (EXP3), greedy (lowest RTT), random, bond.
-    #[arg(long, value_name = "KIND")]
-    pub path_policy: Option<String>,
-    /// Where repairs go: same (the sources' path, default) or diverse (the lowest-delay
-    /// other usable path).
-    #[arg(long, value_name = "same|diverse")]
-    pub repair_path: Option<String>,
-    /// Probe an idle path every this many ms (default 50; 0: never).
-    #[arg(long, value_name = "MS")]
-    pub path_probe_interval_ms: Option<f64>,
-    /// The path manager's interval in ms (default 50): a path is silent after its RTT plus
-    /// 1.25 of these without a probe answered; busy paths are probed every half of one.
-    #[arg(long, value_name = "MS")]
-    pub path_feedback_interval_ms: Option<f64>,
+    #[command(flatten)]
+    pub path_policy: super::path_flags::PathPolicyArgs,
 }
 
 impl UdpArgs {
@@ -141,22 +128,7 @@ impl UdpArgs {
                 .map(|p| p.parse().map_err(|e| anyhow::anyhow!("--path `{p}`: {e}")))
                 .collect::<anyhow::Result<_>>()?;
         }
-        if let Some(k) = &a.path_policy {
-            c.paths.policy.kind = k
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--path-policy: {e}"))?;
-        }
-        if let Some(r) = &a.repair_path {
-            c.paths.repair_path = r
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--repair-path: {e}"))?;
-        }
-        if let Some(v) = a.path_probe_interval_ms {
-            c.paths.probe_interval_ms = v;
-        }
-        if let Some(v) = a.path_feedback_interval_ms {
-            c.paths.feedback_interval_ms = v;
-        }
+        a.path_policy.apply(&mut c.paths)?;
         Ok(c)
     }
 }

@@ -17,9 +17,11 @@ use serde::Deserialize;
 pub use coder::CoderSettings;
 
 mod coder;
+mod srv6_paths;
 mod udp_keys;
 mod udp_paths;
 
+pub use srv6_paths::{Srv6PathConfig, MAX_PATH_SIDS};
 pub use udp_paths::{ResolvedPath, UdpPathConfig, MAX_PATHS};
 
 /// A configuration value that cannot be used.
@@ -332,6 +334,12 @@ pub struct Srv6Config {
     pub kernel_sources: bool,
     /// How the XDP program is attached (auto).
     pub xdp_mode: XdpMode,
+    /// The tunnel's paths from the encoder SID to the decoder SID, one `[[path]]` table each
+    /// (`--path`); empty: one path, the route the ingress's packets follow. Path ids are list
+    /// positions. Set on the encoder (the decoder answers probes on whatever path they took).
+    pub path: Vec<Srv6PathConfig>,
+    /// How the paths are used: policy, probes, repair path (`[paths]`, docs/paths.md).
+    pub paths: hirt_core::path::PathManagerConfig,
 }
 
 impl Default for Srv6Config {
@@ -370,6 +378,8 @@ impl Default for Srv6Config {
             xdp: Vec::new(),
             kernel_sources: false,
             xdp_mode: XdpMode::Auto,
+            path: Vec::new(),
+            paths: hirt_core::path::PathManagerConfig::default(),
         }
     }
 }
@@ -417,7 +427,31 @@ impl Srv6Config {
                     .into()
             })?;
         }
+        self.paths
+            .validate()
+            .map_err(|e| ConfigError::new("paths", e.to_string()))?;
+        srv6_paths::check_paths(&self.path, self.enc_sid, self.dec_sid)?;
+        if self.path.len() > 1 {
+            ensure(self.threads == 1, "path", || {
+                format!(
+                    "{} paths need threads = 1 (probe replies reach one worker)",
+                    self.path.len()
+                )
+            })?;
+            ensure(!self.kernel_sources, "path", || {
+                "several paths are not for kernel-sources (the kernel forwards the sources)".into()
+            })?;
+        }
         Ok(())
+    }
+
+    /// The paths, one per segment list; without `path`, the single path of the route.
+    pub fn paths_or_default(&self) -> Vec<Srv6PathConfig> {
+        if self.path.is_empty() {
+            vec![Srv6PathConfig::default()]
+        } else {
+            self.path.clone()
+        }
     }
 
     /// The encoder SID.
@@ -1132,6 +1166,23 @@ mod tests {
         assert!(toml::from_str::<Srv6Config>("bogus = 1").is_err());
         let e = toml::from_str::<Srv6Config>("behavior = \"dx7\"").unwrap_err();
         assert!(e.to_string().contains("unknown behavior"), "{e}");
+        let mut p: Srv6Config = toml::from_str(
+            "enc-sid = \"fc00::1\"\ndec-sid = \"fc00::2\"\n\
+             [[path]]\nsids = [\"fc00:b::1\"]\n[[path]]\nsids = [\"fc00:c::1\", \"fc00:c::2\"]\n\
+             [paths]\nrepair-path = \"diverse\"\n[paths.policy]\nkind = \"lowest-delay\"\n",
+        )
+        .unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.paths_or_default().len(), 2);
+        assert_eq!(p.path[1].sids.len(), 2);
+        assert_eq!(p.paths.repair_path, hirt_core::path::RepairPath::Diverse);
+        p.threads = 2;
+        assert!(err(p.validate()).contains("2 paths need threads = 1"));
+        p.threads = 1;
+        p.path[0].sids.push("fc00::2".parse().unwrap());
+        assert!(err(p.validate()).contains("not middle SIDs"));
+        assert!(toml::from_str::<Srv6Config>("[[path]]\nvia = \"x\"").is_err());
+        assert_eq!(Srv6Config::default().paths_or_default().len(), 1);
         let u: UdpConfig =
             toml::from_str("role = \"server\"\ninsecure = true\nkeepalive-ms = 200\n").unwrap();
         assert_eq!((u.role, u.keepalive_ms), (Some(UdpRole::Server), 200));

@@ -71,6 +71,8 @@ fn cfg(enc: bool, dec: bool, behavior: Behavior, auth: Option<AuthKey>) -> NodeC
             overload_threshold: 1.0,
             ..CoderSettings::default()
         },
+        paths: vec![Srv6PathConfig::default()],
+        path_cfg: PathManagerConfig::default(),
     }
 }
 
@@ -761,4 +763,201 @@ fn auth_sources_cost() {
             bytes / n
         );
     }
+}
+
+const MID2: &str = "fc00:c::1";
+
+/// Routes what a node emits through a network of End SIDs (MID on path 0, MID2 on path 1):
+/// every packet to a middle SID is advanced until it reaches ENC or DEC. `dead`: path 0's
+/// router drops everything (a silent outage). Returns (to the decoder, to the encoder).
+fn network(pkts: Vec<Vec<u8>>, dead: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let (mut to_dec, mut to_enc) = (Vec::new(), Vec::new());
+    for mut p in pkts {
+        loop {
+            let d = da(&p);
+            if d == a(MID) && dead {
+                break;
+            }
+            if d == a(MID) || d == a(MID2) {
+                let n = p.len();
+                p.resize(BUF_LEN, 0);
+                hirt_wire::srv6::advance_segment(&mut p, n).unwrap();
+                p.truncate(n);
+                continue;
+            }
+            if d == a(DEC) {
+                to_dec.push(p);
+            } else if d == a(ENC) {
+                to_enc.push(p);
+            }
+            break;
+        }
+    }
+    (to_dec, to_enc)
+}
+
+fn feed(node: &mut Srv6Node, pkts: Vec<Vec<u8>>, now: Instant) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let mut buf = vec![0u8; BUF_LEN];
+    let (mut kernel, mut decap) = (Vec::new(), Vec::new());
+    for p in pkts {
+        buf[..p.len()].copy_from_slice(&p);
+        let _ = node.handle_packet(
+            &mut buf,
+            p.len(),
+            now,
+            &mut |t: Transmit<'_, Egress>| match t.dest {
+                Egress::Kernel => kernel.push(t.bytes.to_vec()),
+                Egress::Decap => decap.push(t.bytes.to_vec()),
+            },
+        );
+    }
+    (kernel, decap)
+}
+
+/// Two segment lists (through MID, through MID2), failover: sources, repairs and probes take
+/// their path's middle SID, the decoder answers probes back through it, and when path 0 goes
+/// silent the encoder moves to path 1, where every later source arrives bit-exact. The path
+/// id is authenticated: a probe whose path id was changed in transit is dropped.
+#[test]
+fn two_segment_lists_fail_over_on_silence() {
+    let key = AuthKey {
+        key_id: 1,
+        key: b"paths".to_vec(),
+        rfc8754: false,
+        sources: false,
+    };
+    let mut ecfg = cfg(true, false, Behavior::Dt6, Some(key.clone()));
+    ecfg.paths = vec![
+        "sids=fc00:b::1".parse().unwrap(),
+        "sids=fc00:c::1".parse().unwrap(),
+    ];
+    let em = Metrics::new(2, "enc");
+    let dm = Metrics::new(1, "dec");
+    let mut enc = Srv6Node::new(ecfg, em.clone()).unwrap();
+    let mut dec = Srv6Node::new(cfg(false, true, Behavior::Dt6, Some(key)), dm.clone()).unwrap();
+    let segs = [a(DEC), a(ENC)];
+    let mut now = Instant::now();
+    let mut dead = false;
+    let mut delivered_after_switch = 0;
+    let mut sent_after_switch = 0;
+    let mut first_mid2_source = None;
+    let mut replies_via = [0u32; 2];
+    for i in 0..400u32 {
+        if i == 200 {
+            dead = true;
+        }
+        let mut out = Vec::new();
+        let pkt = encapsulated(&segs, i);
+        let (k, _) = feed(&mut enc, vec![pkt], now);
+        for p in &k {
+            let l = Srv6Layout::parse(p).unwrap();
+            let t = HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default()).unwrap();
+            if t.source.is_some() {
+                let d = da(p);
+                assert!(
+                    d == a(MID) || d == a(MID2),
+                    "a source leaves to a middle SID"
+                );
+                if d == a(MID2) && first_mid2_source.is_none() {
+                    first_mid2_source = Some(i);
+                }
+                if first_mid2_source.is_some() {
+                    sent_after_switch += 1;
+                }
+            }
+        }
+        out.extend(k);
+        if i % 5 == 0 {
+            now += Duration::from_millis(5);
+            let mut t = Vec::new();
+            enc.handle_timeout(now, &mut |x: Transmit<'_, Egress>| t.push(x.bytes.to_vec()));
+            out.extend(t);
+        }
+        let (to_dec, _) = network(out, dead);
+        let mut back = Vec::new();
+        for p in to_dec {
+            let (k, decap) = feed(&mut dec, vec![p], now);
+            back.extend(k);
+            for d in decap {
+                let id = u32::from_be_bytes([d[48], d[49], d[50], d[51]]);
+                assert_eq!(d, inner(id), "bit-exact");
+                if first_mid2_source.is_some_and(|f| id >= f) {
+                    delivered_after_switch += 1;
+                }
+            }
+        }
+        dec.handle_timeout(now, &mut |x: Transmit<'_, Egress>| {
+            back.push(x.bytes.to_vec())
+        });
+        for p in &back {
+            let l = Srv6Layout::parse(p).unwrap();
+            let t = HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default()).unwrap();
+            if let Some((_, f)) = t
+                .feedback
+                .filter(|(_, f)| f.kind == FEEDBACK_KIND_PROBE_REPLY)
+            {
+                // Back through the probe's middle SID.
+                let want = if f.path_id == 0 { a(MID) } else { a(MID2) };
+                assert_eq!(da(p), want, "reply of path {}", f.path_id);
+                replies_via[usize::from(f.path_id)] += 1;
+            }
+        }
+        let (_, to_enc) = network(back, dead);
+        feed(&mut enc, to_enc, now);
+        now += Duration::from_millis(1);
+    }
+    assert!(replies_via[0] > 0 && replies_via[1] > 0, "{replies_via:?}");
+    let sw = first_mid2_source.expect("sources moved to path 1");
+    assert!(sw >= 200, "no switch before the outage ({sw})");
+    assert_eq!(
+        delivered_after_switch, sent_after_switch,
+        "every later source arrives"
+    );
+    let st = em.paths_status();
+    assert_eq!(st.preferred, Some(1), "{st:?}");
+    assert!(
+        st.events.iter().any(|e| e.starts_with("switch 0 -> 1")),
+        "{:?}",
+        st.events
+    );
+    assert!(
+        st.paths[1].delivery_bps > 0.0,
+        "path 1 was measured: {st:?}"
+    );
+    assert_eq!(st.paths[0].state, "down", "{st:?}");
+    // A probe whose path id is changed in transit fails authentication.
+    let mut probe = Vec::new();
+    enc.handle_timeout(now + Duration::from_secs(1), &mut |x: Transmit<
+        '_,
+        Egress,
+    >| {
+        probe.push(x.bytes.to_vec())
+    });
+    let (mut to_dec, _) = network(probe, false);
+    let p = to_dec
+        .iter_mut()
+        .find(|p| {
+            let l = Srv6Layout::parse(p).unwrap();
+            HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default())
+                .unwrap()
+                .feedback
+                .is_some()
+        })
+        .expect("a probe");
+    let l = Srv6Layout::parse(p).unwrap();
+    let t = HirtTlvs::parse(&p[l.tlv_range()], &TlvTypes::default()).unwrap();
+    let (off, _) = t.feedback.unwrap();
+    p[l.tlv_offset + off + 4] ^= 1;
+    let before = dm
+        .stream(0)
+        .auth_failures
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let (k, _) = feed(&mut dec, vec![p.clone()], now);
+    assert!(k.is_empty(), "no reply to a forged path id");
+    assert!(
+        dm.stream(0)
+            .auth_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > before
+    );
 }

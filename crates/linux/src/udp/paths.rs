@@ -37,11 +37,12 @@ use hirt_core::PathId;
 use crate::config::MAX_PATHS;
 use crate::metrics::{add, Metrics};
 
-/// What one path's link knows: where it goes and its counts.
+/// What one path's link knows: where it goes and its counts. `R` names the path's far end: a
+/// socket address in UDP mode, nothing in SRv6 mode (a path's segment list is configuration).
 #[derive(Debug, Clone)]
-pub struct PathLink {
+pub struct PathLink<R = SocketAddr> {
     /// The peer's address on this path (client: configured; server: learned).
-    pub remote: Option<SocketAddr>,
+    pub remote: Option<R>,
     /// Datagrams sent on the path (wrapping; what a probe carries).
     sent: u32,
     /// Datagrams and bytes received on the path (wrapping; what a reply carries).
@@ -53,8 +54,8 @@ pub struct PathLink {
     last_reply: Option<(u32, u32, u32, Instant)>,
 }
 
-impl PathLink {
-    fn new(remote: Option<SocketAddr>) -> Self {
+impl<R> PathLink<R> {
+    fn new(remote: Option<R>) -> Self {
         Self {
             remote,
             sent: 0,
@@ -66,12 +67,13 @@ impl PathLink {
     }
 }
 
-/// A worker's paths and their manager (see the module docs).
+/// A worker's paths and their manager (see the module docs); SRv6 mode uses it too
+/// (`PathSet<()>`: every path usable, probes counted by the caller).
 #[derive(Debug)]
-pub struct PathSet {
+pub struct PathSet<R = SocketAddr> {
     cfg: PathManagerConfig,
     manager: PathManager,
-    links: Vec<PathLink>,
+    links: Vec<PathLink<R>>,
     seed: u64,
     /// Timestamps of probes are microseconds since this instant (wrapping u32).
     epoch: Instant,
@@ -106,15 +108,15 @@ fn manager_over(cfg: &PathManagerConfig, n: usize, seed: u64) -> PathManager {
 /// Largest gap between a probe and its reply that still gives an RTT sample.
 const MAX_ECHO_AGE: Duration = Duration::from_secs(10);
 
-impl PathSet {
+impl<R: Copy> PathSet<R> {
     /// Paths `0..remotes.len()` with these peer addresses (a server: `None`, learned later).
     pub fn new(
         cfg: PathManagerConfig,
-        remotes: &[Option<SocketAddr>],
+        remotes: &[Option<R>],
         seed: u64,
         now: Instant,
-    ) -> PathSet {
-        let mut links: Vec<PathLink> = remotes
+    ) -> PathSet<R> {
+        let mut links: Vec<PathLink<R>> = remotes
             .iter()
             .take(MAX_PATHS)
             .map(|&r| PathLink::new(r))
@@ -174,20 +176,8 @@ impl PathSet {
 
     /// The peer's address on `path`, if known.
     #[inline]
-    pub fn remote(&self, path: PathId) -> Option<SocketAddr> {
+    pub fn remote(&self, path: PathId) -> Option<R> {
         self.links.get(usize::from(path)).and_then(|l| l.remote)
-    }
-
-    /// Server: the peer's address on `path` is `from` (an authenticated datagram on it). Path
-    /// ids from [`MAX_PATHS`] on are not learned (a client has at most that many).
-    pub fn learn(&mut self, path: PathId, from: SocketAddr) {
-        self.grow(path);
-        if let Some(l) = self.links.get_mut(usize::from(path)) {
-            if l.remote != Some(from) {
-                tracing::info!("path {path}: peer address {from}");
-                l.remote = Some(from);
-            }
-        }
     }
 
     /// The path of a source of the flow with 5-tuple hash `flow_hash`; a path whose peer
@@ -226,6 +216,15 @@ impl PathSet {
     pub fn note_sent(&mut self, path: PathId) {
         if let Some(l) = self.links.get_mut(usize::from(path)) {
             l.sent = l.sent.wrapping_add(1);
+            l.busy = true;
+        }
+    }
+
+    /// `path` carried something (a source, a repair) that its probes do not count: it is
+    /// probed every half feedback interval while busy.
+    #[inline]
+    pub fn note_busy(&mut self, path: PathId) {
+        if let Some(l) = self.links.get_mut(usize::from(path)) {
             l.busy = true;
         }
     }
@@ -387,6 +386,56 @@ impl PathSet {
         self.manager.snapshot()
     }
 
+    /// The paths' state for `hirt status` and the metrics; `remote` names each path's far end.
+    pub fn status(&self, remote: impl Fn(PathId) -> String) -> crate::metrics::PathsStatus {
+        let cfg = self.manager.config();
+        crate::metrics::PathsStatus {
+            policy: cfg.policy.kind.as_str().to_string(),
+            repair_path: cfg.repair_path.as_str().to_string(),
+            preferred: self.manager.preferred(),
+            paths: self
+                .snapshot()
+                .into_iter()
+                .map(|p| crate::metrics::PathStatus {
+                    path: p.path,
+                    remote: remote(p.path),
+                    state: p.state.as_str().to_string(),
+                    srtt_ms: p.srtt_ms,
+                    loss: p.loss,
+                    delivery_bps: p.delivery_bps,
+                    share: p.share,
+                    sources: p.sources,
+                    repairs: p.repairs,
+                    probes: p.probes,
+                })
+                .collect(),
+            events: self.recent_events().map(str::to_string).collect(),
+        }
+    }
+
+    /// A live change from the control socket: another policy kind and/or repair path (the
+    /// rest of the policy stays); logged, and the events it caused drained.
+    pub fn change(
+        &mut self,
+        kind: Option<hirt_core::path::PolicyKind>,
+        repair: Option<hirt_core::path::RepairPath>,
+        metrics: &Metrics,
+        now: Instant,
+    ) -> Result<(), String> {
+        let mut policy = self.manager.config().policy.clone();
+        if let Some(k) = kind {
+            policy.kind = k;
+        }
+        tracing::info!(
+            "paths: policy {}, repair path {}",
+            policy.kind.as_str(),
+            repair.unwrap_or(self.cfg.repair_path).as_str()
+        );
+        let r = self.set_policy(policy, repair, now);
+        self.drain_events(metrics);
+        r
+    }
+
     /// Changes the policy (and, when given, the repair path) of the running manager.
     pub fn set_policy(
         &mut self,
@@ -403,6 +452,20 @@ impl PathSet {
             self.cfg.repair_path = r;
         }
         Ok(())
+    }
+}
+
+impl PathSet<SocketAddr> {
+    /// Server: the peer's address on `path` is `from` (an authenticated datagram on it). Path
+    /// ids from [`MAX_PATHS`] on are not learned (a client has at most that many).
+    pub fn learn(&mut self, path: PathId, from: SocketAddr) {
+        self.grow(path);
+        if let Some(l) = self.links.get_mut(usize::from(path)) {
+            if l.remote != Some(from) {
+                tracing::info!("path {path}: peer address {from}");
+                l.remote = Some(from);
+            }
+        }
     }
 }
 
