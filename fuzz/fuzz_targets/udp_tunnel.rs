@@ -115,6 +115,8 @@ fuzz_target!(|data: &[u8]| {
                     in_order: Some(Duration::from_millis(30)),
                     ..CoderSettings::default()
                 },
+                paths: Vec::new(),
+                path_cfg: Default::default(),
             };
             let Ok(mut node) = Srv6Node::new(cfg, Metrics::new(2, "fuzz")) else {
                 return;
