@@ -440,8 +440,10 @@ fn diverse_repairs_cross_the_other_path_and_recover() {
     eprintln!("lost on path 0: {lost}, recovered: {recovered}; {after:?}");
     let repairs = |s: &PathsStatus, p: usize| s.paths[p].repairs;
     assert_eq!(after.preferred, Some(0), "{after:?}");
+    // 3% loss is no reason to leave path 0. (On a loaded machine a probe reply can come late
+    // enough for the silence rule, which is its job; the path then comes back.)
     assert!(
-        !after.events.iter().any(|e| e.starts_with("switch")),
+        !after.events.iter().any(|e| e.contains("(loss")),
         "3% loss is no reason to leave path 0: {after:?}"
     );
     assert!(
