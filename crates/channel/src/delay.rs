@@ -34,6 +34,18 @@ impl Delay {
         Self::new(base, Duration::ZERO, false, 0)
     }
 
+    /// Changes the base delay for packets offered from now on (a path whose propagation delay
+    /// changes); packets already inside keep theirs, and FIFO order still holds unless
+    /// reordering is allowed.
+    pub fn set_base(&mut self, base: Duration) {
+        self.base = base;
+    }
+
+    /// The base delay.
+    pub fn base(&self) -> Duration {
+        self.base
+    }
+
     /// When a packet offered at `now` comes out.
     pub fn departure(&mut self, now: Instant) -> Instant {
         let mut d = self.base;
@@ -60,6 +72,21 @@ impl Delay {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shorter_base_delay_applies_to_later_packets_without_overtaking() {
+        let t0 = crate::test_util::t0();
+        let ms = Duration::from_millis;
+        let mut d = Delay::fixed(ms(50));
+        assert_eq!(d.departure(t0), t0 + ms(50));
+        d.set_base(ms(5));
+        assert_eq!(d.base(), ms(5));
+        // Offered 1 ms later: 6 ms by the new delay, but not before the packet ahead of it.
+        assert_eq!(d.departure(t0 + ms(1)), t0 + ms(50));
+        assert_eq!(d.departure(t0 + ms(60)), t0 + ms(65));
+        d.set_base(ms(50));
+        assert_eq!(d.departure(t0 + ms(61)), t0 + ms(111));
+    }
 
     #[test]
     fn fixed_delay() {

@@ -112,6 +112,12 @@ impl Link {
         Some((self.delay.departure(sent) + self.reorder.extra_delay(), ce))
     }
 
+    /// Changes the one-way propagation delay of packets offered from now on (see
+    /// [`Delay::set_base`]).
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.delay.set_base(delay);
+    }
+
     /// Counters so far.
     pub fn counters(&self) -> LinkCounters {
         self.counters

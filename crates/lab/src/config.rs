@@ -39,6 +39,22 @@ pub enum Scenario {
     /// Silent outages of the active path of a two-path UDP tunnel: failover time
     /// (`hirt_lab::outage`).
     Outage,
+    /// Delay inversions of two paths (10 / 100 ms RTT): EXP3 convergence and request times
+    /// against random path choice (`hirt_lab::inversion`).
+    Inversion,
+    /// TCP bulk over two equal paths, bonded against one path (`hirt_lab::bond`).
+    Bond,
+}
+
+impl Scenario {
+    /// The scenario's name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scenario::Outage => "outage",
+            Scenario::Inversion => "inversion",
+            Scenario::Bond => "bond",
+        }
+    }
 }
 
 impl Profile {
@@ -217,9 +233,11 @@ pub enum LabConfigError {
     /// A count that must be positive is zero.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
-    /// The outage scenario needs several paths, which only UDP mode has.
-    #[error("--scenario outage needs --tunnel udp (SRv6 mode has one path)")]
-    ScenarioTunnel,
+    /// The scenarios of several paths run in UDP mode.
+    #[error(
+        "--scenario {0} runs with --tunnel udp (the lab builds its SRv6 tunnels with one path)"
+    )]
+    ScenarioTunnel(&'static str),
     /// The run has no duration.
     #[error("the duration must be above zero")]
     Duration,
@@ -252,8 +270,10 @@ impl LabConfig {
         if self.scenario.is_some() && self.runs == 0 {
             return Err(LabConfigError::Zero("runs"));
         }
-        if self.scenario == Some(Scenario::Outage) && self.tunnel != TunnelMode::Udp {
-            return Err(LabConfigError::ScenarioTunnel);
+        if let Some(s) = self.scenario {
+            if self.tunnel != TunnelMode::Udp {
+                return Err(LabConfigError::ScenarioTunnel(s.as_str()));
+            }
         }
         if self.soak_pps == 0 {
             return Err(LabConfigError::Zero("soak_pps"));

@@ -17,17 +17,24 @@
 //!   report, tear down), through a session (`session`) that runs each workload's server and
 //!   client (`dispatch`); `emulator_bench`: `hirt lab --bench-emulator`;
 //! - [`outage`]: `hirt lab --scenario outage --tunnel udp`: failover time of a two-path UDP
-//!   tunnel over silent outages of its active path.
+//!   tunnel over silent outages of its active path;
+//! - [`inversion`]: `--scenario inversion`: EXP3 convergence and request times across delay
+//!   inversions of two paths, against random path choice;
+//! - [`bond`]: `--scenario bond`: TCP bulk goodput over two equal paths, bonded and on one;
+//! - [`dual`]: the two-path network and tunnel these scenarios share.
 //!
 //! The CLI crate maps its flags onto [`config::LabConfig`]; nothing here parses a command line.
 #![deny(unsafe_code)]
 
+pub mod bond;
 pub mod config;
 mod dispatch;
+pub mod dual;
 pub mod emu;
 mod emulator_bench;
 pub mod flood;
 pub mod host;
+pub mod inversion;
 pub mod outage;
 pub mod profile;
 pub mod report;

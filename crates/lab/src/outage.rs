@@ -20,127 +20,41 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
 use hirt_core::path::{PathManagerConfig, PolicyConfig, PolicyKind};
-use hirt_linux::config::{UdpConfig, UdpPathConfig, UdpRole};
-use hirt_linux::metrics::PathsStatus;
-use hirt_linux::udp::{self, UdpHandle};
 
 use crate::config::{LabConfig, Profile};
-use crate::emu::Emulator;
+use crate::dual::{percentile, wait_for, DualNet, DualTunnel, TUN_CLIENT, TUN_SERVER};
 use crate::netns;
 use crate::profile::{links, profile_links};
 use crate::topo::{Topology, UnderlayPath};
 
-const TUN_SERVER: &str = "10.98.0.1";
-const TUN_CLIENT: &str = "10.98.0.2";
 const FLOW_PORT: u16 = 9400;
 
 /// Runs the scenario; the JSON summary.
 pub fn outage(args: &LabConfig) -> anyhow::Result<serde_json::Value> {
-    if !crate::sys::is_root() {
-        bail!("hirt lab builds network namespaces and needs root (run it with sudo)");
-    }
     args.validate()?;
-    netns::install_signal_handler();
-    netns::remove_stale();
-    let _teardown = netns::Teardown;
-    let topo = Topology::build().context("building the lab topology")?;
-    let p0 = UnderlayPath::of(0);
-    let p1 = topo.add_path(1).context("adding underlay path 1")?;
-    let (up0, down0) = links(args);
-    let (up1, down1) = if args.profile == Profile::Dual {
+    let path0 = links(args);
+    let path1 = if args.profile == Profile::Dual {
         profile_links(Profile::Lte, args.seed.wrapping_add(1))
     } else {
-        (up0.clone(), down0.clone())
+        path0.clone()
     };
-    let _emu0 = Emulator::start(Some(&topo.link), &p0.link_a, &p0.link_b, &up0, &down0)?;
-    let _emu1 = Emulator::start(Some(&topo.link), &p1.link_a, &p1.link_b, &up1, &down1)?;
-
+    let net = DualNet::build([&path0, &path1])?;
     let paths = PathManagerConfig {
         policy: PolicyConfig::of(PolicyKind::Failover),
         ..Default::default()
     };
     let interval_ms = paths.feedback_interval_ms;
-    let tmp = std::env::temp_dir();
-    let pid = std::process::id();
-    let server_key = tmp.join(format!("hirt-outage-{pid}-server.key"));
-    let client_key = tmp.join(format!("hirt-outage-{pid}-client.key"));
-    let server_pub = udp::keys::write_new_private_key(&server_key)?;
-    let client_pub = udp::keys::write_new_private_key(&client_key)?;
-    let base = UdpConfig {
-        fec: "ours".into(),
-        dev: "hirt0".into(),
-        threads: 1,
-        keepalive_ms: 200,
-        seed: Some(args.seed),
-        paths,
-        ..Default::default()
-    };
-    let server_cfg = UdpConfig {
-        role: Some(UdpRole::Server),
-        listen: Some("0.0.0.0:4096".into()),
-        tun_addr: Some(format!("{TUN_SERVER}/24")),
-        private_key_file: Some(server_key.clone()),
-        peer_public_key: Some(client_pub),
-        control: Some(format!("/run/hirt-{}.sock", topo.server).into()),
-        ..base.clone()
-    };
-    let client_cfg = UdpConfig {
-        role: Some(UdpRole::Client),
-        tun_addr: Some(format!("{TUN_CLIENT}/24")),
-        private_key_file: Some(client_key.clone()),
-        peer_public_key: Some(server_pub),
-        control: Some(format!("/run/hirt-{}.sock", topo.client).into()),
-        path: [&p0, &p1]
-            .iter()
-            .map(|p| UdpPathConfig {
-                local: Some(p.client4.clone()),
-                dev: None,
-                remote: Some(format!("{}:4096", p.server4)),
-            })
-            .collect(),
-        ..base
-    };
-    let start = |ns: &str, cfg: UdpConfig| -> anyhow::Result<UdpHandle> {
-        netns::join(netns::in_ns(ns, move || udp::start(cfg)))
-    };
-    let server = start(&topo.server, server_cfg)?;
-    let client = start(&topo.client, client_cfg)?;
-    let result = measure(args, &topo, &p0, &client, interval_ms);
-    client.stop();
-    server.stop();
-    for k in [server_key, client_key] {
-        let _ = std::fs::remove_file(k);
-    }
+    let tunnel = DualTunnel::start(&net, args.seed, paths)?;
+    let result = tunnel
+        .wait_paths_up(Duration::from_secs(20))
+        .and_then(|()| measure(args, &net.topo, &net.paths[0], &tunnel, interval_ms));
+    tunnel.stop();
     let mut json = result?;
     json["profile"] = serde_json::json!(format!("{:?}", args.profile).to_lowercase());
     json["tunnel"] = serde_json::json!("udp");
     json["machine"] = serde_json::json!(crate::run::machine());
     Ok(json)
-}
-
-fn status(h: &UdpHandle) -> PathsStatus {
-    h.metrics.paths_status()
-}
-
-fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
-fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 /// Runs `ip netns exec NS nft ARGS`.
@@ -154,17 +68,10 @@ fn measure(
     args: &LabConfig,
     topo: &Topology,
     p0: &UnderlayPath,
-    client: &UdpHandle,
+    tunnel: &DualTunnel,
     interval_ms: f64,
 ) -> anyhow::Result<serde_json::Value> {
-    // The session, and both paths measured (path 1 by the probes of an idle path).
-    let ready = wait_for(Duration::from_secs(20), || {
-        let s = status(client);
-        s.paths.len() == 2 && s.paths.iter().all(|p| p.srtt_ms > 0.0 && p.state == "up")
-    });
-    if !ready {
-        bail!("the tunnel's paths did not come up: {:?}", status(client));
-    }
+    let client = &tunnel.client;
     let t0 = Instant::now();
     let since = move |t: Instant| t.saturating_duration_since(t0).as_nanos() as u64;
     let received: Arc<Mutex<Vec<(u64, u32)>>> = Arc::default();
@@ -223,7 +130,7 @@ fn measure(
     let mut notes: Vec<String> = Vec::new();
     for run in 0..args.runs {
         let back = wait_for(Duration::from_secs(20), || {
-            let s = status(client);
+            let s = tunnel.client_paths();
             s.preferred == Some(0) && s.paths.iter().all(|p| p.state == "up")
         });
         if !back {
@@ -268,7 +175,7 @@ fn measure(
     let _ = std::fs::remove_file(&rules_file);
     let raw = failover_ms.clone();
     failover_ms.sort_by(f64::total_cmp);
-    let st = status(client);
+    let st = tunnel.client_paths();
     Ok(serde_json::json!({
         "scenario": "outage",
         "runs": failover_ms.len(),

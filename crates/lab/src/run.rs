@@ -42,8 +42,13 @@ pub fn run_demo(args: DemoConfig) -> anyhow::Result<()> {
 
 /// Runs `hirt lab`.
 pub fn run_lab(args: LabConfig) -> anyhow::Result<()> {
-    if args.scenario == Some(crate::config::Scenario::Outage) {
-        let report = crate::outage::outage(&args)?;
+    if let Some(scenario) = args.scenario {
+        use crate::config::Scenario;
+        let report = match scenario {
+            Scenario::Outage => crate::outage::outage(&args)?,
+            Scenario::Inversion => crate::inversion::inversion(&args)?,
+            Scenario::Bond => crate::bond::bond(&args)?,
+        };
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }

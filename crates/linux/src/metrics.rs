@@ -216,6 +216,14 @@ pub struct PathStatus {
     pub repairs: u64,
     /// Probes sent on it.
     pub probes: u64,
+    /// Its share of the EXP3 weights of all paths, usable or not (`lowest-delay`; 0
+    /// otherwise): the learnt preference alone, before the health states restrict it (TPC's
+    /// convergence criterion).
+    #[serde(default)]
+    pub exp3_weight: f64,
+    /// The probability that the policy puts a new flow on it now.
+    #[serde(default)]
+    pub probability: f64,
 }
 
 impl PathStatus {
@@ -371,7 +379,7 @@ impl Collector for Exposition {
             return Ok(());
         }
         type PathValue = fn(&PathStatus) -> u64;
-        let per_path: [(&str, &str, Kind, PathValue); 7] = [
+        let per_path: [(&str, &str, Kind, PathValue); 9] = [
             (
                 "path_state",
                 "Path state: 0 up, 1 suspect, 2 down, 3 recovering.",
@@ -395,6 +403,18 @@ impl Collector for Exposition {
                 "Share of the sources sent on the path, x 1e6.",
                 Kind::Gauge,
                 |p| (p.share * 1e6) as u64,
+            ),
+            (
+                "path_exp3_weight_ppm",
+                "EXP3 weight share of the path among all paths (lowest-delay), x 1e6.",
+                Kind::Gauge,
+                |p| (p.exp3_weight * 1e6) as u64,
+            ),
+            (
+                "path_probability_ppm",
+                "Probability that the policy puts a new flow on the path, x 1e6.",
+                Kind::Gauge,
+                |p| (p.probability * 1e6) as u64,
             ),
             (
                 "path_sources",
@@ -479,6 +499,8 @@ mod tests {
                     path: 1,
                     state: "up".into(),
                     share: 0.25,
+                    exp3_weight: 0.9,
+                    probability: 0.5,
                     ..Default::default()
                 },
             ],
@@ -488,6 +510,14 @@ mod tests {
         assert!(t.contains("hirt_path_state{path=\"1\"} 0"), "{t}");
         assert!(t.contains("hirt_path_srtt_us{path=\"0\"} 12500"), "{t}");
         assert!(t.contains("hirt_path_share_ppm{path=\"1\"} 250000"), "{t}");
+        assert!(
+            t.contains("hirt_path_exp3_weight_ppm{path=\"1\"} 900000"),
+            "{t}"
+        );
+        assert!(
+            t.contains("hirt_path_probability_ppm{path=\"1\"} 500000"),
+            "{t}"
+        );
         assert!(t.contains("hirt_path_sources_total{path=\"0\"} 9"), "{t}");
         let snap = m.snapshot();
         assert_eq!(snap.paths.as_ref().map(|p| p.preferred), Some(Some(1)));

@@ -194,9 +194,6 @@ struct SrPaths {
     next_publish: Instant,
 }
 
-/// How often the encoder publishes its paths' state (`hirt status`, metrics).
-const PATH_PUBLISH: std::time::Duration = std::time::Duration::from_millis(200);
-
 impl std::fmt::Debug for Srv6Machine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Srv6Machine")
@@ -1047,7 +1044,7 @@ impl Srv6Machine {
         };
         p.set.drain_events(&self.metrics);
         if p.next_publish <= now {
-            p.next_publish = now + PATH_PUBLISH;
+            p.next_publish = now + crate::udp::paths::PATH_PUBLISH;
             let describe = &p.describe;
             let status = p
                 .set

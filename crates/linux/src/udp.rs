@@ -394,8 +394,6 @@ struct RecvKey {
 
 /// How often client worker 0 looks at the handshake timers.
 const HANDSHAKE_TICK: Duration = Duration::from_millis(50);
-/// How often a multi-path worker publishes its paths' state (`hirt status`, metrics).
-const PATH_PUBLISH: Duration = Duration::from_millis(200);
 
 #[derive(Clone, Copy, Debug)]
 struct Learned {
@@ -1077,7 +1075,7 @@ impl UdpMachine {
         };
         ps.drain_events(&self.metrics);
         if self.next_path_publish.is_some_and(|t| t <= now) {
-            self.next_path_publish = Some(now + PATH_PUBLISH);
+            self.next_path_publish = Some(now + paths::PATH_PUBLISH);
             self.publish_paths(dest);
         }
     }

@@ -41,6 +41,13 @@ pub enum ScenarioArg {
     /// Silent outages of the active path of a two-path UDP tunnel (`--runs` of them): failover
     /// time, JSON with `failover_p50_ms`, `failover_p99_ms`, `feedback_interval_ms`, `runs`.
     Outage,
+    /// Delay inversions of two paths (10 / 100 ms RTT, `--runs` of them, 5 s apart) under EXP3
+    /// (Gamma 0.1 and 0.01) and random path choice, with 100 kB HTTP requests over 4 new
+    /// connections at a time: JSON with `exp3_converge_p90_ms`, `exp3_p50_ms`, `random_p50_ms`.
+    Inversion,
+    /// TCP bulk (8 connections) over two equal paths, bonded and on one path, `--runs` rounds:
+    /// JSON with `bond_over_single`.
+    Bond,
 }
 
 /// Workloads.
@@ -184,11 +191,11 @@ pub struct LabArgs {
     /// Datagrams per second of each of the soak's two checked streams (1000-byte datagrams).
     #[arg(long, default_value_t = 1000)]
     pub soak_pps: u32,
-    /// Run a scenario instead of the workloads (`outage`: with `--tunnel udp`, usually
-    /// `--profile dual`; prints JSON).
+    /// Run a scenario of two paths instead of the workloads (with `--tunnel udp`; `outage`
+    /// usually with `--profile dual`; prints JSON).
     #[arg(long, value_enum)]
     pub scenario: Option<ScenarioArg>,
-    /// Events of `--scenario` (outages).
+    /// Events of `--scenario` (outages, inversions, bonding rounds).
     #[arg(long, default_value_t = 50)]
     pub runs: usize,
     /// Flood the UDP tunnel server's port with this many junk datagrams per second, from a
@@ -328,7 +335,11 @@ impl From<LabArgs> for LabConfig {
             soak: a.soak,
             fault_every: a.fault_every,
             soak_pps: a.soak_pps,
-            scenario: a.scenario.map(|ScenarioArg::Outage| Scenario::Outage),
+            scenario: a.scenario.map(|s| match s {
+                ScenarioArg::Outage => Scenario::Outage,
+                ScenarioArg::Inversion => Scenario::Inversion,
+                ScenarioArg::Bond => Scenario::Bond,
+            }),
             runs: a.runs,
         }
     }

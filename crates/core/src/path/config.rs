@@ -121,7 +121,8 @@ keyword_enum!(
         /// Uniformly random over the usable paths (baseline).
         Random = "random",
         /// Flows spread over the usable paths in proportion to capacity (`capacity-bps`) times
-        /// `min SRTT / SRTT`.
+        /// `min SRTT / SRTT`; under `new-flow`, new flows are dealt in turn in that proportion
+        /// (smooth weighted round robin), so a few bulk flows already split evenly.
         Bond = "bond",
     }
 );
@@ -234,8 +235,10 @@ pub struct PathManagerConfig {
     /// default feedback interval). Every count below is in these intervals.
     pub feedback_interval_ms: f64,
     /// A path turns `suspect` (one bad sample) when nothing it carried has been confirmed for
-    /// its smoothed RTT plus this many intervals (1.25). The normal worst case is RTT + 1
-    /// interval, so 1.25 moves traffic quickly but takes one lost report for a bad sample.
+    /// its RTT (the larger of the smoothed and the newest sample, plus four mean deviations,
+    /// so that a queue filling under load is not an outage) plus this many intervals (1.25).
+    /// The normal worst case is RTT + 1 interval, so 1.25 moves traffic quickly but takes one
+    /// lost report for a bad sample.
     pub silence_intervals: f64,
     /// An interval whose loss ratio exceeds this is a bad sample (0.5).
     pub loss_threshold: f64,

@@ -119,6 +119,12 @@ struct PathEntry {
     id: PathId,
     health: Health,
     srtt: Option<Duration>,
+    /// The newest RTT sample: the silence rule waits for what the path's delay is now, not
+    /// for its average.
+    latest_rtt: Option<Duration>,
+    /// When the far end's latest report on the path arrived: a path whose reports keep
+    /// coming, each late because a queue fills, is not silent.
+    last_heard: Option<Instant>,
     min_rtt: Option<Duration>,
     loss: f64,
     delivery_bps: f64,
@@ -137,6 +143,8 @@ struct PathEntry {
     probes: u64,
     bytes: u64,
     steps: VecDeque<Step>,
+    /// `bond`: the path's credit in the smooth weighted round robin that deals new flows.
+    bond_credit: f64,
 }
 
 impl PathEntry {
@@ -145,6 +153,8 @@ impl PathEntry {
             id,
             health: Health::new(cfg.up_after, cfg.down_after),
             srtt: None,
+            latest_rtt: None,
+            last_heard: None,
             min_rtt: None,
             loss: 0.0,
             delivery_bps: 0.0,
@@ -163,6 +173,7 @@ impl PathEntry {
             probes: 0,
             bytes: 0,
             steps: VecDeque::new(),
+            bond_credit: 0.0,
         }
     }
 
@@ -172,6 +183,13 @@ impl PathEntry {
 
     fn srtt_or(&self, fallback: Duration) -> Duration {
         self.srtt.unwrap_or(fallback)
+    }
+
+    /// How long a confirmation may take before its absence is a bad sample (before the
+    /// grace): the larger of the smoothed and the newest RTT.
+    fn silence_rtt(&self, fallback: Duration) -> Duration {
+        self.srtt_or(fallback)
+            .max(self.latest_rtt.unwrap_or_default())
     }
 }
 
@@ -540,6 +558,7 @@ impl PathManager {
         let kind = self.cfg.policy.kind;
         let pick = match kind {
             PolicyKind::Failover | PolicyKind::Greedy => self.preferred,
+            PolicyKind::Bond if u.is_none() => self.deal(),
             _ => {
                 let u = u.unwrap_or_else(|| self.rng.gen::<f64>());
                 Exp3::pick(&self.probs, u)
@@ -550,6 +569,33 @@ impl PathManager {
             self.push_step(i, now);
         }
         i
+    }
+
+    /// `bond`, one path per new flow: a smooth weighted round robin over the path
+    /// probabilities (each path earns its probability per flow, the richest takes the flow
+    /// and pays one), so even a handful of flows splits in proportion, where independent
+    /// draws would often put most of a few bulk flows on one path.
+    fn deal(&mut self) -> Option<usize> {
+        let mut best: Option<(usize, f64)> = None;
+        for (i, &p) in self.probs.iter().enumerate() {
+            let Some(path) = self.paths.get_mut(i) else {
+                break;
+            };
+            if p > 0.0 {
+                path.bond_credit += p;
+                if best.is_none_or(|(_, c)| path.bond_credit > c) {
+                    best = Some((i, path.bond_credit));
+                }
+            } else {
+                path.bond_credit = 0.0;
+            }
+        }
+        let best = best.map(|(i, _)| i);
+        let total: f64 = self.probs.iter().filter(|&&p| p > 0.0).sum();
+        if let Some(b) = best {
+            self.paths[b].bond_credit -= total;
+        }
+        best
     }
 
     fn push_step(&mut self, i: usize, now: Instant) {
@@ -693,6 +739,7 @@ impl PathManager {
         let p = &mut self.paths[i];
         let mut progress = false;
         if let Some(sent) = obs.echo_sent_at {
+            p.last_heard = Some(now);
             if p.confirmed.is_none_or(|c| sent > c) {
                 progress = true;
                 p.confirmed = Some(sent);
@@ -709,6 +756,7 @@ impl PathManager {
                     None => rtt,
                     Some(s) => (s * 7 + rtt) / 8,
                 });
+                p.latest_rtt = Some(rtt);
                 p.min_rtt = Some(p.min_rtt.map_or(rtt, |m| m.min(rtt)));
             }
         }
@@ -833,9 +881,18 @@ impl PathManager {
         let p = &self.paths[i];
         let oldest = *p.unconfirmed.front()?;
         let interval = self.interval();
-        let rtt = p.srtt_or(self.initial_rtt());
+        let rtt = p.silence_rtt(self.initial_rtt());
         let grace = interval.mul_f64(self.cfg.silence_intervals);
-        Some(oldest + rtt + grace + interval * p.silence_bads)
+        let backoff = interval * p.silence_bads;
+        // Both must hold: the oldest unconfirmed send is overdue, and the reports have stopped
+        // for a grace. On an outage the second comes first (the last reports were already on
+        // their way), so it costs no detection time; under a filling queue the reports keep
+        // coming, late, and the path stays up.
+        let overdue = oldest + rtt + grace + backoff;
+        Some(match p.last_heard {
+            Some(heard) => overdue.max(heard + grace + backoff),
+            None => overdue,
+        })
     }
 
     /// When path `i` needs its next probe: it carried nothing for a probe interval.
@@ -932,6 +989,18 @@ mod tests {
         d: &dyn Fn(usize, u64) -> u64,
         alive: &dyn Fn(usize, u64) -> bool,
     ) -> Vec<(u64, PathId)> {
+        drive_reporting(m, from_ms, until_ms, d, alive, 20)
+    }
+
+    /// [`drive`] with the far end reporting every `report_ms` per path.
+    fn drive_reporting(
+        m: &mut PathManager,
+        from_ms: u64,
+        until_ms: u64,
+        d: &dyn Fn(usize, u64) -> u64,
+        alive: &dyn Fn(usize, u64) -> bool,
+        report_ms: u64,
+    ) -> Vec<(u64, PathId)> {
         let t0 = crate::test_util::t0();
         let mut inflight: Vec<VecDeque<(u64, u64)>> = vec![VecDeque::new(), VecDeque::new()];
         let mut newest: Vec<Option<(u64, u64)>> = vec![None, None];
@@ -956,7 +1025,7 @@ mod tests {
                     newest[i] = inflight[i].pop_front();
                     count[i] += 1;
                 }
-                if t % 20 == 0 && count[i] > 0 {
+                if t % report_ms == 0 && count[i] > 0 {
                     if let (Some((s, a)), true) = (newest[i], alive(i, t)) {
                         let obs = PathObservation {
                             path: i as PathId,
@@ -965,7 +1034,7 @@ mod tests {
                             received: count[i],
                             lost: 0,
                             bytes: 100 * u64::from(count[i]),
-                            interval: 20 * MS,
+                            interval: MS * report_ms as u32,
                         };
                         reports.push((t + d(i, t), obs));
                     }
@@ -1016,6 +1085,62 @@ mod tests {
         assert!(t_back >= 1500 + 2 * 20, "failed back at {t_back}");
         let snap = m.snapshot();
         assert!(snap[1].sources > 0 && snap[0].probes > 0 && snap[1].probes > 0);
+    }
+
+    #[test]
+    fn bond_deals_a_few_new_flows_in_proportion() {
+        let mut c = cfg(PolicyKind::Bond);
+        c.capacity_bps = vec![(0, 30_000_000), (1, 10_000_000)];
+        let mut m = PathManager::new(c, &[0, 1], 1).unwrap();
+        let now = crate::test_util::t0();
+        for p in 0..2 {
+            m.handle_observation(
+                &PathObservation {
+                    path: p,
+                    echo_sent_at: Some(now),
+                    echo_held: Duration::ZERO,
+                    received: 1,
+                    lost: 0,
+                    bytes: 100,
+                    interval: Duration::ZERO,
+                },
+                now + 10 * MS,
+            );
+        }
+        let t = now + 10 * MS;
+        assert!(
+            (m.probability(0) - 0.75).abs() < 1e-9,
+            "{}",
+            m.probability(0)
+        );
+        let mut on = [0; 2];
+        for flow in 0..8u64 {
+            on[m.path_for_flow(flow, 100, t) as usize] += 1;
+        }
+        assert_eq!(on, [6, 2]);
+        // A flow keeps its path.
+        assert_eq!(m.path_for_flow(0, 100, t), m.path_for_flow(0, 100, t + MS));
+    }
+
+    #[test]
+    fn a_queue_filling_under_load_is_not_an_outage() {
+        let mut m = PathManager::new(cfg(PolicyKind::Failover), &[0, 1], 1).unwrap();
+        // Path 0's delay grows as a queue filled at twice the link rate does (the RTT grows
+        // by 1 ms per ms) from 10 ms to 610 ms, then stays: everything still arrives. The far
+        // end reports every half interval, as a UDP-mode end probes a busy path.
+        let d = |p: usize, t: u64| match p {
+            0 => 5 + t.clamp(1000, 1600).saturating_sub(1000) / 2,
+            _ => 5,
+        };
+        // A real outage after the ramp is still seen within the RTT it has now.
+        let alive = |p: usize, t: u64| p == 1 || t < 3500;
+        let sw = drive_reporting(&mut m, 0, 5000, &d, &alive, 10);
+        let (t_out, to) = sw[0];
+        assert_eq!(to, 1);
+        assert!(
+            (3500..3500 + 610 + 3 * 20).contains(&t_out),
+            "switched at {t_out}"
+        );
     }
 
     #[test]

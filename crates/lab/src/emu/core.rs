@@ -130,6 +130,12 @@ impl<T: Copy + Ord> Pipeline<T> {
         }
     }
 
+    /// Changes the one-way delay of packets that arrive from now on (a delay inversion of two
+    /// paths); packets inside keep their release times.
+    pub fn set_delay(&mut self, delay: Duration) {
+        self.link.set_delay(delay);
+    }
+
     /// Packets currently inside.
     pub fn len(&self) -> usize {
         self.heap.len()

@@ -122,6 +122,8 @@ pub struct Emulator {
     pub ab: Arc<SharedCounters>,
     /// Counters of the b->a direction.
     pub ba: Arc<SharedCounters>,
+    /// One-way delay of each direction (a->b, b->a) in ns, changeable while running.
+    delays: [Arc<AtomicU64>; 2],
 }
 
 impl Emulator {
@@ -138,13 +140,19 @@ impl Emulator {
         let mut threads = Vec::new();
         let c_ab = Arc::new(SharedCounters::default());
         let c_ba = Arc::new(SharedCounters::default());
+        let delay_ns = |c: &DirectionConfig| Arc::new(AtomicU64::new(c.delay.as_nanos() as u64));
+        let delays = [delay_ns(ab), delay_ns(ba)];
         let mut emu = Emulator {
             stop: stop.clone(),
             threads: Vec::new(),
             ab: c_ab.clone(),
             ba: c_ba.clone(),
+            delays: delays.clone(),
         };
-        for (rx_if, tx_if, cfg, ctr) in [(if_a, if_b, ab, c_ab), (if_b, if_a, ba, c_ba)] {
+        let [d_ab, d_ba] = delays;
+        for (rx_if, tx_if, cfg, ctr, delay) in
+            [(if_a, if_b, ab, c_ab, d_ab), (if_b, if_a, ba, c_ba, d_ba)]
+        {
             let (rx_if, tx_if, cfg) = (rx_if.to_string(), tx_if.to_string(), cfg.clone());
             let ns = netns.map(str::to_string);
             let stop = stop.clone();
@@ -171,7 +179,7 @@ impl Emulator {
                     match setup {
                         Ok((rx, tx, pipe)) => {
                             let _ = ready_tx.send(Ok(()));
-                            forward(&rx, &tx, pipe, &stop, &ctr);
+                            forward(&rx, &tx, pipe, &stop, &ctr, &delay);
                             Ok(())
                         }
                         Err(e) => {
@@ -193,6 +201,13 @@ impl Emulator {
         }
         emu.threads = threads;
         Ok(emu)
+    }
+
+    /// Changes the one-way delay of each direction (a->b, b->a) for frames that arrive from
+    /// now on; frames inside keep theirs, and neither direction reorders.
+    pub fn set_delays(&self, ab: Duration, ba: Duration) {
+        self.delays[0].store(ab.as_nanos() as u64, Ordering::Relaxed);
+        self.delays[1].store(ba.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// Counters of both directions (a->b, b->a).
@@ -227,7 +242,9 @@ fn forward(
     mut pipe: Pipeline<u32>,
     stop: &AtomicBool,
     ctr: &SharedCounters,
+    delay_ns: &AtomicU64,
 ) {
+    let mut delay = delay_ns.load(Ordering::Relaxed);
     let mut mem = vec![0u8; SLOT * SLOTS];
     let mut free: Vec<u32> = (0..SLOTS as u32).rev().collect();
     let mut rx_batch = Batch::new(BATCH);
@@ -241,6 +258,11 @@ fn forward(
     let (mut tx_packets, mut tx_errors, mut truncated, mut overflow) = (0u64, 0u64, 0u64, 0u64);
     let mut iter = 0u32;
     while !stop.load(Ordering::Relaxed) {
+        let wanted = delay_ns.load(Ordering::Relaxed);
+        if wanted != delay {
+            delay = wanted;
+            pipe.set_delay(Duration::from_nanos(delay));
+        }
         // Receive what is pending.
         let k = BATCH.min(free.len());
         let mut n = 0;

@@ -37,6 +37,10 @@ use hirt_core::PathId;
 use crate::config::MAX_PATHS;
 use crate::metrics::{add, Metrics};
 
+/// How often a multi-path end publishes its paths' state (`hirt status`, metrics): often
+/// enough that an observer sees an EXP3 weight shift or a switch within a few tens of ms.
+pub const PATH_PUBLISH: Duration = Duration::from_millis(25);
+
 /// What one path's link knows: where it goes and its counts. `R` names the path's far end: a
 /// socket address in UDP mode, nothing in SRv6 mode (a path's segment list is configuration).
 #[derive(Debug, Clone)]
@@ -407,6 +411,12 @@ impl<R: Copy> PathSet<R> {
                     sources: p.sources,
                     repairs: p.repairs,
                     probes: p.probes,
+                    exp3_weight: if p.exp3_weight_share > 0.0 {
+                        self.manager.exp3_raw_weight_share(p.path)
+                    } else {
+                        0.0
+                    },
+                    probability: self.manager.probability(p.path),
                 })
                 .collect(),
             events: self.recent_events().map(str::to_string).collect(),
