@@ -81,6 +81,17 @@ pub struct DualTunnel {
 impl DualTunnel {
     /// Starts the server and the client with path configuration `paths` on both ends.
     pub fn start(net: &DualNet, seed: u64, paths: PathManagerConfig) -> anyhow::Result<Self> {
+        Self::start_on(net, seed, paths, 2)
+    }
+
+    /// [`DualTunnel::start`] with the client on the first `used` underlay paths only (1: a
+    /// single-path tunnel over path 0).
+    pub fn start_on(
+        net: &DualNet,
+        seed: u64,
+        paths: PathManagerConfig,
+        used: usize,
+    ) -> anyhow::Result<Self> {
         let tmp = std::env::temp_dir();
         let pid = std::process::id();
         let server_key = tmp.join(format!("hirt-dual-{pid}-server.key"));
@@ -115,6 +126,7 @@ impl DualTunnel {
             path: net
                 .paths
                 .iter()
+                .take(used)
                 .map(|p| UdpPathConfig {
                     local: Some(p.client4.clone()),
                     dev: None,
@@ -161,9 +173,22 @@ impl DualTunnel {
 
     /// Waits (up to `limit`) until the client has both paths up and measured.
     pub fn wait_paths_up(&self, limit: Duration) -> anyhow::Result<()> {
+        self.wait_up(limit, 2)
+    }
+
+    /// Waits (up to `limit`) until the client has `n` paths up and measured; with one path,
+    /// until the session is up (a single-path tunnel has no path manager).
+    pub fn wait_up(&self, limit: Duration, n: usize) -> anyhow::Result<()> {
+        if n < 2 {
+            let sessions = self.client.sessions();
+            if !wait_for(limit, || sessions.with(|h| h.sending().is_some())) {
+                bail!("the tunnel's session did not come up");
+            }
+            return Ok(());
+        }
         let ready = wait_for(limit, || {
             let s = self.client_paths();
-            s.paths.len() == 2 && s.paths.iter().all(|p| p.srtt_ms > 0.0 && p.state == "up")
+            s.paths.len() == n && s.paths.iter().all(|p| p.srtt_ms > 0.0 && p.state == "up")
         });
         if !ready {
             bail!(

@@ -17,7 +17,8 @@
 //!   report, tear down), through a session (`session`) that runs each workload's server and
 //!   client (`dispatch`); `emulator_bench`: `hirt lab --bench-emulator`;
 //! - [`outage`]: `hirt lab --scenario outage --tunnel udp`: failover time of a two-path UDP
-//!   tunnel over silent outages of its active path;
+//!   tunnel over silent outages of its active path, then HTTP across such outages without FEC,
+//!   with FEC on one path and with FEC + failover ([`outage_http`]);
 //! - [`inversion`]: `--scenario inversion`: EXP3 convergence and request times across delay
 //!   inversions of two paths, against random path choice;
 //! - [`bond`]: `--scenario bond`: TCP bulk goodput over two equal paths, bonded and on one;
@@ -36,6 +37,7 @@ pub mod flood;
 pub mod host;
 pub mod inversion;
 pub mod outage;
+pub mod outage_http;
 pub mod profile;
 pub mod report;
 pub mod run;

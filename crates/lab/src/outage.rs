@@ -51,6 +51,7 @@ pub fn outage(args: &LabConfig) -> anyhow::Result<serde_json::Value> {
         .and_then(|()| measure(args, &net.topo, &net.paths[0], &tunnel, interval_ms));
     tunnel.stop();
     let mut json = result?;
+    json["http"] = crate::outage_http::http_across_outages(args, &net)?;
     json["profile"] = serde_json::json!(format!("{:?}", args.profile).to_lowercase());
     json["tunnel"] = serde_json::json!("udp");
     json["machine"] = serde_json::json!(crate::run::machine());
@@ -62,6 +63,47 @@ fn nft(ns: &str, args: &[&str]) -> anyhow::Result<()> {
     let mut a = vec!["netns", "exec", ns, "nft"];
     a.extend_from_slice(args);
     netns::run("ip", &a)
+}
+
+/// A silent outage of underlay path 0: everything on the server's device of the path is
+/// dropped both ways (nft, no ICMP) between `start` and `stop`.
+pub(crate) struct SilentDrop {
+    ns: String,
+    rules_file: std::path::PathBuf,
+}
+
+const DROP_TABLE: &str = "hirt_outage";
+
+impl SilentDrop {
+    pub(crate) fn new(topo: &Topology, p0: &UnderlayPath) -> anyhow::Result<Self> {
+        let rules = format!(
+            "table inet {DROP_TABLE} {{\n chain pre {{ type filter hook prerouting priority -300; \
+             iifname \"{dev}\" drop; }}\n chain out {{ type filter hook output priority -300; \
+             oifname \"{dev}\" drop; }}\n}}\n",
+            dev = p0.server_dev
+        );
+        let rules_file =
+            std::env::temp_dir().join(format!("hirt-outage-{}.nft", std::process::id()));
+        std::fs::write(&rules_file, rules)?;
+        Ok(SilentDrop {
+            ns: topo.server.clone(),
+            rules_file,
+        })
+    }
+
+    pub(crate) fn start(&self) -> anyhow::Result<()> {
+        nft(&self.ns, &["-f", &self.rules_file.display().to_string()])
+    }
+
+    pub(crate) fn stop(&self) -> anyhow::Result<()> {
+        nft(&self.ns, &["delete", "table", "inet", DROP_TABLE])
+    }
+}
+
+impl Drop for SilentDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.rules_file);
+    }
 }
 
 fn measure(
@@ -115,16 +157,7 @@ fn measure(
             Ok(())
         })
     };
-    let table = "hirt_outage";
-    let rules = format!(
-        "table inet {table} {{\n chain pre {{ type filter hook prerouting priority -300; \
-         iifname \"{dev}\" drop; }}\n chain out {{ type filter hook output priority -300; \
-         oifname \"{dev}\" drop; }}\n}}\n",
-        dev = p0.server_dev
-    );
-    let rules_file = std::env::temp_dir().join(format!("hirt-outage-{}.nft", std::process::id()));
-    std::fs::write(&rules_file, rules)?;
-    let rules_path = rules_file.display().to_string();
+    let outage = SilentDrop::new(topo, p0)?;
     let mut failover_ms = Vec::new();
     let mut failed = 0usize;
     let mut notes: Vec<String> = Vec::new();
@@ -138,7 +171,7 @@ fn measure(
             break;
         }
         std::thread::sleep(Duration::from_millis(500));
-        nft(&topo.server, &["-f", &rules_path])?;
+        outage.start()?;
         let after = since(Instant::now());
         let send_time = |seq: u32| sent_at.lock().ok()?.get(seq as usize).copied();
         let delivered_after = wait_for(Duration::from_secs(10), || {
@@ -164,7 +197,7 @@ fn measure(
                 why
             }
         };
-        nft(&topo.server, &["delete", "table", "inet", table])?;
+        outage.stop()?;
         if !args.quiet {
             eprintln!("outage {}/{}: {note}", run + 1, args.runs);
         }
@@ -172,7 +205,6 @@ fn measure(
     stop.store(true, Ordering::Relaxed);
     let _ = netns::join(tx);
     let _ = netns::join(rx);
-    let _ = std::fs::remove_file(&rules_file);
     let raw = failover_ms.clone();
     failover_ms.sort_by(f64::total_cmp);
     let st = tunnel.client_paths();
