@@ -1,7 +1,7 @@
 //! `hirt lab --scenario inversion --tunnel udp`: TPC's delay inversion (§IV-C) through a
 //! two-path UDP tunnel. Path 0 has a 10 ms RTT and path 1 a 100 ms RTT; every
-//! [`INVERSION_EVERY`] the two swap (both directions of both emulators at once), `--runs`
-//! times. Meanwhile an HTTP client fetches 100 kB responses over 4 parallel connections, a new
+//! [`INVERSION_EVERY`] ([`SLOW_INVERSION_EVERY`] for Gamma 0.01, whose exploration is ten times
+//! rarer) the two swap (both directions of both emulators at once), `--runs` times. Meanwhile an HTTP client fetches 100 kB responses over 4 parallel connections, a new
 //! connection per request (TPC's workload), through the tunnel.
 //!
 //! The same inversions run once per policy, each on a freshly started tunnel:
@@ -34,6 +34,9 @@ use crate::workload::http::{self, HttpClient};
 
 /// Time between two inversions.
 pub const INVERSION_EVERY: Duration = Duration::from_secs(5);
+/// Time between two inversions under EXP3 with Gamma 0.01: TPC reports about 5 s to converge,
+/// and a new flow explores the other path ten times less often than with Gamma 0.1.
+pub const SLOW_INVERSION_EVERY: Duration = Duration::from_secs(20);
 /// One-way delay of the fast path (10 ms RTT).
 const FAST: Duration = Duration::from_millis(5);
 /// One-way delay of the slow path (100 ms RTT).
@@ -49,6 +52,7 @@ struct Phase {
     name: &'static str,
     gamma: Option<f64>,
     policy: PolicyConfig,
+    every: Duration,
 }
 
 fn phases() -> Vec<Phase> {
@@ -63,16 +67,19 @@ fn phases() -> Vec<Phase> {
             name: "exp3-gamma-0.1",
             gamma: Some(0.1),
             policy: exp3(0.1),
+            every: INVERSION_EVERY,
         },
         Phase {
             name: "exp3-gamma-0.01",
             gamma: Some(0.01),
             policy: exp3(0.01),
+            every: SLOW_INVERSION_EVERY,
         },
         Phase {
             name: "random",
             gamma: None,
             policy: PolicyConfig::of(PolicyKind::Random),
+            every: INVERSION_EVERY,
         },
     ]
 }
@@ -138,7 +145,10 @@ pub fn inversion(args: &LabConfig) -> anyhow::Result<Value> {
     report.insert("runs".into(), json!(args.runs));
     report.insert(
         "inversion_every_ms".into(),
-        json!(INVERSION_EVERY.as_millis() as u64),
+        json!(phases()
+            .iter()
+            .map(|p| (p.name.to_string(), json!(p.every.as_millis() as u64)))
+            .collect::<Map<String, Value>>()),
     );
     report.insert(
         "rtt_ms".into(),
@@ -197,6 +207,7 @@ impl PhaseResult {
         let finite_ms =
             |v: &[f64]| -> Vec<Option<f64>> { v.iter().map(|&x| finite(Some(x))).collect() };
         json!({
+            "inversions": self.fast_share.len(),
             "requests": req.len(),
             "request_errors": self.errors,
             "request_corrupt": self.corrupt,
@@ -267,7 +278,8 @@ fn measure_phase(
 ) -> anyhow::Result<PhaseResult> {
     tunnel.wait_paths_up(Duration::from_secs(20))?;
     let exp3 = phase.gamma.is_some();
-    let total = INVERSION_EVERY * (args.runs as u32 + 1);
+    let every = phase.every;
+    let total = every * (args.runs as u32 + 1);
     let client = HttpClient {
         server: std::net::SocketAddr::new(crate::dual::TUN_SERVER.parse()?, http::PORT),
         bind: crate::dual::TUN_CLIENT.parse()?,
@@ -283,12 +295,12 @@ fn measure_phase(
     // period, then the inversions start regardless).
     let start = Instant::now();
     if exp3 {
-        wait_for(INVERSION_EVERY, || {
+        wait_for(every, || {
             weight(&tunnel.client_paths(), 0) >= CONVERGED
                 && weight(&tunnel.server_paths(), 0) >= CONVERGED
         });
     }
-    let mut next = start + INVERSION_EVERY;
+    let mut next = start + every;
     let mut fast = 0u8;
     let mut client_ms = Vec::new();
     let mut server_ms = Vec::new();
@@ -301,7 +313,7 @@ fn measure_phase(
         net.emus[f].set_delays(FAST, FAST);
         net.emus[s].set_delays(SLOW, SLOW);
         let inverted = Instant::now();
-        next = inverted + INVERSION_EVERY;
+        next = inverted + every;
         let before = sources(&tunnel.client_paths());
         let (mut c, mut v) = (None, None);
         while Instant::now() < next {

@@ -41,9 +41,9 @@ pub enum ScenarioArg {
     /// Silent outages of the active path of a two-path UDP tunnel (`--runs` of them): failover
     /// time, JSON with `failover_p50_ms`, `failover_p99_ms`, `feedback_interval_ms`, `runs`.
     Outage,
-    /// Delay inversions of two paths (10 / 100 ms RTT, `--runs` of them, 5 s apart) under EXP3
-    /// (Gamma 0.1 and 0.01) and random path choice, with 100 kB HTTP requests over 4 new
-    /// connections at a time: JSON with `exp3_converge_p90_ms`, `exp3_p50_ms`, `random_p50_ms`.
+    /// Delay inversions of two paths (10 / 100 ms RTT, `--runs` of them, 5 s apart; 20 s under
+    /// Gamma 0.01) under EXP3 (Gamma 0.1 and 0.01) and random path choice, with 100 kB HTTP
+    /// requests over 4 new connections at a time: JSON with `exp3_converge_p90_ms`, `exp3_p50_ms`, `random_p50_ms`.
     Inversion,
     /// TCP bulk (8 connections) over two equal paths, bonded and on one path, `--runs` rounds:
     /// JSON with `bond_over_single`.
