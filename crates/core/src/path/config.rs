@@ -235,8 +235,9 @@ pub struct PathManagerConfig {
     /// default feedback interval). Every count below is in these intervals.
     pub feedback_interval_ms: f64,
     /// A path turns `suspect` (one bad sample) when nothing it carried has been confirmed for
-    /// its RTT (the larger of the smoothed and the newest sample, plus four mean deviations,
-    /// so that a queue filling under load is not an outage) plus this many intervals (1.25).
+    /// its smoothed RTT plus this many intervals (1.25), and no report on it has arrived for
+    /// this many intervals (so that a queue filling under load, whose reports keep coming
+    /// late, is not an outage).
     /// The normal worst case is RTT + 1 interval, so 1.25 moves traffic quickly but takes one
     /// lost report for a bad sample.
     pub silence_intervals: f64,

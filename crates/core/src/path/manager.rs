@@ -119,8 +119,7 @@ struct PathEntry {
     id: PathId,
     health: Health,
     srtt: Option<Duration>,
-    /// The newest RTT sample: the silence rule waits for what the path's delay is now, not
-    /// for its average.
+    /// The newest RTT sample (with `min_rtt`, whether a queue stands on the path).
     latest_rtt: Option<Duration>,
     /// When the far end's latest report on the path arrived: a path whose reports keep
     /// coming, each late because a queue fills, is not silent.
@@ -185,11 +184,13 @@ impl PathEntry {
         self.srtt.unwrap_or(fallback)
     }
 
-    /// How long a confirmation may take before its absence is a bad sample (before the
-    /// grace): the larger of the smoothed and the newest RTT.
-    fn silence_rtt(&self, fallback: Duration) -> Duration {
-        self.srtt_or(fallback)
-            .max(self.latest_rtt.unwrap_or_default())
+    /// Whether a queue stands on the path: the newest RTT exceeds the smallest by more than
+    /// half the smallest and a quarter of `interval`.
+    fn queueing(&self, interval: Duration) -> bool {
+        match (self.latest_rtt, self.min_rtt) {
+            (Some(rtt), Some(min)) => rtt > min + (min / 2).max(interval / 4),
+            _ => false,
+        }
     }
 }
 
@@ -487,7 +488,7 @@ impl PathManager {
             }
             PolicyKind::LowestDelay => {
                 self.exp3.probabilities(|i| usable[i], &mut probs);
-                argmax(&probs)
+                sticky_argmax(&probs, self.preferred)
             }
             PolicyKind::Bond => {
                 let min_rtt = (0..n)
@@ -523,7 +524,7 @@ impl PathManager {
                 if sum > 0.0 {
                     probs.iter_mut().for_each(|p| *p /= sum);
                 }
-                argmax(&probs)
+                sticky_argmax(&probs, self.preferred)
             }
         };
         self.probs = probs;
@@ -777,7 +778,11 @@ impl PathManager {
                 0.875 * p.delivery_bps + 0.125 * rate
             };
         }
-        let sample = if loss > self.cfg.loss_threshold {
+        // Heavy loss behind a standing queue is congestion (a TCP slow start overshooting a
+        // deep buffer drops half of a round trip's packets), which moving the traffic would
+        // only carry to the other path; loss without a queue is the path failing.
+        let queueing = self.paths[i].queueing(self.interval());
+        let sample = if loss > self.cfg.loss_threshold && !queueing {
             Some((Sample::Bad, SwitchReason::Loss))
         } else if progress || obs.received > 0 {
             Some((Sample::Good, SwitchReason::Recovered))
@@ -881,7 +886,7 @@ impl PathManager {
         let p = &self.paths[i];
         let oldest = *p.unconfirmed.front()?;
         let interval = self.interval();
-        let rtt = p.silence_rtt(self.initial_rtt());
+        let rtt = p.srtt_or(self.initial_rtt());
         let grace = interval.mul_f64(self.cfg.silence_intervals);
         let backoff = interval * p.silence_bads;
         // Both must hold: the oldest unconfirmed send is overdue, and the reports have stopped
@@ -951,6 +956,27 @@ impl PathManager {
         self.events.pop_front()
     }
 }
+
+/// The most probable path, but the current one while its probability is within
+/// [`PREFERRED_MARGIN`] of the largest: two paths of about equal share (bonding two equal links)
+/// do not swap the preferred label, and log a switch, at every RTT sample.
+fn sticky_argmax(probs: &[f64], current: Option<usize>) -> Option<usize> {
+    let best = argmax(probs)?;
+    match current {
+        Some(c)
+            if probs
+                .get(c)
+                .is_some_and(|&p| p > 0.0 && p * PREFERRED_MARGIN >= probs[best]) =>
+        {
+            Some(c)
+        }
+        _ => Some(best),
+    }
+}
+
+/// How much more probable another path must be to become the preferred one (`lowest-delay`,
+/// `bond`).
+const PREFERRED_MARGIN: f64 = 1.25;
 
 fn argmax(p: &[f64]) -> Option<usize> {
     let mut best: Option<usize> = None;
@@ -1120,6 +1146,65 @@ mod tests {
         assert_eq!(on, [6, 2]);
         // A flow keeps its path.
         assert_eq!(m.path_for_flow(0, 100, t), m.path_for_flow(0, 100, t + MS));
+    }
+
+    #[test]
+    fn equal_bonded_paths_keep_their_preferred_label() {
+        let mut m = PathManager::new(cfg(PolicyKind::Bond), &[0, 1], 1).unwrap();
+        let t0 = crate::test_util::t0();
+        // RTT samples of two equal paths that differ by noise: 50 or 52 ms, in turn.
+        for k in 0..200u32 {
+            let path = (k % 2) as PathId;
+            let rtt = if (k / 2) % 2 == 0 { 50 } else { 52 };
+            let sent = t0 + MS * (10 * k);
+            let obs = PathObservation {
+                path,
+                echo_sent_at: Some(sent),
+                echo_held: Duration::ZERO,
+                received: 1,
+                lost: 0,
+                bytes: 100,
+                interval: Duration::ZERO,
+            };
+            m.handle_observation(&obs, sent + MS * rtt);
+        }
+        assert!(m.switches() <= 1, "{} switches", m.switches());
+        assert!((m.probability(0) - 0.5).abs() < 0.05);
+    }
+
+    #[test]
+    fn heavy_loss_behind_a_queue_is_congestion_not_failure() {
+        let mut m = PathManager::new(cfg(PolicyKind::Failover), &[0, 1], 1).unwrap();
+        let t0 = crate::test_util::t0();
+        let report = |sent_ms: u32, rtt_ms: u32, lost: u32| PathObservation {
+            path: 0,
+            echo_sent_at: Some(t0 + MS * sent_ms),
+            echo_held: Duration::ZERO,
+            received: 10,
+            lost,
+            bytes: 1000,
+            interval: 20 * MS,
+        };
+        let mut at = 0;
+        let mut feed = |m: &mut PathManager, rtt: u32, lost: u32| {
+            at += 20;
+            m.handle_observation(&report(at, rtt, lost), t0 + MS * (at + rtt));
+        };
+        for _ in 0..5 {
+            feed(&mut m, 10, 0);
+        }
+        assert_eq!(m.state(0), Some(PathState::Up));
+        // 60% lost while the RTT is 300 ms over a 10 ms base: a full queue overflowing.
+        for _ in 0..5 {
+            feed(&mut m, 300, 15);
+        }
+        assert_eq!(m.state(0), Some(PathState::Up));
+        // The same loss at the base RTT: the path is failing.
+        for _ in 0..8 {
+            feed(&mut m, 10, 0);
+        }
+        feed(&mut m, 10, 15);
+        assert_eq!(m.state(0), Some(PathState::Suspect));
     }
 
     #[test]
