@@ -1176,7 +1176,7 @@ mod tests {
     fn heavy_loss_behind_a_queue_is_congestion_not_failure() {
         let mut m = PathManager::new(cfg(PolicyKind::Failover), &[0, 1], 1).unwrap();
         let t0 = crate::test_util::t0();
-        let report = |sent_ms: u32, rtt_ms: u32, lost: u32| PathObservation {
+        let report = |sent_ms: u32, lost: u32| PathObservation {
             path: 0,
             echo_sent_at: Some(t0 + MS * sent_ms),
             echo_held: Duration::ZERO,
@@ -1188,7 +1188,8 @@ mod tests {
         let mut at = 0;
         let mut feed = |m: &mut PathManager, rtt: u32, lost: u32| {
             at += 20;
-            m.handle_observation(&report(at, rtt, lost), t0 + MS * (at + rtt));
+            // Sent at `at`, answered `rtt` later.
+            m.handle_observation(&report(at, lost), t0 + MS * (at + rtt));
         };
         for _ in 0..5 {
             feed(&mut m, 10, 0);
