@@ -59,6 +59,10 @@ struct RecBuf {
 
 /// Most recycled buffers kept (in-order release holds up to a few hundred at a time).
 const POOL_MAX: usize = 512;
+/// Recycled buffers kept once the output is idle: past it, each feedback the decoder sends
+/// gives back half of the excess, so that a burst of recoveries after an outage does not pin
+/// hundreds of buffers for the rest of the run.
+const POOL_KEEP: usize = 32;
 
 /// Sources in a row refused as duplicates or too old after which the decoder takes the stream's
 /// encoder for restarted (its ESIs began again from a value the decoder has already seen, e.g.
@@ -106,6 +110,15 @@ impl Out {
         buf.clear();
         buf.extend_from_slice(data);
         buf
+    }
+
+    /// Gives back half of the recycled buffers past [`POOL_KEEP`] while nothing waits for
+    /// delivery.
+    fn trim_pool(&mut self) {
+        if self.queue.is_empty() && self.pool.len() > POOL_KEEP {
+            let excess = self.pool.len() - POOL_KEEP;
+            self.pool.truncate(self.pool.len() - excess.div_ceil(2));
+        }
     }
 
     fn push(&mut self, stream: StreamId, esi: Esi, data: &[u8]) {
@@ -538,6 +551,7 @@ impl Decoder {
     /// The next feedback to send to the encoder, until `None`.
     pub fn poll_feedback(&mut self, now: Instant) -> Option<Feedback> {
         let i = self.due.pop_front()?;
+        self.out.trim_pool();
         let s = &mut self.streams[i];
         s.due = false;
         s.period_start = None;
@@ -675,5 +689,35 @@ impl Decoder {
     /// Packets of streams beyond `max_streams` (delivered unprotected, repairs ignored).
     pub fn untracked(&self) -> u64 {
         self.untracked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recycled_buffers_past_the_keep_are_given_back_when_idle() {
+        let mut out = Out::default();
+        out.pool = (0..POOL_MAX).map(|_| vec![0u8; 1500]).collect();
+        out.queue.push_back(RecBuf {
+            stream: 0,
+            esi: 0,
+            original: false,
+            meta: 0,
+            data: Vec::new(),
+        });
+        // Deliveries pending: nothing is trimmed.
+        out.trim_pool();
+        assert_eq!(out.pool.len(), POOL_MAX);
+        out.queue.clear();
+        let mut sizes = Vec::new();
+        for _ in 0..12 {
+            out.trim_pool();
+            sizes.push(out.pool.len());
+        }
+        assert_eq!(sizes[0], POOL_KEEP + (POOL_MAX - POOL_KEEP) / 2);
+        assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "{sizes:?}");
+        assert_eq!(*sizes.last().unwrap(), POOL_KEEP);
     }
 }
