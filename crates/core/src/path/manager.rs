@@ -198,6 +198,10 @@ impl PathEntry {
 struct Flow {
     path: usize,
     last_seen: Instant,
+    /// `bond`: dealt while a path was out of use; dealt again once every path is back up,
+    /// so that bulk flows which all began during a path's short `suspect` spell do not stay
+    /// on one path for their whole life.
+    provisional: bool,
 }
 
 /// The sender's view of every path and the policy that picks among them. See the module docs
@@ -664,11 +668,14 @@ impl PathManager {
             }
         }
         let path = self.draw(None, now);
+        let provisional = self.cfg.policy.kind == PolicyKind::Bond
+            && self.paths.iter().any(|p| p.state() != PathState::Up);
         self.flows.insert(
             flow_hash,
             Flow {
                 path,
                 last_seen: now,
+                provisional,
             },
         );
         path
@@ -814,6 +821,10 @@ impl PathManager {
             });
             self.dirty = true;
             self.refresh(Some(now), SwitchReason::PathState);
+            let all_up = self.paths.iter().all(|p| p.state() == PathState::Up);
+            if to == PathState::Up && all_up && self.cfg.policy.kind == PolicyKind::Bond {
+                self.flows.retain(|_, f| !f.provisional);
+            }
         }
     }
 
@@ -1146,6 +1157,50 @@ mod tests {
         assert_eq!(on, [6, 2]);
         // A flow keeps its path.
         assert_eq!(m.path_for_flow(0, 100, t), m.path_for_flow(0, 100, t + MS));
+    }
+
+    #[test]
+    fn bond_deals_again_the_flows_placed_while_a_path_was_out() {
+        let mut m = PathManager::new(cfg(PolicyKind::Bond), &[0, 1], 1).unwrap();
+        let t0 = crate::test_util::t0();
+        let mut at = 0u32;
+        let mut report = |m: &mut PathManager, path: PathId, lost: u32| {
+            at += 10;
+            let obs = PathObservation {
+                path,
+                echo_sent_at: Some(t0 + MS * at),
+                echo_held: Duration::ZERO,
+                received: 10,
+                lost,
+                bytes: 1000,
+                interval: 20 * MS,
+            };
+            m.handle_observation(&obs, t0 + MS * (at + 10));
+            t0 + MS * (at + 10)
+        };
+        for _ in 0..4 {
+            report(&mut m, 0, 0);
+            report(&mut m, 1, 0);
+        }
+        // Path 1 loses most of an interval at its base RTT: suspect, out of use.
+        let now = report(&mut m, 1, 15);
+        assert_eq!(m.state(1), Some(PathState::Suspect));
+        let mut on = [0; 2];
+        for flow in 0..8u64 {
+            on[m.path_for_flow(flow, 100, now) as usize] += 1;
+        }
+        assert_eq!(on, [8, 0]);
+        // Back up after `up-after` good reports: the same flows are dealt again, evenly.
+        let mut now = now;
+        for _ in 0..3 {
+            now = report(&mut m, 1, 0);
+        }
+        assert_eq!(m.state(1), Some(PathState::Up));
+        let mut on = [0; 2];
+        for flow in 0..8u64 {
+            on[m.path_for_flow(flow, 100, now) as usize] += 1;
+        }
+        assert_eq!(on, [4, 4]);
     }
 
     #[test]
