@@ -6,6 +6,7 @@
 //!
 //! The same inversions run once per policy, each on a freshly started tunnel:
 //! `lowest-delay` (EXP3 with TPC's reward in ms, one step per new flow) with Gamma 0.1 and 0.01,
+//! the same with every path's probes feeding the weights (`feedback = every-path`, Gamma 0.1),
 //! and `random` (uniform, the baseline). For EXP3 the client's and the server's published
 //! weights are polled every 5 ms (published every 25 ms): the convergence time of an inversion
 //! is from the swap until the path that became the faster holds 90% of the EXP3 weight of all
@@ -16,14 +17,15 @@
 //! The links have the profile's rate and queue and, unless `--loss` or `--jitter` are given,
 //! no loss and no jitter (TPC's inversion has neither): the delays alone decide.
 //!
-//! Summary keys: `exp3_converge_p90_ms` (per Gamma: `{"0.1": .., "0.01": ..}`),
+//! Summary keys: `exp3_converge_p90_ms` (per variant: `{"0.1": .., "0.01": ..,
+//! "0.1-every-path": ..}`),
 //! `exp3_p50_ms` (request completion, Gamma 0.1), `random_p50_ms`, `runs`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hirt_core::path::{Exp3Reward, PathManagerConfig, PolicyConfig, PolicyKind};
+use hirt_core::path::{Exp3Feedback, Exp3Reward, PathManagerConfig, PolicyConfig, PolicyKind};
 use serde_json::{json, Map, Value};
 
 use crate::config::LabConfig;
@@ -50,34 +52,42 @@ const CONNECTIONS: usize = 4;
 /// One policy the inversions run under.
 struct Phase {
     name: &'static str,
-    gamma: Option<f64>,
+    /// The key of its convergence figures (`None`: not EXP3).
+    key: Option<&'static str>,
     policy: PolicyConfig,
     every: Duration,
 }
 
 fn phases() -> Vec<Phase> {
-    let exp3 = |gamma| PolicyConfig {
+    let exp3 = |gamma, feedback| PolicyConfig {
         kind: PolicyKind::LowestDelay,
         gamma,
         reward: Exp3Reward::Milliseconds,
+        feedback,
         ..PolicyConfig::default()
     };
     vec![
         Phase {
             name: "exp3-gamma-0.1",
-            gamma: Some(0.1),
-            policy: exp3(0.1),
+            key: Some("0.1"),
+            policy: exp3(0.1, Exp3Feedback::Chosen),
             every: INVERSION_EVERY,
         },
         Phase {
             name: "exp3-gamma-0.01",
-            gamma: Some(0.01),
-            policy: exp3(0.01),
+            key: Some("0.01"),
+            policy: exp3(0.01, Exp3Feedback::Chosen),
             every: SLOW_INVERSION_EVERY,
         },
         Phase {
+            name: "exp3-gamma-0.1-every-path",
+            key: Some("0.1-every-path"),
+            policy: exp3(0.1, Exp3Feedback::EveryPath),
+            every: INVERSION_EVERY,
+        },
+        Phase {
             name: "random",
-            gamma: None,
+            key: None,
             policy: PolicyConfig::of(PolicyKind::Random),
             every: INVERSION_EVERY,
         },
@@ -120,8 +130,8 @@ pub fn inversion(args: &LabConfig) -> anyhow::Result<Value> {
     for (i, phase) in phases().iter().enumerate() {
         match run_phase(args, &net, phase, i as u64) {
             Ok(r) => {
-                if let Some(g) = phase.gamma {
-                    let key = format!("{g}");
+                if let Some(key) = phase.key {
+                    let key = key.to_string();
                     converge_p90.insert(key.clone(), json!(finite(r.client_p(90.0))));
                     converge_p50.insert(key.clone(), json!(finite(r.client_p(50.0))));
                     server_p90.insert(key, json!(finite(r.server_p(90.0))));
@@ -277,7 +287,7 @@ fn measure_phase(
     tunnel: &DualTunnel,
 ) -> anyhow::Result<PhaseResult> {
     tunnel.wait_paths_up(Duration::from_secs(20))?;
-    let exp3 = phase.gamma.is_some();
+    let exp3 = phase.key.is_some();
     let every = phase.every;
     let total = every * (args.runs as u32 + 1);
     let client = HttpClient {

@@ -151,6 +151,19 @@ keyword_enum!(
 );
 
 keyword_enum!(
+    /// What EXP3 learns from (`lowest-delay`).
+    Exp3Feedback ("EXP3 feedback") {
+        /// The drawn path's reward only, divided by its probability: the bandit EXP3 of TPC,
+        /// where an endpoint learns a path's delay only by sending a connection over it.
+        Chosen = "chosen",
+        /// Every path's reward at each of its RTT samples, with probability 1: the tunnel
+        /// probes every path, so it knows each one's delay without drawing it (exponential
+        /// weights with full information; Gamma still sets the exploration of new flows).
+        EveryPath = "every-path",
+    }
+);
+
+keyword_enum!(
     /// Which path a repair takes.
     RepairPath ("repair path") {
         /// The path of the sources it protects.
@@ -182,6 +195,8 @@ pub struct PolicyConfig {
     pub max_weight: f64,
     /// How flows get their path (new-flow).
     pub assign: FlowAssign,
+    /// What EXP3 learns from (chosen).
+    pub feedback: Exp3Feedback,
 }
 
 impl Default for PolicyConfig {
@@ -194,6 +209,7 @@ impl Default for PolicyConfig {
             reward: Exp3Reward::Normalized,
             max_weight: 10_000.0,
             assign: FlowAssign::NewFlow,
+            feedback: Exp3Feedback::Chosen,
         }
     }
 }

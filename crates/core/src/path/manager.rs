@@ -8,8 +8,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use super::config::{
-    Exp3Reward, FlowAssign, PathConfigError, PathManagerConfig, PolicyConfig, PolicyKind,
-    RepairPath,
+    Exp3Feedback, Exp3Reward, FlowAssign, PathConfigError, PathManagerConfig, PolicyConfig,
+    PolicyKind, RepairPath,
 };
 use super::exp3::Exp3;
 use super::health::{Health, PathState, Sample};
@@ -865,6 +865,14 @@ impl PathManager {
             }
             Exp3Reward::Milliseconds => diff * 1e3,
         };
+        if self.cfg.policy.feedback == Exp3Feedback::EveryPath {
+            // Probes measure every path: each sample rewards its own path, no draw needed.
+            self.paths[i].steps.clear();
+            let k = usable.iter().filter(|&&u| u).count().max(1);
+            self.exp3.reward(i, 1.0, u, k);
+            self.dirty = true;
+            return;
+        }
         while self.paths[i]
             .steps
             .front()
@@ -1303,6 +1311,25 @@ mod tests {
         drive(&mut e, 2000, 6000, &d, &alive);
         assert!(e.exp3_weight_share(1) > 0.9, "{}", e.exp3_weight_share(1));
         assert_eq!(e.preferred(), Some(1));
+
+        // Every path's probes feed the weights: the swap is learnt within a few hundred ms
+        // (the SRTTs crossing), not at the next exploratory draw.
+        let mut c = cfg(PolicyKind::LowestDelay);
+        c.policy.reward = Exp3Reward::Milliseconds;
+        c.policy.feedback = Exp3Feedback::EveryPath;
+        let mut f = PathManager::new(c, &[0, 1], 1).unwrap();
+        drive(&mut f, 0, 2000, &d, &alive);
+        assert!(
+            f.exp3_raw_weight_share(0) > 0.9,
+            "{}",
+            f.exp3_raw_weight_share(0)
+        );
+        drive(&mut f, 2000, 2400, &d, &alive);
+        assert!(
+            f.exp3_raw_weight_share(1) > 0.9,
+            "{}",
+            f.exp3_raw_weight_share(1)
+        );
     }
 
     #[test]

@@ -26,8 +26,8 @@ mod manager;
 mod monitor;
 
 pub use config::{
-    Exp3Reward, FlowAssign, PathConfigError, PathManagerConfig, PolicyConfig, PolicyKind,
-    RepairPath,
+    Exp3Feedback, Exp3Reward, FlowAssign, PathConfigError, PathManagerConfig, PolicyConfig,
+    PolicyKind, RepairPath,
 };
 pub use exp3::Exp3;
 pub use health::{Health, PathState, Sample};
