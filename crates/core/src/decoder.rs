@@ -698,8 +698,10 @@ mod tests {
 
     #[test]
     fn recycled_buffers_past_the_keep_are_given_back_when_idle() {
-        let mut out = Out::default();
-        out.pool = (0..POOL_MAX).map(|_| vec![0u8; 1500]).collect();
+        let mut out = Out {
+            pool: (0..POOL_MAX).map(|_| vec![0u8; 1500]).collect(),
+            ..Out::default()
+        };
         out.queue.push_back(RecBuf {
             stream: 0,
             esi: 0,
