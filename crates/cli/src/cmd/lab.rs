@@ -42,9 +42,9 @@ pub enum ScenarioArg {
     /// time, JSON with `failover_p50_ms`, `failover_p99_ms`, `feedback_interval_ms`, `runs`.
     Outage,
     /// Delay inversions of two paths (10 / 100 ms RTT, `--runs` of them, 5 s apart; 20 s under
-    /// Gamma 0.01) under EXP3 (Gamma 0.1 and 0.01, and Gamma 0.1 fed by every path's probes) and
-    /// random path choice, with 100 kB HTTP
-    /// requests over 4 new connections at a time: JSON with `exp3_converge_p90_ms`, `exp3_p50_ms`, `random_p50_ms`.
+    /// Gamma 0.01) under EXP3 (Gamma 0.1 and 0.01, and Gamma 0.1 fed by every path's probes)
+    /// and random path choice, with 100 kB HTTP requests over 4 new connections at a time:
+    /// JSON with `exp3_converge_p90_ms`, `exp3_p50_ms`, `random_p50_ms`.
     Inversion,
     /// TCP bulk (8 connections) over two equal paths, bonded and on one path, `--runs` rounds:
     /// JSON with `bond_over_single`.
