@@ -20,7 +20,9 @@ use hirt_core::path::{PathManagerConfig, PolicyConfig, PolicyKind};
 use serde_json::{json, Value};
 
 use crate::config::LabConfig;
-use crate::dual::{percentile, sorted, DualNet, DualTunnel, PathLinks, TUN_CLIENT, TUN_SERVER};
+use crate::dual::{
+    percentile, sorted, sources, DualNet, DualTunnel, PathLinks, TUN_CLIENT, TUN_SERVER,
+};
 use crate::netns;
 use crate::profile::links;
 use crate::workload::{bulk, Samples};
@@ -145,22 +147,11 @@ fn downloads(net: &DualNet, cc: &str) -> anyhow::Result<f64> {
     Ok(s.bytes as f64 * 8.0 / ROUND.as_secs_f64() / 1e6)
 }
 
-/// Sources the server has sent on each path so far.
-fn server_sources(tunnel: &DualTunnel) -> [u64; 2] {
-    let mut n = [0; 2];
-    for p in tunnel.server_paths().paths {
-        if let Some(slot) = n.get_mut(p.path as usize) {
-            *slot = p.sources;
-        }
-    }
-    n
-}
-
 /// One measurement: goodput (Mbit/s) and the share of the server's sources on path 1.
 fn measured(net: &DualNet, tunnel: &DualTunnel, cc: &str) -> anyhow::Result<(f64, f64)> {
-    let before = server_sources(tunnel);
+    let before = sources(&tunnel.server_paths());
     let mbps = downloads(net, cc)?;
-    let after = server_sources(tunnel);
+    let after = sources(&tunnel.server_paths());
     let d = |k: usize| after[k].saturating_sub(before[k]) as f64;
     let share1 = if d(0) + d(1) > 0.0 {
         d(1) / (d(0) + d(1))

@@ -213,6 +213,17 @@ fn remove_keys(keys: &[PathBuf]) {
     }
 }
 
+/// Sources an end has sent on each of the two paths so far, from its published status.
+pub fn sources(s: &PathsStatus) -> [u64; 2] {
+    let mut n = [0; 2];
+    for p in &s.paths {
+        if let Some(slot) = n.get_mut(usize::from(p.path)) {
+            *slot = p.sources;
+        }
+    }
+    n
+}
+
 /// Polls `cond` every 5 ms until it holds or `limit` passes; whether it held.
 pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let t = Instant::now();

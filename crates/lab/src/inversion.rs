@@ -29,7 +29,7 @@ use hirt_core::path::{Exp3Feedback, Exp3Reward, PathManagerConfig, PolicyConfig,
 use serde_json::{json, Map, Value};
 
 use crate::config::LabConfig;
-use crate::dual::{percentile, sorted, wait_for, DualNet, DualTunnel, PathLinks};
+use crate::dual::{percentile, sorted, sources, wait_for, DualNet, DualTunnel, PathLinks};
 use crate::netns;
 use crate::profile::links;
 use crate::workload::http::{self, HttpClient};
@@ -247,17 +247,6 @@ fn weight(s: &hirt_linux::metrics::PathsStatus, path: u8) -> f64 {
         .iter()
         .find(|p| p.path == path)
         .map_or(0.0, |p| p.exp3_weight)
-}
-
-/// Sources an end has sent on each path so far.
-fn sources(s: &hirt_linux::metrics::PathsStatus) -> [u64; 2] {
-    let mut n = [0; 2];
-    for p in &s.paths {
-        if let Some(slot) = n.get_mut(p.path as usize) {
-            *slot = p.sources;
-        }
-    }
-    n
 }
 
 fn run_phase(
