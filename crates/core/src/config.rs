@@ -496,17 +496,24 @@ impl fmt::Display for FecMode {
 /// TCP: RTT + at least 200 ms), so a later recovery only adds a duplicate.
 ///
 /// Parsed from `30ms` / `0.5s` / `800us` (fixed), `2rtt` / `0.5rtt` (multiple of the measured
-/// RTT) or `auto` (one RTT). The encoder derives its window and its repair strategy from it
-/// (see `docs/core.md`, "Recovery deadline").
+/// RTT) or `auto` (two RTTs, at least [`AUTO_DEADLINE_FLOOR`]). The encoder derives its window
+/// and its repair strategy from it (see `docs/core.md`, "Recovery deadline").
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Deadline {
     /// A fixed time.
     Fixed(Duration),
     /// A multiple of the stream's smoothed RTT.
     Rtt(f64),
-    /// One RTT: recovered before the transport's own loss recovery.
+    /// Two RTTs, at least [`AUTO_DEADLINE_FLOOR`]: the dataplanes' default.
     Auto,
 }
+
+/// The shortest deadline `auto` gives. A loss report needs a round trip plus the time to be
+/// sure of a gap (three later sources and the 1 ms report spacing, [`DEFAULT_LOSS_REPORT_GAP`]);
+/// below that the encoder must repair blind, at many times the loss rate (157% overhead for 3%
+/// loss at a 0.1 ms RTT and 2,000 pps with one RTT). On such short paths the transports' own
+/// timers (TCP's 200 ms minimum RTO, QUIC's 1 ms granularity) leave room for 10 ms.
+pub const AUTO_DEADLINE_FLOOR: Duration = Duration::from_millis(10);
 
 /// RTT assumed before the first measurement, for RTT-relative deadlines (RFC 9002's initial
 /// RTT is 333 ms; a tunnel's paths are usually shorter, and the first feedback corrects it).
@@ -520,7 +527,7 @@ impl Deadline {
         match *self {
             Deadline::Fixed(d) => d,
             Deadline::Rtt(k) => rtt.mul_f64(k),
-            Deadline::Auto => rtt,
+            Deadline::Auto => (rtt * 2).max(AUTO_DEADLINE_FLOOR),
         }
     }
 }
@@ -756,7 +763,11 @@ mod tests {
         }
         let rtt = Some(Duration::from_millis(40));
         assert_eq!(Deadline::Rtt(2.0).resolve(rtt), Duration::from_millis(80));
-        assert_eq!(Deadline::Auto.resolve(rtt), Duration::from_millis(40));
+        assert_eq!(Deadline::Auto.resolve(rtt), Duration::from_millis(80));
+        assert_eq!(
+            Deadline::Auto.resolve(Some(Duration::from_micros(100))),
+            AUTO_DEADLINE_FLOOR
+        );
         assert_eq!(ms(7).resolve(rtt), Duration::from_millis(7));
         assert_eq!(Deadline::Rtt(0.5).resolve(None), INITIAL_RTT / 2);
     }

@@ -8,7 +8,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::codec::EncCodec;
-use crate::config::{EncoderConfig, INITIAL_RTT};
+use crate::config::{Deadline, EncoderConfig, INITIAL_RTT};
 use crate::controller::{self, Controller, FeedbackContext, RepairTrigger};
 use crate::feedback::{Feedback, LossReport};
 use crate::overload::Budget;
@@ -710,17 +710,26 @@ impl Encoder {
         }
     }
 
+    /// The recovery deadline, where it shapes the time-driven repair: sliding-window codes
+    /// only. A block code's flush sends the code's ratio for the sources of the partial block,
+    /// so a block code costs m/k at any traffic rate only if its flush keeps the configured
+    /// delay.
+    fn timer_deadline(&self) -> Option<Deadline> {
+        self.cfg
+            .deadline
+            .filter(|_| self.cfg.mode.scheme.is_sliding())
+    }
+
     /// Whether the time-driven repair waits for a pause in the sources rather than for
     /// `repair_delay` after the first unprotected one: with a deadline (the loss reports or
-    /// the proactive rate cover dense traffic). Block codes keep the bounded delay: their
-    /// flush sends only the code's ratio for the sources in the partial block.
+    /// the proactive rate cover dense traffic).
     fn pause_timer(&self, _s: &Stream) -> bool {
-        self.cfg.deadline.is_some()
+        self.timer_deadline().is_some()
     }
 
     fn repair_delay(&self, s: &Stream) -> Option<Duration> {
         let d = s.controller.repair_delay().or(self.cfg.repair_delay)?;
-        match self.cfg.deadline {
+        match self.timer_deadline() {
             Some(deadline) => Some(d.min(deadline.resolve(s.srtt) / 3)),
             None => Some(d),
         }

@@ -42,7 +42,7 @@ mod timestamp;
 
 pub use config::{
     ConfigError, ControllerConfig, Deadline, DecoderConfig, EncoderConfig, FecMode, SchemeConfig,
-    DEFAULT_LOSS_REPORT_GAP, DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY,
+    AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP, DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY,
     DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW, INITIAL_RTT,
 };
 pub use decoder::{Decoder, Recovered, Verdict};

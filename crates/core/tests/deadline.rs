@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hirt_core::{
     Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, EsiRange, FecMode, Feedback,
-    LossReport, Verdict, DEFAULT_LOSS_REPORT_GAP,
+    LossReport, Verdict, AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP,
 };
 
 #[allow(clippy::disallowed_methods)]
@@ -248,8 +248,15 @@ fn local_drops_are_not_answered() {
 /// Repairs per source of `mode` for `n` sources one `gap` apart with the default 5 ms repair
 /// timer (no loss: the ratio does not depend on it).
 fn block_overhead(mode: &str, n: u32, gap: Duration) -> f64 {
+    block_overhead_with(mode, n, gap, None)
+}
+
+/// [`block_overhead`] with a recovery deadline.
+fn block_overhead_with(mode: &str, n: u32, gap: Duration, deadline: Option<Deadline>) -> f64 {
     let mode: FecMode = mode.parse().unwrap();
-    let mut enc = Encoder::new(EncoderConfig::new(mode), 1);
+    let mut cfg = EncoderConfig::new(mode);
+    cfg.deadline = deadline;
+    let mut enc = Encoder::new(cfg, 1);
     let mut now = t0();
     for i in 0..n {
         now += gap;
@@ -285,6 +292,23 @@ fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
     assert!((sparse - 1.0).abs() < 1e-9, "{sparse}");
     let sparse = block_overhead("rs:2:6", 200, Duration::from_millis(20));
     assert!((sparse - 3.0).abs() < 1e-9, "{sparse}");
+}
+
+/// The dataplanes' default deadline (`auto`: 10 ms on a short path) leaves a block code's flush
+/// timer alone: at 2000
+/// and 250 pps (a source every 4 ms: a 10 ms deadline would cut the timer to 3.3 ms and
+/// flush each source alone) the blocks still fill.
+#[test]
+fn a_deadline_does_not_change_what_a_block_code_costs() {
+    for gap_us in [500, 4000] {
+        let r = block_overhead_with(
+            "rs:20:10",
+            4_000,
+            Duration::from_micros(gap_us),
+            Some(Deadline::Fixed(AUTO_DEADLINE_FLOOR)),
+        );
+        assert!((r - 0.5).abs() < 0.025, "{gap_us} us: {r}");
+    }
 }
 
 #[test]

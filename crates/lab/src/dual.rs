@@ -106,6 +106,8 @@ impl DualTunnel {
             keepalive_ms: 200,
             seed: Some(seed),
             paths,
+            // The path scenarios measure the path manager under rate-driven repairs only.
+            deadline: None,
             ..Default::default()
         };
         let server_cfg = UdpConfig {

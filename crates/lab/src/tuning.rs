@@ -53,12 +53,17 @@ pub const FAST_REPAIRS: &str = "--repair-delay-ms 1 --repair-retries 3";
 /// `maxdelay_ms=0`, 4716 queue drops (docs/lab.md).
 pub const FAST_REPAIRS_STRETCH: &str = "10";
 
+/// The recovery deadline of the lab's tunnels (`--deadline`): off, so the controller's rate and
+/// the repair timers above ([`OURS_BASE`], [`FAST_REPAIRS`]) alone protect the workloads, as
+/// docs/lab.md measured them. `--tunnel-args "--deadline auto"` gives the dataplane default.
+pub const LAB_DEADLINE: &str = "off";
+
 /// The arguments of both tunnel ends: the user's `--tunnel-args`, plus `--window` sized for the
 /// link ([`tunnel_window`]) unless they choose the window or a block code themselves, plus
 /// `--fec ours:base=`[`OURS_BASE`] unless they choose the FEC mode, plus in-order release
 /// ([`IN_ORDER_MS`]) unless they set it, plus for request/response workloads (`latency`) fast
 /// time-driven repairs ([`FAST_REPAIRS`], [`FAST_REPAIRS_STRETCH`]) unless they set the repair
-/// timer.
+/// timer, plus [`LAB_DEADLINE`] unless they set a deadline.
 pub fn tunnel_args(
     user: Option<&str>,
     up: &DirectionConfig,
@@ -91,6 +96,9 @@ pub fn tunnel_args(
     if !has("--in-order-ms") {
         out.push(format!("--in-order-ms {IN_ORDER_MS}"));
     }
+    if !has("--deadline") {
+        out.push(format!("--deadline {LAB_DEADLINE}"));
+    }
     out.push(user.to_string());
     out.join(" ").trim().to_string()
 }
@@ -115,32 +123,32 @@ mod tests {
         let (u, d) = profile_links(Profile::Wan1, 1);
         assert_eq!(
             tunnel_args(None, &u, &d, false),
-            "--window 1900 --fec ours:base=0.01 --in-order-ms 30"
+            "--window 1900 --fec ours:base=0.01 --in-order-ms 30 --deadline off"
         );
         assert_eq!(
             tunnel_args(None, &u, &d, true),
             "--window 1900 --fec ours:base=0.01,maxdelay_ms=10 --repair-delay-ms 1 \
-             --repair-retries 3 --in-order-ms 30"
+             --repair-retries 3 --in-order-ms 30 --deadline off"
         );
         assert_eq!(
             tunnel_args(Some("--fec hirt"), &u, &d, true),
-            "--window 1900 --repair-delay-ms 1 --repair-retries 3 --in-order-ms 30 --fec hirt"
+            "--window 1900 --repair-delay-ms 1 --repair-retries 3 --in-order-ms 30 --deadline off --fec hirt"
         );
         assert_eq!(
             tunnel_args(Some("--window 300 --in-order-ms 0"), &u, &d, false),
-            "--fec ours:base=0.01 --window 300 --in-order-ms 0"
+            "--fec ours:base=0.01 --deadline off --window 300 --in-order-ms 0"
         );
         assert_eq!(
             tunnel_args(Some("--repair-delay-ms 5"), &u, &d, true),
-            "--window 1900 --fec ours:base=0.01 --in-order-ms 30 --repair-delay-ms 5"
+            "--window 1900 --fec ours:base=0.01 --in-order-ms 30 --deadline off --repair-delay-ms 5"
         );
         assert_eq!(
             tunnel_args(Some("--fec fixed:w=50,step=5"), &u, &d, false),
-            "--in-order-ms 30 --fec fixed:w=50,step=5"
+            "--in-order-ms 30 --deadline off --fec fixed:w=50,step=5"
         );
         assert_eq!(
             tunnel_args(Some("-f 20:10"), &u, &d, false),
-            "--in-order-ms 30 -f 20:10"
+            "--in-order-ms 30 --deadline off -f 20:10"
         );
     }
 }

@@ -64,7 +64,7 @@ pub struct SimConfig {
     pub tail: u64,
     /// Master seed (every point of a sweep records its own).
     pub seed: u64,
-    /// Recovery deadline: `30ms`, `2rtt` (multiple of the RTT), `auto` (one RTT), or `off`.
+    /// Recovery deadline: `30ms`, `2rtt` (multiple of the RTT), `auto` (two RTTs, at least 10 ms), or `off`.
     pub deadline: String,
     /// Print the report as JSON.
     pub json: bool,

@@ -36,9 +36,10 @@ pub struct CoderArgs {
     /// (0): every packet is delivered at once, recovered ones out of order.
     #[arg(long)]
     pub in_order_ms: Option<f64>,
-    /// Recovery deadline: `30ms`, `0.5s`, `2rtt` (multiples of the measured RTT) or `auto`
-    /// (one RTT). The `ours` controller then sizes its window and repairs from it, and the
-    /// decoder reports losses so that the encoder repairs them on demand. Give it at both ends.
+    /// Recovery deadline: `30ms`, `0.5s`, `2rtt` (multiples of the measured RTT), `auto` (two
+    /// RTTs, at least 10 ms; default) or `off`. The `ours` controller sizes its window and
+    /// repairs from it, and the decoder reports losses so that the encoder repairs them on
+    /// demand. Give the same at both ends.
     #[arg(long)]
     pub deadline: Option<String>,
     /// Mark recovered packets ECN-CE (if ECN-capable).

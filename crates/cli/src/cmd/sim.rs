@@ -78,7 +78,7 @@ pub struct SimArgs {
     /// Master seed (every point of a sweep records its own).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Recovery deadline: `30ms`, `2rtt` (a multiple of the RTT), `auto` (one RTT) or `off`.
+    /// Recovery deadline: `30ms`, `2rtt` (a multiple of the RTT), `auto` (two RTTs, at least 10 ms) or `off`.
     /// Reports recoveries in time and late, and the overhead bound; `ours` derives its window
     /// and repairs from it (`--window` then caps the window).
     #[arg(long, default_value = "off")]

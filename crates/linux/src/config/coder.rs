@@ -92,9 +92,10 @@ impl CoderSettings {
     }
 
     /// These settings with the recovery deadline `deadline` (`30ms`, `2rtt`, `auto`, ...;
-    /// `None`: none).
+    /// `None` or `off`: none).
     pub fn with_deadline(mut self, deadline: Option<&str>) -> Result<Self, ConfigError> {
         self.deadline = deadline
+            .filter(|d| !d.trim().eq_ignore_ascii_case("off"))
             .map(|d| d.parse::<Deadline>())
             .transpose()
             .map_err(|e| ConfigError::new("deadline", e.to_string()))?;
@@ -125,6 +126,17 @@ impl CoderSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn off_means_no_deadline() {
+        let s = CoderSettings::default().with_deadline(Some("off")).unwrap();
+        assert_eq!(s.deadline, None);
+        assert_eq!(
+            s.decoder("ours".parse::<FecMode>().unwrap().scheme)
+                .loss_report_gap,
+            None
+        );
+    }
 
     #[test]
     fn a_deadline_turns_loss_reports_on() {

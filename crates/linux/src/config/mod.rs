@@ -76,6 +76,12 @@ fn default_fec() -> String {
 fn default_threads() -> usize {
     1
 }
+/// The recovery deadline of both modes: loss-triggered repair wherever the path leaves time
+/// for it (see `hirt_core::Deadline::Auto`).
+fn default_deadline() -> Option<String> {
+    Some("auto".into())
+}
+
 fn default_repair_delay_ms() -> f64 {
     hirt_core::DEFAULT_REPAIR_DELAY.as_secs_f64() * 1e3
 }
@@ -306,9 +312,9 @@ pub struct Srv6Config {
     pub overload_threshold: f64,
     /// In-order release hold at the decoder in ms (0 = off).
     pub in_order_ms: f64,
-    /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = one RTT; none by default): the
-    /// `ours` controller sizes its window and repairs from it, and the decoder reports losses
-    /// so the encoder repairs them on demand. Set it at both ends.
+    /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = two RTTs and at least 10 ms, `off`;
+    /// `auto` by default): the `ours` controller sizes its window and repairs from it, and the
+    /// decoder reports losses so the encoder repairs them on demand. Set it alike at both ends.
     pub deadline: Option<String>,
     /// Extra sources a repair may trail the newest by (0; 2048 with `kernel-sources`).
     pub repair_lag: Option<u32>,
@@ -365,7 +371,7 @@ impl Default for Srv6Config {
             repair_retry_gap_ms: None,
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
-            deadline: None,
+            deadline: default_deadline(),
             repair_lag: None,
             no_routes: false,
             ecn_ce: false,
@@ -637,9 +643,9 @@ pub struct UdpConfig {
     pub overload_threshold: f64,
     /// In-order release hold at the decoder in ms (0 = off).
     pub in_order_ms: f64,
-    /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = one RTT; none by default): the
-    /// `ours` controller sizes its window and repairs from it, and the decoder reports losses
-    /// so the encoder repairs them on demand. Set it at both ends.
+    /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = two RTTs and at least 10 ms, `off`;
+    /// `auto` by default): the `ours` controller sizes its window and repairs from it, and the
+    /// decoder reports losses so the encoder repairs them on demand. Set it alike at both ends.
     pub deadline: Option<String>,
     /// Seed for the core's randomness (from the clock).
     pub seed: Option<u64>,
@@ -685,7 +691,7 @@ impl Default for UdpConfig {
             repair_retry_gap_ms: None,
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
-            deadline: None,
+            deadline: default_deadline(),
             seed: None,
             path: Vec::new(),
             paths: hirt_core::path::PathManagerConfig::default(),
