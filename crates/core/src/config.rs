@@ -686,11 +686,12 @@ pub struct DecoderConfig {
     pub in_order_max: usize,
     /// Loss reports (loss-triggered repair): as soon as sources are declared lost, a feedback
     /// naming the ones still missing goes out, at most one per this gap per stream; while some
-    /// stay missing, the report is repeated every `loss_report_repeat`. `None` (default): off.
+    /// stay missing, the report is repeated after twice the measured answer delay, at most
+    /// every `loss_report_gap` and at least every `loss_report_repeat`. `None` (default): off.
     pub loss_report_gap: Option<Duration>,
-    /// Repeat interval of a loss report while sources it named stay missing (the encoder
-    /// answers each missing source at most once per RTT, so repeats only replace lost reports
-    /// and lost repairs).
+    /// Longest repeat interval of a loss report while sources it named stay missing (the
+    /// encoder answers each missing source at most once per RTT, so repeats only replace lost
+    /// reports and lost repairs).
     pub loss_report_repeat: Duration,
 }
 

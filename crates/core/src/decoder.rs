@@ -95,6 +95,14 @@ struct Stream {
     reported_lost: u64,
     report_open: bool,
     repair_span: u32,
+    /// Time from the report that first named a loss to its recovery, smoothed (down at once, up
+    /// slowly): about a round trip plus the encoder's pacing. A report that goes unanswered is repeated after twice
+    /// that (see [`Decoder::report_repeat`]). Sampled on the newest ESI of a report when no
+    /// earlier report named it (`answer_probe`); `newest_named` is the newest ESI any report
+    /// named.
+    answer_delay: Option<Duration>,
+    answer_probe: Option<(Esi, Instant)>,
+    newest_named: Option<Esi>,
 }
 
 /// Recovered-packet output, split from the streams for disjoint borrows.
@@ -247,6 +255,9 @@ impl Decoder {
             reported_lost: 0,
             report_open: false,
             repair_span: 0,
+            answer_delay: None,
+            answer_probe: None,
+            newest_named: None,
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
@@ -281,6 +292,8 @@ impl Decoder {
         s.tracker = Self::new_tracker(cfg);
         s.order = Self::new_order(cfg);
         s.refused_run = 0;
+        s.newest_named = None;
+        s.answer_probe = None;
         s.stats.restarts += 1;
     }
 
@@ -447,21 +460,36 @@ impl Decoder {
                 tracker,
                 stats,
                 order,
+                answer_probe,
                 ..
             } = &mut *s;
             let out = &mut self.out;
+            let probe = answer_probe.map(|(e, _)| e);
+            let mut probe_recovered = false;
             let before = codec.symbol_ops();
             // Recovered ESIs past the highest source seen move the tracker forward themselves;
             // the coverage is recorded only once the code accepted the repair.
             let res = codec.on_repair(info, payload, &mut |e, data| {
                 if tracker.on_recovered(e) {
                     stats.recovered += 1;
+                    probe_recovered |= probe == Some(e);
                     out.recovered(order, stats, stream, e, data, now);
                 }
             });
             let ops = codec.symbol_ops().saturating_sub(before);
             s.budget.spend(ops);
             s.stats.symbol_ops += ops;
+            if probe_recovered {
+                if let Some((_, at)) = s.answer_probe.take() {
+                    let sample = now.saturating_duration_since(at);
+                    // Down at once, up by an eighth: a sample whose first answer was lost
+                    // spans a repeat and says nothing about the path.
+                    s.answer_delay = Some(match s.answer_delay {
+                        Some(d) => sample.min((d * 7 + sample) / 8),
+                        None => sample,
+                    });
+                }
+            }
             if let Err(e) = res {
                 s.stats.repairs_invalid += 1;
                 return Err(e);
@@ -506,10 +534,22 @@ impl Decoder {
         if s.tracker.total_lost > s.reported_lost {
             at.checked_add(gap)
         } else if s.report_open {
-            at.checked_add(cfg.loss_report_repeat.max(gap))
+            at.checked_add(Self::report_repeat(cfg, s))
         } else {
             None
         }
+    }
+
+    /// How long after a loss report that named sources still missing it is repeated: twice
+    /// the measured answer delay, within [`DecoderConfig::loss_report_gap`] and
+    /// [`DecoderConfig::loss_report_repeat`]. A lost report or a lost answer then costs a
+    /// couple of round trips, not the fixed repeat interval, and a short path gets several
+    /// tries inside a short deadline. The encoder answers an ESI at most once per RTT, so
+    /// repeats that cross an answer in flight add no repairs.
+    fn report_repeat(cfg: &DecoderConfig, s: &Stream) -> Duration {
+        let gap = cfg.loss_report_gap.unwrap_or_default();
+        let cap = cfg.loss_report_repeat.max(gap);
+        s.answer_delay.map_or(cap, |d| (d * 2).clamp(gap, cap))
     }
 
     fn feedback_due(cfg: &DecoderConfig, s: &Stream, now: Instant) -> bool {
@@ -573,6 +613,15 @@ impl Decoder {
             s.tracker.missing(lookback, &mut loss_report);
             s.reported_lost = s.tracker.total_lost;
             s.report_open = !loss_report.is_empty();
+            if let Some(r) = loss_report.ranges().first() {
+                let newest = r.first.wrapping_add(u32::from(r.len) - 1);
+                if s.newest_named
+                    .is_none_or(|n| (newest.wrapping_sub(n) as i32) > 0)
+                {
+                    s.newest_named = Some(newest);
+                    s.answer_probe = Some((newest, now));
+                }
+            }
             if s.report_open {
                 s.report_at = Some(now);
                 s.stats.loss_reports += 1;

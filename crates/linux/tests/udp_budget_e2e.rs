@@ -33,6 +33,13 @@ struct StreamRun {
     sources: u64,
     repairs: u64,
     link_losses: u64,
+    /// The client encoder's repairs that answered loss reports, and its congestion signals
+    /// (each pauses the answers).
+    answers: u64,
+    congestion_signals: u64,
+    /// The server decoder's loss reports and unrecoverable losses.
+    loss_reports: u64,
+    unrecoverable: u64,
 }
 
 impl StreamRun {
@@ -66,6 +73,10 @@ impl StreamRun {
             self.quantile(0.99),
             self.quantile(0.999),
             self.quantile(1.0),
+        );
+        eprintln!(
+            "  loss reports {}, answers {}, congestion signals {}, unrecoverable {}",
+            self.loss_reports, self.answers, self.congestion_signals, self.unrecoverable
         );
     }
 }
@@ -160,6 +171,10 @@ fn paced_stream(
         sources: sum(cm, |x| &x.enc_packets_in),
         repairs: sum(cm, |x| &x.repairs_sent),
         link_losses: u.lost().unwrap(),
+        answers: sum(cm, |x| &x.repairs_report),
+        congestion_signals: sum(cm, |x| &x.congestion_signals),
+        loss_reports: sum(&server.metrics, |x| &x.loss_reports),
+        unrecoverable: sum(&server.metrics, |x| &x.unrecoverable),
     };
     for &(id, _) in &got {
         if let Some(c) = run.seen.get_mut(id as usize) {
