@@ -144,6 +144,13 @@ fn paced_stream(
         }
         Ok(got)
     });
+    // The handshake crosses the lossy link too (a lost message is sent again): the stream
+    // starts once the client holds a session.
+    let up = Instant::now();
+    while client.metrics.global.sessions.load(Ordering::Relaxed) == 0 {
+        assert!(up.elapsed() < Duration::from_secs(20), "no session");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     std::thread::sleep(Duration::from_millis(300));
     let gap = Duration::from_secs(1) / pps;
     let tx = c.spawn(move || {
