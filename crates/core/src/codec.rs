@@ -231,4 +231,12 @@ impl DecCodec {
             DecCodec::None => 0,
         }
     }
+
+    /// Symbol and equation buffers of a sliding-window code (block codes are not counted).
+    pub(crate) fn buffer_bytes(&self) -> hirt_fec::rlc::BufferBytes {
+        match self {
+            DecCodec::Rlc(c) => c.buffer_bytes(),
+            _ => hirt_fec::rlc::BufferBytes::default(),
+        }
+    }
 }

@@ -105,6 +105,18 @@ struct Stream {
     newest_named: Option<Esi>,
 }
 
+/// Buffer memory of one stream of a [`Decoder`] ([`Decoder::buffer_bytes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecoderBuffers {
+    /// The code's source symbol columns (sliding-window codes; each keeps the capacity of the
+    /// largest symbol it held).
+    pub columns: usize,
+    /// The code's equation rows (live ones and those kept free for reuse).
+    pub rows: usize,
+    /// Packets held by in-order release.
+    pub held: usize,
+}
+
 /// Recovered-packet output, split from the streams for disjoint borrows.
 #[derive(Debug, Default)]
 struct Out {
@@ -569,6 +581,29 @@ impl Decoder {
             (Some(t), Some(iv)) => now.saturating_duration_since(t) >= iv,
             _ => false,
         }
+    }
+
+    /// Buffer memory of stream `stream`, if it is tracked.
+    pub fn buffer_bytes(&self, stream: StreamId) -> Option<DecoderBuffers> {
+        let s = &self.streams[self.index.get(stream)?];
+        let code = s.codec.buffer_bytes();
+        Some(DecoderBuffers {
+            columns: code.columns,
+            rows: code.rows,
+            held: s.order.as_ref().map_or(0, |o| o.held_bytes()),
+        })
+    }
+
+    /// Bytes of the recycled output buffers and of the recovered packets waiting to be
+    /// polled (shared by every stream of this decoder).
+    pub fn output_bytes(&self) -> usize {
+        let pool: usize = self.out.pool.iter().map(Vec::capacity).sum();
+        pool + self
+            .out
+            .queue
+            .iter()
+            .map(|r| r.data.capacity())
+            .sum::<usize>()
     }
 
     /// The next recovered source packet, until `None`. Deliver it at once.

@@ -45,7 +45,7 @@ pub use config::{
     AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP, DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY,
     DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW, INITIAL_RTT,
 };
-pub use decoder::{Decoder, Recovered, Verdict};
+pub use decoder::{Decoder, DecoderBuffers, Recovered, Verdict};
 pub use encoder::{Encoder, Repair, SourceTag};
 pub use feedback::{EsiRange, Feedback, FeedbackError, FeedbackView, LossReport, TimestampEcho};
 pub use hirt_fec::{Esi, RepairInfo, SchemeId};

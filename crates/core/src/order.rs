@@ -82,6 +82,11 @@ impl Reorder {
 
     /// Stores a source [`Reorder::place`] told to hold (sorted insert: recovered sources may
     /// come in any order).
+    /// Bytes of the packets held.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held.iter().map(|h| h.data.capacity()).sum()
+    }
+
     pub(crate) fn hold(&mut self, held: Held) {
         let next = self.next.unwrap_or(held.esi);
         let key = diff(held.esi, next);

@@ -18,7 +18,7 @@
 mod decoder;
 mod encoder;
 
-pub use decoder::{DecoderStats, RlcDecoder, MAX_REPAIR_LAG};
+pub use decoder::{BufferBytes, DecoderStats, RlcDecoder, MAX_REPAIR_LAG};
 pub use encoder::RlcEncoder;
 
 pub use crate::coefficients::Field;

@@ -121,6 +121,15 @@ counters!(
         overload_skips: Counter,
         /// Current repair ratio x 1e6 (controller state).
         controller_ratio_ppm: Gauge,
+        /// Bytes of the decoder's source symbol columns for this stream (gauge).
+        dec_columns_bytes: Gauge,
+        /// Bytes of the decoder's equation rows for this stream (gauge).
+        dec_rows_bytes: Gauge,
+        /// Bytes of the packets in-order release holds for this stream (gauge).
+        dec_held_bytes: Gauge,
+        /// Bytes of the recycled and waiting output buffers of the decoder slot of the worker
+        /// that owns this stream (gauge; shared by the slot's streams).
+        dec_output_bytes: Gauge,
         /// Repair/feedback/tunnel packets dropped for failed authentication or replay.
         auth_failures: Counter,
         /// Load of the worker owning this stream (SRv6: worker i owns stream i), x 1e6: the

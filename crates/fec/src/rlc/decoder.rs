@@ -67,7 +67,8 @@ struct Column {
     known: bool,
     /// Row pivoted on this column, or NONE.
     pivot: u32,
-    /// Protected form `[len][data]` while known; capacity kept when it leaves.
+    /// Protected form `[len][data]` while known; capacity kept when it leaves, and never
+    /// handed a smaller buffer (see the recovery in `solve_touched`).
     data: Vec<u8>,
 }
 
@@ -86,6 +87,15 @@ struct Row {
 
 /// Free rows that keep their buffers for reuse; more free rows give them back.
 const KEPT_FREE_ROWS: usize = 64;
+
+/// Buffer memory of an [`RlcDecoder`] ([`RlcDecoder::buffer_bytes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BufferBytes {
+    /// Source symbol columns.
+    pub columns: usize,
+    /// Equation rows.
+    pub rows: usize,
+}
 
 /// RFC 8681 sliding-window decoder (see the module docs for the algorithm).
 #[derive(Debug)]
@@ -208,6 +218,20 @@ impl RlcDecoder {
             return 0;
         }
         self.cols.iter().filter(|c| !c.known).count()
+    }
+
+    /// Bytes of the buffers this decoder holds: the symbol columns (each keeps the capacity of
+    /// the largest symbol it held) and the equation rows (payload and coefficients, live and
+    /// kept free for reuse).
+    pub fn buffer_bytes(&self) -> BufferBytes {
+        BufferBytes {
+            columns: self.cols.iter().map(|c| c.data.capacity()).sum(),
+            rows: self
+                .rows
+                .iter()
+                .map(|r| r.payload.capacity() + r.coef.capacity())
+                .sum(),
+        }
     }
 
     /// Forgets everything (e.g. when the peer restarts its ESI numbering).
@@ -485,9 +509,17 @@ impl RlcDecoder {
             match decode_len(payload) {
                 Some(len) if payload[LEN_FIELD + len..].iter().all(|&b| b == 0) => {
                     let row = &mut self.rows[r as usize];
-                    std::mem::swap(&mut row.payload, &mut self.cols[ci].data);
                     let col = &mut self.cols[ci];
-                    col.data.truncate(LEN_FIELD + len);
+                    if row.payload.capacity() >= col.data.capacity() {
+                        std::mem::swap(&mut row.payload, &mut col.data);
+                        col.data.truncate(LEN_FIELD + len);
+                    } else {
+                        // The column keeps its larger buffer: a column only grows, so its
+                        // memory is the largest symbol its slot held, whatever the recoveries,
+                        // and a large source landing in it later needs no reallocation.
+                        col.data.clear();
+                        col.data.extend_from_slice(&row.payload[..LEN_FIELD + len]);
+                    }
                     col.known = true;
                     self.stats.recovered += 1;
                     self.free_row(r);
@@ -820,6 +852,47 @@ mod tests {
             enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
         }
         reps
+    }
+
+    #[test]
+    fn a_recovery_into_a_larger_column_keeps_the_column_buffer() {
+        // Window 64 over a ring of 64 columns: ESI e and e + 64 share a column. Large
+        // sources fill the ring first; then small sources, one lost per 8 and recovered from a
+        // repair over a window of small ones (fresh rows with small buffers). The columns' buffers stay those of the large
+        // sources: recovering a small symbol does not hand a column a smaller buffer, so a
+        // large source landing there later needs no reallocation and the memory does not
+        // follow the recovery history.
+        let cfg = RlcConfig::rlc(64);
+        let big = |e: u32| vec![e as u8; 1400];
+        // Losses start once the encoder's window holds small sources only.
+        let lost = |e: u32| e >= 192 && e % 8 == 3;
+        let mut enc = RlcEncoder::new(cfg);
+        let mut dec = RlcDecoder::new(cfg);
+        for e in 0..64 {
+            enc.push_source(e, &big(e), &mut |_, _| {});
+            dec.on_source(e, &big(e), &mut |_, _| {}).unwrap();
+        }
+        let full = dec.buffer_bytes().columns;
+        assert!(full >= 64 * 1400, "{full}");
+        let mut recovered = 0;
+        for e in 64..640 {
+            enc.push_source(e, &sym(e), &mut |_, _| {});
+            if !lost(e) {
+                dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+            }
+            if e >= 192 && e % 8 == 7 {
+                let mut reps = Vec::new();
+                enc.repair_now(&mut |i, p| reps.push((i, p.to_vec())));
+                for (i, p) in &reps {
+                    dec.on_repair(i, p, &mut |_, _| recovered += 1).unwrap();
+                }
+            }
+            assert!(
+                dec.buffer_bytes().columns >= full,
+                "column memory shrank at {e}"
+            );
+        }
+        assert_eq!(recovered, 56);
     }
 
     #[test]

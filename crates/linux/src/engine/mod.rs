@@ -654,7 +654,17 @@ impl<X> StreamCoder<X> {
         }
         let no_enc = !self.slots.encodes();
         if let Some(d) = self.slots.dec(self.stream) {
+            self.metrics
+                .stream(self.stream)
+                .dec_output_bytes
+                .store(d.dec.output_bytes() as u64, Relaxed);
             for s in d.dec.streams() {
+                if let Some(b) = d.dec.buffer_bytes(s) {
+                    let c = self.metrics.stream(s);
+                    c.dec_columns_bytes.store(b.columns as u64, Relaxed);
+                    c.dec_rows_bytes.store(b.rows as u64, Relaxed);
+                    c.dec_held_bytes.store(b.held as u64, Relaxed);
+                }
                 if let Some(st) = d.dec.stats(s) {
                     let c = self.metrics.stream(s);
                     c.losses.store(st.lost, Relaxed);
