@@ -56,6 +56,7 @@
 //! read from the TUN device, before any ECN change on the way).
 
 pub mod handshake;
+mod held;
 pub mod io;
 pub mod keys;
 pub mod offload;
@@ -372,6 +373,8 @@ pub struct UdpMachine {
     path_cfg: PathManagerConfig,
     /// When the path status was last published.
     next_path_publish: Option<Instant>,
+    /// Repairs held until the sources they cover, on a slower path, catch up.
+    held: held::HeldRepairs,
 }
 
 /// A worker's sealer and openers, rebuilt from [`handshake::Sessions`] when its version moves.
@@ -546,6 +549,7 @@ impl UdpPeer {
             paths: None,
             path_cfg: PathManagerConfig::default(),
             next_path_publish: None,
+            held: held::HeldRepairs::default(),
             cfg,
         };
         machine.refresh_keys();
@@ -880,10 +884,15 @@ impl Transport for UdpMachine {
             .as_ref()
             .filter(|_| self.keys.sealer.is_some())
             .and_then(PathSet::poll_timeout);
-        [self.next_keepalive, self.next_handshake, paths]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.next_keepalive,
+            self.next_handshake,
+            paths,
+            self.held.next(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn own_timeout(
@@ -910,6 +919,13 @@ impl Transport for UdpMachine {
                 });
             }
         }
+        self.held.release(now, &mut |bytes, dest, tos| {
+            tx.transmit(Transmit {
+                bytes,
+                dest: UdpDest::Peer(dest),
+                tos,
+            })
+        });
         self.path_timeout(dest, now, tx);
         if self.next_keepalive.is_none_or(|t| t > now) {
             return;
@@ -1452,15 +1468,16 @@ impl UdpMachine {
         while let Some(r) = enc.poll_repair() {
             // Several paths: the manager's repair path for the path of the repair's stream
             // (`repair-path = diverse`: another one).
-            let (path, addr) = match &mut self.paths {
-                None => (0, peer),
+            let (path, addr, hold) = match &mut self.paths {
+                None => (0, peer, Duration::ZERO),
                 Some(ps) => {
                     let src = path_of_stream(r.stream, self.cfg.stream, self.common.workers);
                     let p = ps.for_repair(src, r.payload.len(), now);
+                    let hold = ps.manager().repair_hold(src, p);
                     match (p, ps.remote(p)) {
-                        (0, _) => (0, peer),
-                        (p, Some(a)) => (p, a),
-                        (_, None) => (0, peer),
+                        (0, _) => (0, peer, hold),
+                        (p, Some(a)) => (p, a, hold),
+                        (_, None) => (0, peer, Duration::ZERO),
                     }
                 }
             };
@@ -1482,9 +1499,13 @@ impl UdpMachine {
             if let Some(ps) = &mut self.paths {
                 ps.note_sent(path);
             }
+            let dest = PathDest { path, addr };
+            if !hold.is_zero() && self.held.hold(now + hold, dest, tos, &self.out[..n]) {
+                continue;
+            }
             tx.transmit(Transmit {
                 bytes: &self.out[..n],
-                dest: UdpDest::Peer(PathDest { path, addr }),
+                dest: UdpDest::Peer(dest),
                 tos,
             });
         }
