@@ -35,7 +35,7 @@
 use std::net::Ipv6Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hirt_core::path::{PathManagerConfig, PolicyKind, RepairPath};
 use hirt_core::{Encoder, FecMode, Feedback, PathId, StreamId};
@@ -192,6 +192,8 @@ struct SrPaths {
     describe: Vec<String>,
     /// When the path status is published next.
     next_publish: Instant,
+    /// Repairs held until their sources, on a slower path, catch up.
+    held: crate::engine::held::HeldRepairs<Egress>,
 }
 
 impl std::fmt::Debug for Srv6Machine {
@@ -313,6 +315,7 @@ impl Srv6Node {
                 internal: cfg.paths.iter().map(|p| p.internal_segments(dec)).collect(),
                 describe: cfg.paths.iter().map(|p| p.describe(dec)).collect(),
                 next_publish: now,
+                held: Default::default(),
             }
         });
         let machine = Srv6Machine {
@@ -551,10 +554,21 @@ impl Transport for Srv6Machine {
 
     fn poll_timeout(&self) -> Option<Instant> {
         let p = self.paths.as_ref()?;
-        p.set.poll_timeout().map(|t| t.min(p.next_publish))
+        [
+            p.set.poll_timeout().map(|t| t.min(p.next_publish)),
+            p.held.next(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn own_timeout(&mut self, _route: (), now: Instant, tx: &mut impl TransmitSink<Egress>) {
+        if let Some(p) = &mut self.paths {
+            p.held.release(now, &mut |bytes, dest, tos| {
+                tx.transmit(Transmit { bytes, dest, tos })
+            });
+        }
         self.path_timeout(now, tx);
     }
 }
@@ -1142,12 +1156,14 @@ impl Srv6Machine {
         let src = cfg.enc_sid.unwrap_or(Ipv6Addr::UNSPECIFIED);
         let direct = [cfg.dec_sid.unwrap_or(cfg.peer_dec_sid)];
         while let Some(r) = enc.poll_repair() {
+            let mut hold = Duration::ZERO;
             let dst: &[Ipv6Addr] = match paths {
                 None => &direct,
                 Some(p) => {
                     let source_path = r.stream.saturating_sub(cfg.stream) as PathId;
                     let path = p.set.for_repair(source_path, r.payload.len(), now);
                     p.set.note_busy(path);
+                    hold = p.set.manager().repair_hold(source_path, path);
                     p.internal
                         .get(usize::from(path))
                         .map_or(&direct[..], Vec::as_slice)
@@ -1173,7 +1189,13 @@ impl Srv6Machine {
                 Ok(n) => {
                     add(&c.repairs_sent, 1);
                     add(&c.repair_bytes_sent, r.payload.len() as u64);
-                    send(tx, Egress::Kernel, &out[..n]);
+                    let held = !hold.is_zero()
+                        && paths
+                            .as_mut()
+                            .is_some_and(|p| p.held.hold(now + hold, Egress::Kernel, 0, &out[..n]));
+                    if !held {
+                        send(tx, Egress::Kernel, &out[..n]);
+                    }
                 }
                 Err(_) => add(&metrics.global.send_errors, 1),
             }

@@ -56,7 +56,6 @@
 //! read from the TUN device, before any ECN change on the way).
 
 pub mod handshake;
-mod held;
 pub mod io;
 pub mod keys;
 pub mod offload;
@@ -374,7 +373,7 @@ pub struct UdpMachine {
     /// When the path status was last published.
     next_path_publish: Option<Instant>,
     /// Repairs held until the sources they cover, on a slower path, catch up.
-    held: held::HeldRepairs,
+    held: crate::engine::held::HeldRepairs<PathDest>,
 }
 
 /// A worker's sealer and openers, rebuilt from [`handshake::Sessions`] when its version moves.
@@ -549,7 +548,7 @@ impl UdpPeer {
             paths: None,
             path_cfg: PathManagerConfig::default(),
             next_path_publish: None,
-            held: held::HeldRepairs::default(),
+            held: Default::default(),
             cfg,
         };
         machine.refresh_keys();

@@ -49,6 +49,7 @@
 //! address or the TUN device). How packets are read and written in batches (TUN, AF_XDP, UDP
 //! sockets) is in the modes' drivers, [`crate::srv6_run`] and [`crate::udp`].
 
+pub(crate) mod held;
 pub mod load;
 
 use std::sync::atomic::Ordering;

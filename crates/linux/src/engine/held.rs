@@ -1,16 +1,15 @@
 //! Repairs held back before they leave on a path faster than the one their sources took
-//! (`repair-path = diverse`, `PathManager::repair_hold`). A repair that outruns its sources
-//! makes the decoder take the sources still in flight for lost (a repair past them declares
-//! them missing), report them and solve for them; held for half the RTT difference it arrives
-//! with them and still crosses an outage of the sources' path.
+//! (`repair-path = diverse`, `PathManager::repair_hold`), in both modes. A repair that
+//! outruns its sources makes the decoder take the sources still in flight for lost (a repair
+//! past them declares them missing), report them and solve for them; held for half the RTT
+//! difference it arrives with them and still crosses an outage of the sources' path.
 //!
-//! The datagrams are sealed before they are held (the receiver's replay window takes them out
-//! of order). Buffers are reused: after the first few holds nothing is allocated per packet.
+//! The packets are finished (sealed, authenticated) before they are held: the receiver's
+//! replay window takes them out of order. Buffers are reused: after the first few holds
+//! nothing is allocated per packet.
 
 use std::collections::VecDeque;
 use std::time::Instant;
-
-use super::PathDest;
 
 /// Most repairs held at once per worker; past it a repair leaves at once (early rather than
 /// lost or unbounded memory).
@@ -19,25 +18,36 @@ pub(crate) const HELD_MAX: usize = 128;
 /// One held datagram: when it may leave, where to, with which TOS, and its length in the
 /// buffer `slot`.
 #[derive(Debug, Clone, Copy)]
-struct Entry {
+struct Entry<D> {
     at: Instant,
-    dest: PathDest,
+    dest: D,
     tos: u8,
     slot: usize,
     len: usize,
 }
 
-/// The held repairs of one worker, released in the order they were held.
-#[derive(Debug, Default)]
-pub(crate) struct HeldRepairs {
-    queue: VecDeque<Entry>,
+/// The held repairs of one worker, released in the order they were held, each with where it
+/// goes (`D`) and its outer TOS.
+#[derive(Debug)]
+pub(crate) struct HeldRepairs<D> {
+    queue: VecDeque<Entry<D>>,
     bufs: Vec<Vec<u8>>,
     free: Vec<usize>,
 }
 
-impl HeldRepairs {
+impl<D> Default for HeldRepairs<D> {
+    fn default() -> Self {
+        HeldRepairs {
+            queue: VecDeque::new(),
+            bufs: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<D: Copy> HeldRepairs<D> {
     /// Holds `bytes` until `at`; `false` (and nothing kept) when [`HELD_MAX`] are held.
-    pub(crate) fn hold(&mut self, at: Instant, dest: PathDest, tos: u8, bytes: &[u8]) -> bool {
+    pub(crate) fn hold(&mut self, at: Instant, dest: D, tos: u8, bytes: &[u8]) -> bool {
         let slot = match self.free.pop() {
             Some(s) => s,
             None if self.bufs.len() < HELD_MAX => {
@@ -66,7 +76,7 @@ impl HeldRepairs {
 
     /// Hands every repair due at `now` to `send`, in the order they were held. A repair held
     /// behind a later-due one waits for it (holds on one pair of paths are all alike).
-    pub(crate) fn release(&mut self, now: Instant, send: &mut impl FnMut(&[u8], PathDest, u8)) {
+    pub(crate) fn release(&mut self, now: Instant, send: &mut impl FnMut(&[u8], D, u8)) {
         while let Some(e) = self.queue.front().copied() {
             if e.at > now {
                 break;
@@ -87,6 +97,7 @@ impl HeldRepairs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::udp::PathDest;
     use std::time::Duration;
 
     #[allow(clippy::disallowed_methods)]
@@ -110,7 +121,7 @@ mod tests {
         assert!(h.hold(t + ms(5), dest(1), 10, b"first"));
         assert!(h.hold(t + ms(6), dest(1), 12, b"second one"));
         assert_eq!(h.next(), Some(t + ms(5)));
-        let release = |h: &mut HeldRepairs, at| {
+        let release = |h: &mut HeldRepairs<PathDest>, at| {
             let mut sent: Vec<(Vec<u8>, u8, u8)> = Vec::new();
             h.release(at, &mut |b: &[u8], d: PathDest, tos: u8| {
                 sent.push((b.to_vec(), d.path, tos))
@@ -130,7 +141,7 @@ mod tests {
     #[test]
     fn the_hold_is_bounded_and_reuses_its_buffers() {
         let t = t0();
-        let mut h = HeldRepairs::default();
+        let mut h = HeldRepairs::<PathDest>::default();
         for i in 0..HELD_MAX {
             assert!(h.hold(t, dest(0), 0, &[i as u8; 100]));
         }
