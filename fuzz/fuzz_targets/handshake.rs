@@ -103,7 +103,10 @@ fuzz_target!(|data: &[u8]| {
                 let _ = server.handle(&m, src, t);
                 t += Duration::from_millis(u64::from(n as u8 & 15));
             }
-            assert!(server.sending().is_none(), "a session without its confirmation");
+            assert!(
+                server.sending().is_none(),
+                "a session without its confirmation"
+            );
         }
     }
 });

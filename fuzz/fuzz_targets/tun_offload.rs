@@ -11,7 +11,9 @@ fuzz_target!(|data: &[u8]| {
     let mut read = data.to_vec();
     let mut out = vec![0u8; 70_000];
     let mut segs: Vec<Vec<u8>> = Vec::new();
-    let _ = split(&mut read, &mut out, 16, |b, n| segs.push(b[16..16 + n].to_vec()));
+    let _ = split(&mut read, &mut out, 16, |b, n| {
+        segs.push(b[16..16 + n].to_vec())
+    });
     // Coalesce both the segments and the raw input (as if the decoder delivered them).
     let mut c = Coalescer::default();
     let mut writes: Vec<Vec<u8>> = Vec::new();

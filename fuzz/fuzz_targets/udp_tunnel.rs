@@ -62,7 +62,14 @@ fuzz_target!(|data: &[u8]| {
         0 => {
             let mut p = server(now);
             let mut buf = rest.to_vec();
-            let _ = p.handle_udp(&mut buf, from, 0, now, &mut |_: Transmit<'_, SocketAddr>| {}, &mut |_| {});
+            let _ = p.handle_udp(
+                &mut buf,
+                from,
+                0,
+                now,
+                &mut |_: Transmit<'_, SocketAddr>| {},
+                &mut |_| {},
+            );
         }
         1 => {
             let mut p = server(now);
@@ -79,7 +86,14 @@ fuzz_target!(|data: &[u8]| {
                 buf.truncate(len);
                 t += Duration::from_millis(1);
                 // The selector's high bits as the outer TOS (ECN decapsulation paths).
-                let _ = p.handle_udp(&mut buf, from, sel >> 2, t, &mut |_: Transmit<'_, SocketAddr>| {}, &mut |_| {});
+                let _ = p.handle_udp(
+                    &mut buf,
+                    from,
+                    sel >> 2,
+                    t,
+                    &mut |_: Transmit<'_, SocketAddr>| {},
+                    &mut |_| {},
+                );
                 p.handle_timeout(
                     t + Duration::from_millis(50),
                     &mut |_: Transmit<'_, SocketAddr>| {},
@@ -129,11 +143,16 @@ fuzz_target!(|data: &[u8]| {
                 buf[24..40].copy_from_slice(&sid.octets());
             }
             let _ = match (which >> 3) & 3 {
-                1 => node.handle_tagged_source(&mut buf, n, 0, now, &mut |_: Transmit<'_, Egress>| {}),
-                2 => node.handle_delivered_source(&mut buf, n, now, &mut |_: Transmit<'_, Egress>| {}),
+                1 => node
+                    .handle_tagged_source(&mut buf, n, 0, now, &mut |_: Transmit<'_, Egress>| {}),
+                2 => node
+                    .handle_delivered_source(&mut buf, n, now, &mut |_: Transmit<'_, Egress>| {}),
                 _ => node.handle_packet(&mut buf, n, now, &mut |_: Transmit<'_, Egress>| {}),
             };
-            node.handle_timeout(now + Duration::from_millis(100), &mut |_: Transmit<'_, Egress>| {});
+            node.handle_timeout(now + Duration::from_millis(100), &mut |_: Transmit<
+                '_,
+                Egress,
+            >| {});
         }
     }
 });
