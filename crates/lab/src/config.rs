@@ -150,6 +150,9 @@ pub struct LabConfig {
     pub queue: Option<QueueLimit>,
     /// Reordering probability (packets held `--reorder-extra` and overtaken).
     pub reorder: Option<f64>,
+    /// Mark ECN-capable packets CE when they find more than this many packets queued (both
+    /// directions; with a rate). None: no marking.
+    pub ecn_mark_above: Option<usize>,
     /// Seed of the link's randomness (both runs use it: same loss process).
     pub seed: u64,
     /// QUIC workload: packets of reordering before quinn declares a loss (RFC 9002: 3). Every
@@ -206,6 +209,7 @@ impl Default for LabConfig {
             rate: None,
             queue: None,
             reorder: None,
+            ecn_mark_above: None,
             seed: 1,
             quic_packet_threshold: 3,
             quic_time_threshold: 1.125,

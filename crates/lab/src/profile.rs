@@ -88,6 +88,9 @@ pub fn links(args: &LabConfig) -> (DirectionConfig, DirectionConfig) {
         if let Some(v) = args.reorder {
             d.reorder = v;
         }
+        if args.ecn_mark_above.is_some() {
+            d.ecn_mark_above = args.ecn_mark_above;
+        }
     }
     (up, down)
 }

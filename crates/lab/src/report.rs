@@ -120,6 +120,8 @@ pub struct LinkStats {
     pub lost: u64,
     /// Dropped by the queue.
     pub queue_drops: u64,
+    /// Marked CE by the queue (`--ecn-mark-above`).
+    pub ce_marked: u64,
     /// The emulator's own losses (should be 0).
     pub own_losses: u64,
     /// Kernel counters of the end hosts during the run (drops inside the hosts, TCP
@@ -226,8 +228,8 @@ impl Comparison {
         let link_row = |out: &mut String, name: &str, l: &LinkStats| {
             let _ = writeln!(
                 out,
-                "link, {name} {} pkts, {} lost by the model, {} queue drops, {} emulator losses",
-                l.packets, l.lost, l.queue_drops, l.own_losses
+                "link, {name} {} pkts, {} lost by the model, {} queue drops, {} CE marks, {} emulator losses",
+                l.packets, l.lost, l.queue_drops, l.ce_marked, l.own_losses
             );
             let h = &l.host;
             let _ = writeln!(

@@ -93,6 +93,13 @@ pub fn lab(args: &LabConfig) -> anyhow::Result<LabReport> {
     netns::remove_stale();
     let _teardown = netns::Teardown;
     let topo = Topology::build().context("building the lab topology")?;
+    if args.ecn_mark_above.is_some() {
+        // The hosts' TCP asks for ECN, so the link's marks reach its congestion control (and,
+        // through the tunnel, the outer headers carry the inner packets' ECN field).
+        for ns in [&topo.client, &topo.server] {
+            netns::sysctl(ns, "net.ipv4.tcp_ecn=1")?;
+        }
+    }
     if args.bench_emulator {
         let json = crate::emulator_bench::bench_emulator(args, &topo)?;
         return Ok(LabReport {

@@ -239,6 +239,7 @@ fn link_stats(ab: &DirectionStats, ba: &DirectionStats) -> LinkStats {
         bytes: ab.rx_bytes + ba.rx_bytes,
         lost: ab.lost + ba.lost,
         queue_drops: ab.queue_drops + ba.queue_drops,
+        ce_marked: ab.ce_marked + ba.ce_marked,
         own_losses: ab.own_losses() + ba.own_losses(),
         host: HostCounters::default(),
     }

@@ -148,6 +148,10 @@ pub struct LabArgs {
     /// Reordering probability (packets held `--reorder-extra` and overtaken).
     #[arg(long)]
     pub reorder: Option<f64>,
+    /// Mark ECN-capable packets CE (RFC 3168) when they find more than this many packets
+    /// queued at the link's rate limit, like an AQM (both directions; default: no marking).
+    #[arg(long)]
+    pub ecn_mark_above: Option<usize>,
     /// Seed of the link's randomness (both runs use it: same loss process).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -324,6 +328,7 @@ impl From<LabArgs> for LabConfig {
             rate: a.rate,
             queue: a.queue,
             reorder: a.reorder,
+            ecn_mark_above: a.ecn_mark_above,
             seed: a.seed,
             quic_packet_threshold: a.quic_packet_threshold,
             quic_time_threshold: a.quic_time_threshold,

@@ -35,6 +35,9 @@ pub struct DirectionConfig {
     pub reorder_extra: Duration,
     /// Seed of this direction's randomness (loss, jitter, reordering).
     pub seed: u64,
+    /// Mark ECN-capable packets CE when they find more than this many packets queued ahead
+    /// (an AQM's marking threshold; only with a rate). `None`: never.
+    pub ecn_mark_above: Option<usize>,
 }
 
 impl Default for DirectionConfig {
@@ -47,6 +50,7 @@ impl Default for DirectionConfig {
             loss: "none".into(),
             reorder: 0.0,
             reorder_extra: Duration::from_millis(1),
+            ecn_mark_above: None,
             seed: 1,
         }
     }
@@ -67,7 +71,7 @@ impl DirectionConfig {
             queue: self.queue,
             reorder_prob: self.reorder.clamp(0.0, 1.0),
             reorder_extra: self.reorder_extra,
-            ecn_mark_above: None,
+            ecn_mark_above: self.ecn_mark_above,
         })
     }
 }
@@ -90,6 +94,8 @@ pub struct Counters {
     pub lost: u64,
     /// Packets dropped by the full queue.
     pub queue_drops: u64,
+    /// Packets the queue asked to mark CE (marked when ECN-capable).
+    pub ce_marked: u64,
     /// Packets released (handed to the caller for transmission).
     pub released: u64,
     /// Bytes released.
@@ -126,6 +132,7 @@ impl<T: Copy + Ord> Pipeline<T> {
         Counters {
             lost: l.lost,
             queue_drops: l.queue_drops,
+            ce_marked: l.ce_marked,
             ..self.counters
         }
     }
@@ -146,18 +153,20 @@ impl<T: Copy + Ord> Pipeline<T> {
         self.heap.is_empty()
     }
 
-    /// A packet of `len` bytes arrives at `now`. `Ok` if it was queued; `Err` gives the token back
-    /// when it was dropped (the caller frees its buffer).
-    pub fn push(&mut self, now: Instant, len: usize, token: T) -> Result<(), (T, DropReason)> {
+    /// A packet of `len` bytes arrives at `now`. `Ok` if it was queued, with whether the queue
+    /// marks it CE ([`DirectionConfig::ecn_mark_above`]; the caller rewrites the packet, see
+    /// [`mark_ce`]); `Err` gives the token back when it was dropped (the caller frees its
+    /// buffer).
+    pub fn push(&mut self, now: Instant, len: usize, token: T) -> Result<bool, (T, DropReason)> {
         self.counters.rx_packets += 1;
         self.counters.rx_bytes += len as u64;
-        match self.link.send(now, len) {
+        match self.link.send_marked(now, len) {
             None => Err((token, DropReason::Link)),
-            Some(release) => {
+            Some((release, ce)) => {
                 self.seq += 1;
                 self.heap
                     .push(Reverse((release, self.seq, len as u32, token)));
-                Ok(())
+                Ok(ce)
             }
         }
     }
@@ -180,9 +189,132 @@ impl<T: Copy + Ord> Pipeline<T> {
     }
 }
 
+/// Sets the ECN field of the IP packet in Ethernet frame `frame` to CE (RFC 3168) if it is
+/// ECN-capable (ECT(0), ECT(1)); IPv4's header checksum is updated (RFC 1624). Whether it
+/// marked: a Not-ECT packet is left alone (a real AQM would drop it instead; the queue limit
+/// does that here), as are frames that are not IPv4/IPv6 or too short.
+pub fn mark_ce(frame: &mut [u8]) -> bool {
+    const ETH: usize = 14;
+    if frame.len() < ETH + 20 {
+        return false;
+    }
+    match (u16::from_be_bytes([frame[12], frame[13]]), frame[ETH] >> 4) {
+        (0x0800, 4) => {
+            let tos = frame[ETH + 1];
+            if tos & 0b11 == 0 {
+                return false;
+            }
+            let new = tos | 0b11;
+            frame[ETH + 1] = new;
+            // HC' = ~(~HC + ~m + m') over the 16-bit word holding the TOS byte.
+            let old_word = u16::from_be_bytes([frame[ETH], tos]);
+            let new_word = u16::from_be_bytes([frame[ETH], new]);
+            let hc = u16::from_be_bytes([frame[ETH + 10], frame[ETH + 11]]);
+            let mut sum = u32::from(!hc) + u32::from(!old_word) + u32::from(new_word);
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            frame[ETH + 10..ETH + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            true
+        }
+        (0x86dd, 6) if frame.len() >= ETH + 40 => {
+            // Traffic class: low 4 bits of byte 0, high 4 of byte 1; ECN = its low 2 bits.
+            if frame[ETH + 1] & 0x30 == 0 {
+                return false;
+            }
+            frame[ETH + 1] |= 0x30;
+            true
+        }
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ones'-complement sum of the IPv4 header (0xffff when its checksum is right).
+    fn ipv4_sum(h: &[u8]) -> u16 {
+        let mut sum: u32 = h
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        sum as u16
+    }
+
+    fn ipv4_frame(tos: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        // 192.0.2.1 -> 198.51.100.7, UDP, TTL 64, id 0x1c46, total length 84.
+        let mut h = vec![
+            0x45, tos, 0x00, 0x54, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x11, 0, 0, 192, 0, 2, 1, 198, 51,
+            100, 7,
+        ];
+        let c = !ipv4_sum(&h);
+        h[10..12].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(&h);
+        f.extend_from_slice(&[0u8; 64]);
+        f
+    }
+
+    #[test]
+    fn ce_marks_ect_ipv4_with_a_valid_checksum() {
+        for ect in [0b10u8, 0b01] {
+            let mut f = ipv4_frame((46 << 2) | ect);
+            assert_eq!(ipv4_sum(&f[14..34]), 0xffff);
+            assert!(mark_ce(&mut f));
+            assert_eq!(f[15], (46 << 2) | 0b11, "DSCP kept, ECN = CE");
+            assert_eq!(ipv4_sum(&f[14..34]), 0xffff, "checksum still right");
+        }
+        // Hand-checked: TOS 0x02 -> 0x03 lowers the checksum word by one.
+        let mut f = ipv4_frame(0x02);
+        let before = u16::from_be_bytes([f[24], f[25]]);
+        mark_ce(&mut f);
+        assert_eq!(u16::from_be_bytes([f[24], f[25]]), before - 1);
+        // Not-ECT and CE already: unchanged.
+        for tos in [0x00u8, 0xb8, 0x03] {
+            let mut f = ipv4_frame(tos);
+            let copy = f.clone();
+            assert_eq!(mark_ce(&mut f), tos & 3 == 3);
+            assert_eq!(f, copy);
+        }
+    }
+
+    #[test]
+    fn ce_marks_ect_ipv6_and_leaves_other_frames() {
+        let mut f = vec![0u8; 14 + 40];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        // Version 6, traffic class 0xb9 (DSCP 46, ECT(1)), flow label 0x12345.
+        f[14..18].copy_from_slice(&[0x6b, 0x91, 0x23, 0x45]);
+        assert!(mark_ce(&mut f));
+        assert_eq!(&f[14..18], &[0x6b, 0xb1, 0x23, 0x45], "traffic class 0xbb");
+        let mut not_ect = f.clone();
+        not_ect[15] = 0x81;
+        assert!(!mark_ce(&mut not_ect));
+        assert_eq!(not_ect[15], 0x81);
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(!mark_ce(&mut arp));
+        assert!(!mark_ce(&mut [0u8; 20]));
+    }
+
+    #[test]
+    fn the_queue_marks_above_its_threshold() {
+        let c = DirectionConfig {
+            rate_bps: Some(8_000_000),
+            ecn_mark_above: Some(2),
+            ..cfg("none")
+        };
+        let mut p: Pipeline<u64> = Pipeline::new(&c, 16).unwrap();
+        let t = Instant::now();
+        // 1000 bytes take 1 ms at 8 Mbit/s: offered at once, packet i finds i ahead of it.
+        let marks: Vec<bool> = (0..5).map(|i| p.push(t, 1000, i).unwrap()).collect();
+        assert_eq!(marks, [false, false, false, true, true]);
+        assert_eq!(p.counters().ce_marked, 2);
+    }
 
     fn cfg(loss: &str) -> DirectionConfig {
         DirectionConfig {

@@ -36,6 +36,7 @@ pub struct SharedCounters {
     rx_bytes: AtomicU64,
     lost: AtomicU64,
     queue_drops: AtomicU64,
+    ce_marked: AtomicU64,
     released: AtomicU64,
     released_bytes: AtomicU64,
     tx_packets: AtomicU64,
@@ -57,6 +58,8 @@ pub struct DirectionStats {
     pub lost: u64,
     /// Dropped by the drop-tail queue.
     pub queue_drops: u64,
+    /// Marked CE by the queue (`ecn_mark_above`; ECN-capable packets only are rewritten).
+    pub ce_marked: u64,
     /// Released by the pipeline.
     pub released: u64,
     /// Bytes released by the pipeline.
@@ -89,6 +92,7 @@ impl SharedCounters {
         self.rx_bytes.store(c.rx_bytes, Ordering::Relaxed);
         self.lost.store(c.lost, Ordering::Relaxed);
         self.queue_drops.store(c.queue_drops, Ordering::Relaxed);
+        self.ce_marked.store(c.ce_marked, Ordering::Relaxed);
         self.released.store(c.released, Ordering::Relaxed);
         self.released_bytes
             .store(c.released_bytes, Ordering::Relaxed);
@@ -102,6 +106,7 @@ impl SharedCounters {
             rx_bytes: l(&self.rx_bytes),
             lost: l(&self.lost),
             queue_drops: l(&self.queue_drops),
+            ce_marked: l(&self.ce_marked),
             released: l(&self.released),
             released_bytes: l(&self.released_bytes),
             tx_packets: l(&self.tx_packets),
@@ -283,8 +288,13 @@ fn forward(
                     free.push(slot);
                     continue;
                 }
-                if let Err((slot, _)) = pipe.push(now, got[i].len, slot) {
-                    free.push(slot);
+                match pipe.push(now, got[i].len, slot) {
+                    Ok(true) => {
+                        let off = slot as usize * SLOT;
+                        self::core::mark_ce(&mut mem[off..off + got[i].len]);
+                    }
+                    Ok(false) => {}
+                    Err((slot, _)) => free.push(slot),
                 }
             }
             for slot in &rx_slots[n..k] {
