@@ -504,7 +504,7 @@ pub enum Deadline {
     Fixed(Duration),
     /// A multiple of the stream's smoothed RTT.
     Rtt(f64),
-    /// Two RTTs, at least [`AUTO_DEADLINE_FLOOR`]: the dataplanes' default.
+    /// Two RTTs, at least [`AUTO_DEADLINE_FLOOR`]: UDP mode's default.
     Auto,
 }
 

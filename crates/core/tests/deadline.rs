@@ -294,7 +294,7 @@ fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
     assert!((sparse - 3.0).abs() < 1e-9, "{sparse}");
 }
 
-/// The dataplanes' default deadline (`auto`: 10 ms on a short path) leaves a block code's flush
+/// UDP mode's default deadline (`auto`: 10 ms on a short path) leaves a block code's flush
 /// timer alone: at 2000
 /// and 250 pps (a source every 4 ms: a 10 ms deadline would cut the timer to 3.3 ms and
 /// flush each source alone) the blocks still fill.

@@ -55,7 +55,7 @@ pub const FAST_REPAIRS_STRETCH: &str = "10";
 
 /// The recovery deadline of the lab's tunnels (`--deadline`): off, so the controller's rate and
 /// the repair timers above ([`OURS_BASE`], [`FAST_REPAIRS`]) alone protect the workloads, as
-/// docs/lab.md measured them. `--tunnel-args "--deadline auto"` gives the dataplane default.
+/// docs/lab.md measured them. `--tunnel-args "--deadline auto"` gives UDP mode's default.
 pub const LAB_DEADLINE: &str = "off";
 
 /// The arguments of both tunnel ends: the user's `--tunnel-args`, plus `--window` sized for the

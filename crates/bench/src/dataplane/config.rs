@@ -41,6 +41,9 @@ pub struct DataplaneConfig {
     pub goal_duration: f64,
     /// Time-driven repair delay of the hirt instances, ms (`None`: hirt's default; 0 = off).
     pub repair_delay_ms: Option<f64>,
+    /// Recovery deadline of the hirt instances (`hirt srv6 --deadline`; `None`: hirt's
+    /// default, `off`: none).
+    pub deadline: Option<String>,
     /// Only the latency runs.
     pub latency_only: bool,
     /// Only the throughput goal check, at this offered load (packets/s).
@@ -69,6 +72,7 @@ impl Default for DataplaneConfig {
             auth_sources: false,
             goal_duration: 2.0,
             repair_delay_ms: None,
+            deadline: None,
             latency_only: false,
             goal_only_pps: None,
             dataplane: Dataplane::KernelSources,

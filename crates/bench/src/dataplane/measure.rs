@@ -78,6 +78,10 @@ pub fn one_run(
         repair_delay_ms: args
             .repair_delay_ms
             .unwrap_or(Srv6Config::default().repair_delay_ms),
+        deadline: args
+            .deadline
+            .clone()
+            .or_else(|| Srv6Config::default().deadline),
         role: role.parse().expect("role"),
         enc_sid: Some(ENC.parse().expect("sid")),
         dec_sid: Some(DEC.parse().expect("sid")),

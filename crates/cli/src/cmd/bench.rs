@@ -194,6 +194,10 @@ pub struct DataplaneBenchArgs {
     /// default: hirt's, 0 = off).
     #[arg(long)]
     pub repair_delay_ms: Option<f64>,
+    /// Recovery deadline of the hirt instances (`hirt srv6 --deadline`: `auto`, `2rtt`,
+    /// `30ms`, `off`; default: hirt's).
+    #[arg(long)]
+    pub deadline: Option<String>,
     /// Only the latency runs, at `--latency-pps` (no throughput sweeps, no goal check).
     #[arg(long)]
     pub latency_only: bool,
@@ -262,6 +266,7 @@ impl From<DataplaneBenchArgs> for DataplaneConfig {
             auth_sources: a.auth_sources,
             goal_duration: a.goal_duration,
             repair_delay_ms: a.repair_delay_ms,
+            deadline: a.deadline,
             latency_only: a.latency_only,
             goal_only_pps: a.goal_only_pps,
             dataplane: if a.kernel_sources {

@@ -37,7 +37,7 @@ pub struct CoderArgs {
     #[arg(long)]
     pub in_order_ms: Option<f64>,
     /// Recovery deadline: `30ms`, `0.5s`, `2rtt` (multiples of the measured RTT), `auto` (two
-    /// RTTs, at least 10 ms; default) or `off`. The `ours` controller sizes its window and
+    /// RTTs, at least 10 ms; UDP mode's default) or `off` (SRv6 mode's default). The `ours` controller sizes its window and
     /// repairs from it, and the decoder reports losses so that the encoder repairs them on
     /// demand. Give the same at both ends.
     #[arg(long)]

@@ -76,8 +76,8 @@ fn default_fec() -> String {
 fn default_threads() -> usize {
     1
 }
-/// The recovery deadline of both modes: loss-triggered repair wherever the path leaves time
-/// for it (see `hirt_core::Deadline::Auto`).
+/// The recovery deadline of UDP mode: loss-triggered repair wherever the path leaves time for
+/// it (see `hirt_core::Deadline::Auto`).
 fn default_deadline() -> Option<String> {
     Some("auto".into())
 }
@@ -313,8 +313,10 @@ pub struct Srv6Config {
     /// In-order release hold at the decoder in ms (0 = off).
     pub in_order_ms: f64,
     /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = two RTTs and at least 10 ms, `off`;
-    /// `auto` by default): the `ours` controller sizes its window and repairs from it, and the
-    /// decoder reports losses so the encoder repairs them on demand. Set it alike at both ends.
+    /// off by default in SRv6 mode: with `--kernel-sources` at 60 kpps and 3% loss, loss-triggered
+    /// repair recovered 94% where the rate-driven controller recovers 99.9%): the `ours`
+    /// controller sizes its window and repairs from it, and the decoder reports losses so the
+    /// encoder repairs them on demand. Set it alike at both ends.
     pub deadline: Option<String>,
     /// Extra sources a repair may trail the newest by (0; 2048 with `kernel-sources`).
     pub repair_lag: Option<u32>,
@@ -371,7 +373,7 @@ impl Default for Srv6Config {
             repair_retry_gap_ms: None,
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
-            deadline: default_deadline(),
+            deadline: None,
             repair_lag: None,
             no_routes: false,
             ecn_ce: false,
@@ -844,6 +846,18 @@ mod tests {
             insecure: true,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn udp_mode_recovers_on_a_deadline_by_default_and_srv6_mode_does_not() {
+        let c = udp().coder().unwrap();
+        assert_eq!(c.deadline, Some(hirt_core::Deadline::Auto));
+        assert!(srv6().coder().unwrap().deadline.is_none());
+        let off = UdpConfig {
+            deadline: Some("off".into()),
+            ..udp()
+        };
+        assert!(off.coder().unwrap().deadline.is_none());
     }
 
     fn err(r: Result<(), ConfigError>) -> String {
