@@ -205,6 +205,11 @@ fn default_command_three_percent_each_way() {
         return;
     }
     let deadline = std::env::var("HIRT_E2E_DEADLINE").ok();
+    // Measurement knobs too: another rate (`HIRT_E2E_PPS`), for 10 s.
+    let pps: u32 = std::env::var("HIRT_E2E_PPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
     let run = paced_stream(
         "192.168.79",
         |a| {
@@ -212,12 +217,12 @@ fn default_command_three_percent_each_way() {
                 a.deadline = deadline.clone();
             }
         },
-        2_000,
-        20_000,
+        pps,
+        pps * 10,
         1200,
         0.03,
     );
-    run.print("default command, 2,000 pps, 3% each way");
+    run.print(&format!("default command, {pps} pps, 3% each way"));
     // About 630 expected (3% of ~21,000 datagrams, both ways): the loss rule is in place.
     assert!(run.link_losses > 400, "the link lost {}", run.link_losses);
     let bad = run.not_once();
