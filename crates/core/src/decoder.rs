@@ -95,8 +95,8 @@ struct Stream {
     reported_lost: u64,
     report_open: bool,
     repair_span: u32,
-    /// Time from the report that first named a loss to its recovery, smoothed (down at once, up
-    /// slowly): about a round trip plus the encoder's pacing. A report that goes unanswered is repeated after twice
+    /// Time from the report that first named a loss to its recovery, smoothed: about a round
+    /// trip plus the encoder's pacing. A report that goes unanswered is repeated after twice
     /// that (see [`Decoder::report_repeat`]). Sampled on the newest ESI of a report when no
     /// earlier report named it (`answer_probe`); `newest_named` is the newest ESI any report
     /// named.
@@ -494,12 +494,13 @@ impl Decoder {
             if probe_recovered {
                 if let Some((_, at)) = s.answer_probe.take() {
                     let sample = now.saturating_duration_since(at);
-                    // Down at once, up by an eighth: a sample whose first answer was lost
-                    // spans a repeat and says nothing about the path.
-                    s.answer_delay = Some(match s.answer_delay {
-                        Some(d) => sample.min((d * 7 + sample) / 8),
-                        None => sample,
-                    });
+                    // An eighth per sample, and a sample counts at most twice the estimate:
+                    // one whose first answer was lost spans a repeat, and one recovered by
+                    // some other repair before its answer came is short; neither says much
+                    // about the round trip.
+                    // It starts where the repeat is the configured one.
+                    let d = s.answer_delay.unwrap_or(self.cfg.loss_report_repeat / 2);
+                    s.answer_delay = Some((d * 7 + sample.min(d * 2)) / 8);
                 }
             }
             if let Err(e) = res {
