@@ -492,12 +492,14 @@ impl Decoder {
             s.budget.spend(ops);
             s.stats.symbol_ops += ops;
             if probe_recovered {
-                if let Some((_, at)) = s.answer_probe.take() {
+                // Sampled only when the repair is an answer to a report that named the probe
+                // (answers end at the newest ESI named): a rate-driven repair or a spare that
+                // recovers it first says nothing about the round trip.
+                let answer = probe == Some(last);
+                if let Some((_, at)) = s.answer_probe.take().filter(|_| answer) {
                     let sample = now.saturating_duration_since(at);
                     // An eighth per sample, and a sample counts at most twice the estimate:
-                    // one whose first answer was lost spans a repeat, and one recovered by
-                    // some other repair before its answer came is short; neither says much
-                    // about the round trip.
+                    // one whose first answer was lost spans a repeat.
                     // It starts where the repeat is the configured one.
                     let d = s.answer_delay.unwrap_or(self.cfg.loss_report_repeat / 2);
                     s.answer_delay = Some((d * 7 + sample.min(d * 2)) / 8);
