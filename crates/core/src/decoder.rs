@@ -500,9 +500,10 @@ impl Decoder {
                     let sample = now.saturating_duration_since(at);
                     // An eighth per sample, and a sample counts at most twice the estimate:
                     // one whose first answer was lost spans a repeat.
-                    // It starts where the repeat is the configured one.
-                    let d = s.answer_delay.unwrap_or(self.cfg.loss_report_repeat / 2);
-                    s.answer_delay = Some((d * 7 + sample.min(d * 2)) / 8);
+                    s.answer_delay = Some(match s.answer_delay {
+                        Some(d) => (d * 7 + sample.min(d * 2)) / 8,
+                        None => sample,
+                    });
                 }
             }
             if let Err(e) = res {

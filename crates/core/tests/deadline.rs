@@ -461,3 +461,61 @@ fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
         "slowest recovery {worst:?}"
     );
 }
+
+/// The first losses of a stream, before the encoder knows the source rate or the RTT, are
+/// answered too: sources every 0.5 ms, zero link delay, UDP mode's default deadline, sources 7
+/// and 8 lost.
+#[test]
+fn losses_at_the_start_of_a_stream_are_recovered() {
+    let mode = FecMode::parse_with_window("ours", 200).unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.deadline = Some(Deadline::Auto);
+    let mut dcfg = DecoderConfig::new(mode.scheme.clone());
+    dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+    let (mut enc, mut dec) = (Encoder::new(cfg, 1), Decoder::new(dcfg, 2));
+    let mut now = t0();
+    let mut got = Vec::new();
+    for n in 0..400u32 {
+        now += Duration::from_micros(500);
+        if enc.poll_timeout().is_some_and(|t| t <= now) {
+            enc.handle_timeout(now);
+        }
+        if dec.poll_timeout().is_some_and(|t| t <= now) {
+            dec.handle_timeout(now);
+        }
+        let data = payload(n);
+        enc.handle_source(0, &data, now);
+        if n != 7 && n != 8 {
+            dec.handle_source(0, n, &data, now);
+        }
+        loop {
+            let mut repairs = Vec::new();
+            while let Some(r) = enc.poll_repair() {
+                repairs.push((r.info, r.timestamp, r.payload.to_vec()));
+            }
+            let idle = repairs.is_empty();
+            for (info, ts, p) in repairs {
+                dec.handle_repair(0, &info, ts, &p, now).unwrap();
+            }
+            while let Some(r) = dec.poll_recovered() {
+                got.push((r.esi, now));
+            }
+            let mut fbs = Vec::new();
+            while let Some(fb) = dec.poll_feedback(now) {
+                fbs.push(fb);
+            }
+            if idle && fbs.is_empty() {
+                break;
+            }
+            for fb in fbs {
+                enc.handle_feedback(&fb, now);
+            }
+        }
+    }
+    let esis: Vec<u32> = got.iter().map(|g| g.0).collect();
+    assert!(
+        esis.contains(&7) && esis.contains(&8),
+        "recovered {got:?}; {:?}",
+        enc.stats(0)
+    );
+}

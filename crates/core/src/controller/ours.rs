@@ -252,6 +252,11 @@ impl Ours {
     /// Window and strategy for a deadline `d` (see the module docs).
     fn follow_deadline(&mut self, d: std::time::Duration, ctx: &FeedbackContext) {
         if self.pps <= 0.0 {
+            // Before the source rate is known (the first feedback): answer loss reports when the
+            // deadline leaves a round trip and the report spacing, so that the first losses of
+            // a stream are repaired too; the window stays the scheme's until then.
+            let rtt = ctx.rtt.unwrap_or(crate::config::INITIAL_RTT).as_secs_f64();
+            self.reactive = rtt + 0.001 < d.as_secs_f64();
             return;
         }
         let max = f64::from(ctx.max_window.max(1));
