@@ -375,40 +375,33 @@ fn the_decoder_passes_ce_marks_on_once() {
     assert_eq!(dec.stats(0).unwrap().ce_marks, 300);
 }
 
-/// A lost answer is asked for again after about two answer delays, not after the fixed
-/// `loss_report_repeat` (10 ms): on a short path every loss is then recovered within a few
-/// ms even when the first answer to a quarter of them is lost. Sources every 0.5 ms, zero
-/// link delay, deadline 40 ms (its spares follow ~20 ms after an answer).
-#[test]
-fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
-    let mode = FecMode::parse_with_window("ours", 1000).unwrap();
-    let mut cfg = EncoderConfig::new(mode.clone());
-    cfg.deadline = Some(Deadline::Fixed(Duration::from_millis(40)));
-    cfg.repair_delay = None;
-    let mut dcfg = DecoderConfig::new(mode.scheme.clone());
-    dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
-    assert_eq!(dcfg.loss_report_repeat, Duration::from_millis(10));
-    let (mut enc, mut dec) = (Encoder::new(cfg, 1), Decoder::new(dcfg, 2));
-    let mut now = t0();
-    let mut lost_at: Vec<(u32, Instant)> = Vec::new();
-    let mut delays = Vec::new();
-    // Losses whose first answer the link drops: every fourth one.
-    let mut drop_answer_of: Option<u32> = None;
-    let mut armed_for = None;
-    for n in 0..20_000u32 {
-        now += Duration::from_micros(500);
+/// Sources `0..n` every 0.5 ms from `enc` to `dec` over a zero-delay link with instant repairs
+/// and feedback: source `k` is lost when `lost(k)`, a repair is dropped when `drop_repair()`
+/// says so, `feedback` sees each feedback before the encoder takes it, and `recovered` gets
+/// each recovered ESI with the time since it was sent.
+fn every_half_ms(
+    enc: &mut Encoder,
+    dec: &mut Decoder,
+    n: u32,
+    lost: impl Fn(u32) -> bool,
+    drop_repair: impl Fn() -> bool,
+    feedback: impl Fn(&Feedback),
+    mut recovered: impl FnMut(u32, Duration),
+) {
+    let start = t0();
+    let sent_at = |k: u32| start + Duration::from_micros(500) * (k + 1);
+    for k in 0..n {
+        let now = sent_at(k);
         if enc.poll_timeout().is_some_and(|t| t <= now) {
             enc.handle_timeout(now);
         }
         if dec.poll_timeout().is_some_and(|t| t <= now) {
             dec.handle_timeout(now);
         }
-        let data = payload(n);
+        let data = payload(k);
         enc.handle_source(0, &data, now);
-        if n % 40 == 7 {
-            lost_at.push((n, now));
-        } else {
-            dec.handle_source(0, n, &data, now);
+        if !lost(k) {
+            dec.handle_source(0, k, &data, now);
         }
         loop {
             let mut repairs = Vec::new();
@@ -417,27 +410,16 @@ fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
             }
             let idle = repairs.is_empty();
             for (info, ts, p) in repairs {
-                if drop_answer_of.take().is_some() {
-                    continue;
+                if !drop_repair() {
+                    dec.handle_repair(0, &info, ts, &p, now).unwrap();
                 }
-                dec.handle_repair(0, &info, ts, &p, now).unwrap();
             }
             while let Some(r) = dec.poll_recovered() {
-                if let Some(&(_, at)) = lost_at.iter().find(|(e, _)| *e == r.esi) {
-                    delays.push(now.saturating_duration_since(at));
-                }
+                recovered(r.esi, now.saturating_duration_since(sent_at(r.esi)));
             }
             let mut fbs = Vec::new();
             while let Some(fb) = dec.poll_feedback(now) {
-                if let Some(r) = fb.loss_report.ranges().first() {
-                    let newest = r.first + u32::from(r.len) - 1;
-                    // From the 10th loss on: the first ones come before any answer delay is
-                    // measured (the repeat is then 10 ms).
-                    if newest % 160 == 7 && newest > 400 && armed_for != Some(newest) {
-                        armed_for = Some(newest);
-                        drop_answer_of = Some(newest);
-                    }
-                }
+                feedback(&fb);
                 fbs.push(fb);
             }
             if idle && fbs.is_empty() {
@@ -448,7 +430,52 @@ fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
             }
         }
     }
-    let lost = lost_at.len();
+}
+
+/// A lost answer is asked for again after about two answer delays, not after the fixed
+/// `loss_report_repeat` (10 ms): on a short path every loss is then recovered within a few
+/// ms even when the first answer to a quarter of them is lost. Sources every 0.5 ms, zero
+/// link delay, deadline 40 ms (its spares follow ~20 ms after an answer).
+#[test]
+fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
+    use std::cell::Cell;
+    let mode = FecMode::parse_with_window("ours", 1000).unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.deadline = Some(Deadline::Fixed(Duration::from_millis(40)));
+    cfg.repair_delay = None;
+    let mut dcfg = DecoderConfig::new(mode.scheme.clone());
+    dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+    assert_eq!(dcfg.loss_report_repeat, Duration::from_millis(10));
+    let (mut enc, mut dec) = (Encoder::new(cfg, 1), Decoder::new(dcfg, 2));
+    let lost = |k: u32| k % 40 == 7;
+    // Losses whose first answer the link drops: every fourth one.
+    let drop_next = Cell::new(false);
+    let armed_for = Cell::new(None);
+    let mut delays = Vec::new();
+    every_half_ms(
+        &mut enc,
+        &mut dec,
+        20_000,
+        lost,
+        || drop_next.replace(false),
+        |fb| {
+            if let Some(r) = fb.loss_report.ranges().first() {
+                let newest = r.first + u32::from(r.len) - 1;
+                // From the 10th loss on: the first ones come before any answer delay is
+                // measured (the repeat is then 10 ms).
+                if newest % 160 == 7 && newest > 400 && armed_for.get() != Some(newest) {
+                    armed_for.set(Some(newest));
+                    drop_next.set(true);
+                }
+            }
+        },
+        |esi, delay| {
+            if lost(esi) {
+                delays.push(delay);
+            }
+        },
+    );
+    let lost = (0..20_000).filter(|&k| lost(k)).count();
     assert!(
         delays.len() >= lost - 2,
         "{} of {lost} recovered",
@@ -473,48 +500,18 @@ fn losses_at_the_start_of_a_stream_are_recovered() {
     let mut dcfg = DecoderConfig::new(mode.scheme.clone());
     dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
     let (mut enc, mut dec) = (Encoder::new(cfg, 1), Decoder::new(dcfg, 2));
-    let mut now = t0();
     let mut got = Vec::new();
-    for n in 0..400u32 {
-        now += Duration::from_micros(500);
-        if enc.poll_timeout().is_some_and(|t| t <= now) {
-            enc.handle_timeout(now);
-        }
-        if dec.poll_timeout().is_some_and(|t| t <= now) {
-            dec.handle_timeout(now);
-        }
-        let data = payload(n);
-        enc.handle_source(0, &data, now);
-        if n != 7 && n != 8 {
-            dec.handle_source(0, n, &data, now);
-        }
-        loop {
-            let mut repairs = Vec::new();
-            while let Some(r) = enc.poll_repair() {
-                repairs.push((r.info, r.timestamp, r.payload.to_vec()));
-            }
-            let idle = repairs.is_empty();
-            for (info, ts, p) in repairs {
-                dec.handle_repair(0, &info, ts, &p, now).unwrap();
-            }
-            while let Some(r) = dec.poll_recovered() {
-                got.push((r.esi, now));
-            }
-            let mut fbs = Vec::new();
-            while let Some(fb) = dec.poll_feedback(now) {
-                fbs.push(fb);
-            }
-            if idle && fbs.is_empty() {
-                break;
-            }
-            for fb in fbs {
-                enc.handle_feedback(&fb, now);
-            }
-        }
-    }
-    let esis: Vec<u32> = got.iter().map(|g| g.0).collect();
+    every_half_ms(
+        &mut enc,
+        &mut dec,
+        400,
+        |k| k == 7 || k == 8,
+        || false,
+        |_| {},
+        |esi, _| got.push(esi),
+    );
     assert!(
-        esis.contains(&7) && esis.contains(&8),
+        got.contains(&7) && got.contains(&8),
         "recovered {got:?}; {:?}",
         enc.stats(0)
     );
