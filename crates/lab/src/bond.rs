@@ -20,9 +20,7 @@ use hirt_core::path::{PathManagerConfig, PolicyConfig, PolicyKind};
 use serde_json::{json, Value};
 
 use crate::config::LabConfig;
-use crate::dual::{
-    percentile, sorted, sources, DualNet, DualTunnel, PathLinks, TUN_CLIENT, TUN_SERVER,
-};
+use crate::dual::{percentile, sorted, sources, DualNet, DualTunnel, PathLinks};
 use crate::netns;
 use crate::profile::links;
 use crate::workload::{bulk, Samples};
@@ -66,7 +64,7 @@ pub fn bond(args: &LabConfig) -> anyhow::Result<Value> {
         policy: PolicyConfig::of(PolicyKind::Bond),
         ..Default::default()
     };
-    let tunnel = DualTunnel::start(&net, args.seed, paths)?;
+    let tunnel = DualTunnel::start(&net, args.tunnel, args.seed, paths)?;
     let result = tunnel
         .wait_paths_up(Duration::from_secs(20))
         .and_then(|()| rounds(args, &net, &tunnel));
@@ -106,7 +104,7 @@ pub fn bond(args: &LabConfig) -> anyhow::Result<Value> {
         "client_events": events.0,
         "server_events": events.1,
         "profile": format!("{:?}", args.profile).to_lowercase(),
-        "tunnel": "udp",
+        "tunnel": args.tunnel,
         "machine": crate::run::machine(),
     }))
 }
@@ -125,9 +123,9 @@ fn set_policy(net: &DualNet, kind: PolicyKind) -> anyhow::Result<()> {
 }
 
 /// Goodput of `CONNECTIONS` parallel downloads for `ROUND`, Mbit/s.
-fn downloads(net: &DualNet, cc: &str) -> anyhow::Result<f64> {
-    let server = std::net::SocketAddr::new(TUN_SERVER.parse()?, bulk::PORT);
-    let bind: std::net::IpAddr = TUN_CLIENT.parse()?;
+fn downloads(net: &DualNet, tunnel: &DualTunnel, cc: &str) -> anyhow::Result<f64> {
+    let server = std::net::SocketAddr::new(tunnel.server_addr(), bulk::PORT);
+    let bind = tunnel.client_addr();
     let handles: Vec<_> = (0..CONNECTIONS)
         .map(|_| {
             let cc = cc.to_string();
@@ -150,7 +148,7 @@ fn downloads(net: &DualNet, cc: &str) -> anyhow::Result<f64> {
 /// One measurement: goodput (Mbit/s) and the share of the server's sources on path 1.
 fn measured(net: &DualNet, tunnel: &DualTunnel, cc: &str) -> anyhow::Result<(f64, f64)> {
     let before = sources(&tunnel.server_paths());
-    let mbps = downloads(net, cc)?;
+    let mbps = downloads(net, tunnel, cc)?;
     let after = sources(&tunnel.server_paths());
     let d = |k: usize| after[k].saturating_sub(before[k]) as f64;
     let share1 = if d(0) + d(1) > 0.0 {

@@ -237,11 +237,6 @@ pub enum LabConfigError {
     /// A count that must be positive is zero.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
-    /// The scenarios of several paths run in UDP mode.
-    #[error(
-        "--scenario {0} runs with --tunnel udp (the lab builds its SRv6 tunnels with one path)"
-    )]
-    ScenarioTunnel(&'static str),
     /// The run has no duration.
     #[error("the duration must be above zero")]
     Duration,
@@ -273,11 +268,6 @@ impl LabConfig {
         }
         if self.scenario.is_some() && self.runs == 0 {
             return Err(LabConfigError::Zero("runs"));
-        }
-        if let Some(s) = self.scenario {
-            if self.tunnel != TunnelMode::Udp {
-                return Err(LabConfigError::ScenarioTunnel(s.as_str()));
-            }
         }
         if self.soak_pps == 0 {
             return Err(LabConfigError::Zero("soak_pps"));

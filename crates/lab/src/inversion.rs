@@ -177,7 +177,7 @@ pub fn inversion(args: &LabConfig) -> anyhow::Result<Value> {
         "profile".into(),
         json!(format!("{:?}", args.profile).to_lowercase()),
     );
-    report.insert("tunnel".into(), json!("udp"));
+    report.insert("tunnel".into(), json!(args.tunnel));
     report.insert("machine".into(), json!(crate::run::machine()));
     Ok(Value::Object(report))
 }
@@ -262,7 +262,7 @@ fn run_phase(
         policy: phase.policy.clone(),
         ..Default::default()
     };
-    let tunnel = DualTunnel::start(net, args.seed.wrapping_add(index), paths)?;
+    let tunnel = DualTunnel::start(net, args.tunnel, args.seed.wrapping_add(index), paths)?;
     let r = measure_phase(args, net, phase, index, &tunnel);
     tunnel.stop();
     r
@@ -280,8 +280,8 @@ fn measure_phase(
     let every = phase.every;
     let total = every * (args.runs as u32 + 1);
     let client = HttpClient {
-        server: std::net::SocketAddr::new(crate::dual::TUN_SERVER.parse()?, http::PORT),
-        bind: crate::dual::TUN_CLIENT.parse()?,
+        server: std::net::SocketAddr::new(tunnel.server_addr(), http::PORT),
+        bind: tunnel.client_addr(),
         connections: CONNECTIONS,
         size: RESPONSE,
         duration: total,

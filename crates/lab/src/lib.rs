@@ -31,6 +31,7 @@ pub mod bond;
 pub mod config;
 mod dispatch;
 pub mod dual;
+pub mod dual_srv6;
 pub mod emu;
 mod emulator_bench;
 pub mod flood;

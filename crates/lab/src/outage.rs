@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use hirt_core::path::{PathManagerConfig, PolicyConfig, PolicyKind};
 
 use crate::config::{LabConfig, Profile};
-use crate::dual::{percentile, wait_for, DualNet, DualTunnel, TUN_CLIENT, TUN_SERVER};
+use crate::dual::{percentile, wait_for, DualNet, DualTunnel};
 use crate::netns;
 use crate::profile::{links, profile_links};
 use crate::topo::{Topology, UnderlayPath};
@@ -45,7 +45,7 @@ pub fn outage(args: &LabConfig) -> anyhow::Result<serde_json::Value> {
         ..Default::default()
     };
     let interval_ms = paths.feedback_interval_ms;
-    let tunnel = DualTunnel::start(&net, args.seed, paths)?;
+    let tunnel = DualTunnel::start(&net, args.tunnel, args.seed, paths)?;
     let result = tunnel
         .wait_paths_up(Duration::from_secs(20))
         .and_then(|()| measure(args, &net.topo, &net.paths[0], &tunnel, interval_ms));
@@ -53,7 +53,7 @@ pub fn outage(args: &LabConfig) -> anyhow::Result<serde_json::Value> {
     let mut json = result?;
     json["http"] = crate::outage_http::http_across_outages(args, &net)?;
     json["profile"] = serde_json::json!(format!("{:?}", args.profile).to_lowercase());
-    json["tunnel"] = serde_json::json!("udp");
+    json["tunnel"] = serde_json::json!(args.tunnel);
     json["machine"] = serde_json::json!(crate::run::machine());
     Ok(json)
 }
@@ -113,7 +113,7 @@ fn measure(
     tunnel: &DualTunnel,
     interval_ms: f64,
 ) -> anyhow::Result<serde_json::Value> {
-    let client = &tunnel.client;
+    let (server_addr, client_addr) = (tunnel.server_addr(), tunnel.client_addr());
     let t0 = Instant::now();
     let since = move |t: Instant| t.saturating_duration_since(t0).as_nanos() as u64;
     let received: Arc<Mutex<Vec<(u64, u32)>>> = Arc::default();
@@ -122,7 +122,7 @@ fn measure(
     let rx = {
         let (received, stop) = (received.clone(), stop.clone());
         netns::in_ns(&topo.server, move || {
-            let sock = UdpSocket::bind((TUN_SERVER, FLOW_PORT))?;
+            let sock = UdpSocket::bind((server_addr, FLOW_PORT))?;
             sock.set_read_timeout(Some(Duration::from_millis(200)))?;
             let mut buf = [0u8; 256];
             while !stop.load(Ordering::Relaxed) {
@@ -142,7 +142,7 @@ fn measure(
     let tx = {
         let (sent_at, stop) = (sent_at.clone(), stop.clone());
         netns::in_ns(&topo.client, move || {
-            let sock = UdpSocket::bind((TUN_CLIENT, 0))?;
+            let sock = UdpSocket::bind((client_addr, 0))?;
             let mut p = [0u8; 200];
             let mut seq = 0u32;
             while !stop.load(Ordering::Relaxed) {
@@ -150,7 +150,7 @@ fn measure(
                 if let Ok(mut s) = sent_at.lock() {
                     s.push(since(Instant::now()));
                 }
-                let _ = sock.send_to(&p, (TUN_SERVER, FLOW_PORT));
+                let _ = sock.send_to(&p, (server_addr, FLOW_PORT));
                 seq = seq.wrapping_add(1);
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -219,7 +219,7 @@ fn measure(
         "failover_max_ms": failover_ms.last(),
         "failover_ms": raw,
         "path_srtt_ms": st.paths.iter().map(|p| p.srtt_ms).collect::<Vec<_>>(),
-        "switches": client.metrics.global.path_switches.load(Ordering::Relaxed),
+        "switches": tunnel.client_metrics().global.path_switches.load(Ordering::Relaxed),
         "events": st.events,
         "notes": notes,
     }))

@@ -15,7 +15,7 @@ use hirt_core::path::{PathManagerConfig, PolicyConfig, PolicyKind};
 use serde_json::{json, Value};
 
 use crate::config::LabConfig;
-use crate::dual::{percentile, sorted, DualNet, DualTunnel, TUN_CLIENT, TUN_SERVER};
+use crate::dual::{percentile, sorted, DualNet, DualTunnel};
 use crate::netns;
 use crate::outage::SilentDrop;
 use crate::workload::http::{self, HttpClient};
@@ -126,6 +126,7 @@ fn run_way(
 ) -> anyhow::Result<Samples> {
     let p0 = &net.paths[0];
     let (tunnel, server, bind): (Option<DualTunnel>, IpAddr, IpAddr) = match way {
+        Way::NoFec if args.tunnel.v6() => (None, p0.server6.parse()?, p0.client6.parse()?),
         Way::NoFec => (None, p0.server4.parse()?, p0.client4.parse()?),
         Way::FecSinglePath | Way::FecFailover => {
             let used = if matches!(way, Way::FecSinglePath) {
@@ -137,12 +138,14 @@ fn run_way(
                 policy: PolicyConfig::of(PolicyKind::Failover),
                 ..Default::default()
             };
-            let t = DualTunnel::start_on(net, args.seed.wrapping_add(index), paths, used)?;
+            let t =
+                DualTunnel::start_on(net, args.tunnel, args.seed.wrapping_add(index), paths, used)?;
             if let Err(e) = t.wait_up(Duration::from_secs(20), used) {
                 t.stop();
                 return Err(e);
             }
-            (Some(t), TUN_SERVER.parse()?, TUN_CLIENT.parse()?)
+            let (server, bind) = (t.server_addr(), t.client_addr());
+            (Some(t), server, bind)
         }
     };
     let windows = args.runs.min(HTTP_OUTAGES);

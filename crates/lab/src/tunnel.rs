@@ -45,10 +45,10 @@ impl TunnelMode {
 
 const TUN_SERVER: &str = "10.98.0.1";
 const TUN_CLIENT: &str = "10.98.0.2";
-const ENC_A: &str = "fd00:a::e";
-const DEC_A: &str = "fd00:a::d";
-const ENC_B: &str = "fd00:b::e";
-const DEC_B: &str = "fd00:b::d";
+pub(crate) const ENC_A: &str = "fd00:a::e";
+pub(crate) const DEC_A: &str = "fd00:a::d";
+pub(crate) const ENC_B: &str = "fd00:b::e";
+pub(crate) const DEC_B: &str = "fd00:b::d";
 
 /// The `hirt` binary to start the dataplane with.
 pub fn hirt_binary() -> anyhow::Result<PathBuf> {

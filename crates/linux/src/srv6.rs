@@ -304,13 +304,17 @@ impl Srv6Node {
         let paths = (cfg.enc_sid.is_some() && cfg.paths.len() > 1).then(|| {
             let dec = cfg.dec_sid.unwrap_or(cfg.peer_dec_sid);
             let now = Instant::now();
+            let mut set = PathSet::new(
+                cfg.path_cfg.clone(),
+                &vec![Some(()); cfg.paths.len()],
+                cfg.seed ^ 0x9a75,
+                now,
+            );
+            // SRv6 needs no handshake: paths are probed from the start, so a backup path is
+            // known before the first failover.
+            set.start(now);
             SrPaths {
-                set: PathSet::new(
-                    cfg.path_cfg.clone(),
-                    &vec![Some(()); cfg.paths.len()],
-                    cfg.seed ^ 0x9a75,
-                    now,
-                ),
+                set,
                 wire_sids: cfg.paths.iter().map(Srv6PathConfig::wire_sids).collect(),
                 internal: cfg.paths.iter().map(|p| p.internal_segments(dec)).collect(),
                 describe: cfg.paths.iter().map(|p| p.describe(dec)).collect(),

@@ -930,6 +930,13 @@ impl PathManager {
         Some(last + every)
     }
 
+    /// Starts the manager's clock at `now`: idle paths are probed from a probe interval later
+    /// on, before anything was sent. Without it the clock starts with the first send, so a
+    /// tunnel that has not carried traffic yet knows nothing of its paths.
+    pub fn start(&mut self, now: Instant) {
+        self.tick(now);
+    }
+
     /// Runs what fell due: silence samples, probes, EXP3 steps (`hash` assignment).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.tick(now);
@@ -1107,6 +1114,28 @@ mod tests {
             policy: PolicyConfig::of(kind),
             ..PathManagerConfig::default()
         }
+    }
+
+    #[test]
+    fn a_started_manager_probes_every_path_before_any_traffic() {
+        let t0 = crate::test_util::t0();
+        let every = cfg(PolicyKind::Failover).probe_interval().unwrap();
+        let mut idle = PathManager::new(cfg(PolicyKind::Failover), &[0, 1], 1).unwrap();
+        assert_eq!(
+            idle.poll_timeout(),
+            None,
+            "an idle manager without a clock waits"
+        );
+        let mut m = PathManager::new(cfg(PolicyKind::Failover), &[0, 1], 1).unwrap();
+        m.start(t0);
+        assert_eq!(m.poll_timeout(), Some(t0 + every));
+        m.handle_timeout(t0 + every);
+        let mut probed: Vec<PathId> =
+            std::iter::from_fn(|| m.poll_probe().map(|p| p.path)).collect();
+        probed.sort_unstable();
+        assert_eq!(probed, vec![0, 1]);
+        idle.handle_timeout(t0 + every);
+        assert!(idle.poll_probe().is_none());
     }
 
     #[test]

@@ -345,6 +345,12 @@ impl<R: Copy> PathSet<R> {
         &self.due
     }
 
+    /// Starts the manager's clock (see [`PathManager::start`]): for an end that may probe its
+    /// paths before it has traffic.
+    pub fn start(&mut self, now: Instant) {
+        self.manager.start(now);
+    }
+
     /// Logs and counts the manager's events (every switch and state change, with its reason).
     pub fn drain_events(&mut self, metrics: &Metrics) {
         while let Some(e) = self.manager.poll_event() {
