@@ -1,4 +1,4 @@
-//! `hirt lab --scenario bond --tunnel udp`: TCP bulk goodput over two equal paths, bonded
+//! `hirt lab --scenario bond --tunnel udp|srv6`: TCP bulk goodput over two equal paths, bonded
 //! against one path.
 //!
 //! Both underlay paths get the profile's links (path 1 with other loss seeds) at

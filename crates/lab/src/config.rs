@@ -36,7 +36,7 @@ pub enum Profile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scenario {
-    /// Silent outages of the active path of a two-path UDP tunnel: failover time
+    /// Silent outages of the active path of a two-path tunnel (UDP or SRv6): failover time
     /// (`hirt_lab::outage`).
     Outage,
     /// Delay inversions of two paths (10 / 100 ms RTT): EXP3 convergence and request times

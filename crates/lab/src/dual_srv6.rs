@@ -9,7 +9,9 @@
 //! own decoder SID and the peer's SIDs over path `k`: a source or a probe goes on to the decoder,
 //! and a probe's reply (the probe's list reversed, `SRH[ENC, middle]`, written by the decoder
 //! on its own host) goes back over the path it measures. FEC feedback takes the main table's
-//! route to the peer's encoder SID: over path 0, like the single-path tunnel.
+//! route to the peer's encoder SID: over path 1 when both paths are used (docs/paths.md: not
+//! over the path most likely to fail, here the one the outage scenario silences), over path 0
+//! in a single-path tunnel.
 //!
 //! ```text
 //!  client ns                      path 0 (emulator)                      server ns
@@ -127,6 +129,29 @@ impl Srv6Ends {
             if used > 1 {
                 for e in &ends {
                     route_middles(e, &net.paths)?;
+                    let (dev1, peer1) = e.addrs(&net.paths[1]);
+                    ip(
+                        e.ns,
+                        &[
+                            "-6",
+                            "route",
+                            "replace",
+                            &format!("{}/128", e.peer_enc),
+                            "via",
+                            peer1,
+                            "dev",
+                            dev1,
+                        ],
+                    )
+                    .context("the route of FEC feedback")?;
+                }
+            } else {
+                for e in &ends {
+                    // A two-path tunnel started earlier may have left its feedback route.
+                    let _ = ip(
+                        e.ns,
+                        &["-6", "route", "del", &format!("{}/128", e.peer_enc)],
+                    );
                 }
             }
             for e in &ends {

@@ -1,5 +1,5 @@
-//! `hirt lab --scenario inversion --tunnel udp`: TPC's delay inversion (§IV-C) through a
-//! two-path UDP tunnel. Path 0 has a 10 ms RTT and path 1 a 100 ms RTT; every
+//! `hirt lab --scenario inversion --tunnel udp|srv6`: TPC's delay inversion (§IV-C) through a
+//! two-path tunnel. Path 0 has a 10 ms RTT and path 1 a 100 ms RTT; every
 //! [`INVERSION_EVERY`] ([`SLOW_INVERSION_EVERY`] for Gamma 0.01, whose exploration is ten times
 //! rarer) the two swap (both directions of both emulators at once), `--runs` times. Meanwhile an HTTP client fetches 100 kB responses over 4 parallel connections, a new
 //! connection per request (TPC's workload), through the tunnel.

@@ -16,13 +16,14 @@
 //! - [`run`]: `hirt lab` and `hirt demo` (build, compare every workload without and with FEC,
 //!   report, tear down), through a session (`session`) that runs each workload's server and
 //!   client (`dispatch`); `emulator_bench`: `hirt lab --bench-emulator`;
-//! - [`outage`]: `hirt lab --scenario outage --tunnel udp`: failover time of a two-path UDP
+//! - [`outage`]: `hirt lab --scenario outage --tunnel udp|srv6`: failover time of a two-path
 //!   tunnel over silent outages of its active path, then HTTP across such outages without FEC,
 //!   with FEC on one path and with FEC + failover ([`outage_http`]);
 //! - [`inversion`]: `--scenario inversion`: EXP3 convergence and request times across delay
 //!   inversions of two paths, against random path choice;
 //! - [`bond`]: `--scenario bond`: TCP bulk goodput over two equal paths, bonded and on one;
-//! - [`dual`]: the two-path network and tunnel these scenarios share.
+//! - [`dual`]: the two-path network and tunnel these scenarios share ([`dual_srv6`]: the SRv6
+//!   ends).
 //!
 //! The CLI crate maps its flags onto [`config::LabConfig`]; nothing here parses a command line.
 #![deny(unsafe_code)]

@@ -1,18 +1,19 @@
-//! `hirt lab --scenario outage --tunnel udp`: failover time of a two-path UDP tunnel when the
+//! `hirt lab --scenario outage --tunnel udp|srv6`: failover time of a two-path tunnel when the
 //! active path dies silently, over `--runs` outages.
 //!
 //! Two underlay paths between the client and the server, each through its own emulator in
 //! the link namespace: path 0 with the profile's links, path 1 with LTE-like links under
-//! `--profile dual` (Starlink-like path 0), else the same links as path 0. The tunnel's two ends
-//! run in this process (`hirt_linux::udp::start`, `--threads 1`), the client with one `--path`
-//! per underlay path and the `failover` policy. A flow of one 200-byte datagram per
-//! millisecond crosses the tunnel; each run drops everything on the server's device of path 0,
-//! both ways (nft, no ICMP), then restores it and waits for the client to fail back.
+//! `--profile dual` (Starlink-like path 0), else the same links as path 0. The tunnel's ends
+//! run in this process ([`crate::dual`]: UDP, or SRv6 with an encoder and a decoder per end),
+//! each sending end with one path per underlay path and the `failover` policy. A flow of one
+//! 200-byte datagram per millisecond crosses the tunnel from the client's to the server's
+//! address in it; each run drops everything on the server's device of path 0, both ways (nft,
+//! no ICMP), then restores it and waits for the client to fail back.
 //!
 //! Failover time of a run: from when the drop began (the send time of the first datagram of the
-//! outage's run of losses, plus path 0's one-way delay) to the arrival, at the server's TUN
-//! device, of the next datagram that arrives (path 0 drops them all, so it crossed path 1). Summary keys: `failover_p50_ms`, `failover_p99_ms`,
-//! `feedback_interval_ms`, `runs`.
+//! outage's run of losses, plus path 0's one-way delay) to the arrival, at the server's
+//! socket, of the next datagram that arrives (path 0 drops them all, so it crossed path 1).
+//! Summary keys: `failover_p50_ms`, `failover_p99_ms`, `feedback_interval_ms`, `runs`.
 
 use std::collections::HashMap;
 use std::net::UdpSocket;

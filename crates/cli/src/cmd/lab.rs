@@ -38,7 +38,7 @@ pub enum ProfileArg {
 /// Scenarios run instead of the workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ScenarioArg {
-    /// Silent outages of the active path of a two-path UDP tunnel (`--runs` of them): failover
+    /// Silent outages of the active path of a two-path tunnel (`--runs` of them): failover
     /// time, JSON with `failover_p50_ms`, `failover_p99_ms`, `feedback_interval_ms`, `runs`.
     Outage,
     /// Delay inversions of two paths (10 / 100 ms RTT, `--runs` of them, 5 s apart; 20 s under
@@ -196,8 +196,8 @@ pub struct LabArgs {
     /// Datagrams per second of each of the soak's two checked streams (1000-byte datagrams).
     #[arg(long, default_value_t = 1000)]
     pub soak_pps: u32,
-    /// Run a scenario of two paths instead of the workloads (with `--tunnel udp`; `outage`
-    /// usually with `--profile dual`; prints JSON).
+    /// Run a scenario of two paths instead of the workloads (`--tunnel udp` or `srv6`;
+    /// `outage` usually with `--profile dual`; prints JSON).
     #[arg(long, value_enum)]
     pub scenario: Option<ScenarioArg>,
     /// Events of `--scenario` (outages, inversions, bonding rounds).
