@@ -403,7 +403,8 @@ impl PathManager {
             .collect()
     }
 
-    /// Paths policies may use: `up` ones; if none, `suspect`/`recovering` ones; if none, all.
+    /// Paths policies may use: `up` ones; if none, `suspect`/`recovering` ones, those that
+    /// answer before those gone silent; if none, all.
     fn usable_mask(&self) -> Vec<bool> {
         let up: Vec<bool> = self
             .paths
@@ -415,6 +416,17 @@ impl PathManager {
         }
         let fallback: Vec<bool> = self.paths.iter().map(|p| p.state().is_fallback()).collect();
         if fallback.iter().any(|&u| u) {
+            // The active path's silence must not keep traffic on it while a backup, suspect
+            // only for a reply it lost a moment ago, answers again.
+            let answering: Vec<bool> = self
+                .paths
+                .iter()
+                .zip(&fallback)
+                .map(|(p, &f)| f && p.silence_bads == 0)
+                .collect();
+            if answering.iter().any(|&a| a) {
+                return answering;
+            }
             return fallback;
         }
         vec![true; self.paths.len()]
@@ -1159,6 +1171,30 @@ mod tests {
         assert!(t_back >= 1500 + 2 * 20, "failed back at {t_back}");
         let snap = m.snapshot();
         assert!(snap[1].sources > 0 && snap[0].probes > 0 && snap[1].probes > 0);
+    }
+
+    #[test]
+    fn a_silent_active_path_yields_to_a_suspect_one_that_answers() {
+        let mut m = PathManager::new(cfg(PolicyKind::Failover), &[0, 1], 1).unwrap();
+        let d = |_: usize, _: u64| 5;
+        // Path 1 (the backup) loses its probes and reports for 40 ms, enough for a silence
+        // sample; it answers again from 1000 ms, when path 0 goes out for good.
+        let alive = |p: usize, t: u64| {
+            if p == 0 {
+                t < 1000
+            } else {
+                !(960..1000).contains(&t)
+            }
+        };
+        let sw = drive(&mut m, 0, 1500, &d, &alive);
+        let (t_out, to) = *sw.first().expect("a switch");
+        assert_eq!(to, 1, "{sw:?}");
+        // As fast as with a backup that never faltered (path 0's silence sample), not once
+        // path 1 is back `up` (3 good samples later).
+        assert!(
+            (1000..1000 + 2 * 20).contains(&t_out),
+            "switched at {t_out}: {sw:?}"
+        );
     }
 
     #[test]
