@@ -52,11 +52,36 @@ pub fn outage(args: &LabConfig) -> anyhow::Result<serde_json::Value> {
         .and_then(|()| measure(args, &net.topo, &net.paths[0], &tunnel, interval_ms));
     tunnel.stop();
     let mut json = result?;
+    json["failover_cdf_svg"] = serde_json::json!(failover_cdf(args, &json)?);
     json["http"] = crate::outage_http::http_across_outages(args, &net)?;
     json["profile"] = serde_json::json!(format!("{:?}", args.profile).to_lowercase());
     json["tunnel"] = serde_json::json!(args.tunnel);
     json["machine"] = serde_json::json!(crate::run::machine());
     Ok(json)
+}
+
+/// Draws the failover times' CDF into `<results>/outage-failover-cdf.svg`; its path.
+fn failover_cdf(args: &LabConfig, json: &serde_json::Value) -> anyhow::Result<String> {
+    let us: Vec<u64> = json["failover_ms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_f64)
+        .map(|ms| (ms * 1000.0).round() as u64)
+        .collect();
+    let name = "outage-failover-cdf";
+    let label = format!("{} tunnel, failover policy", args.tunnel.as_str());
+    crate::report::write_cdf_svg(
+        &args.results,
+        name,
+        "Silent outage of path 0 -> first datagram delivered over path 1",
+        &[(label.as_str(), us.as_slice())],
+    )?;
+    Ok(args
+        .results
+        .join(format!("{name}.svg"))
+        .display()
+        .to_string())
 }
 
 /// Runs `ip netns exec NS nft ARGS`.

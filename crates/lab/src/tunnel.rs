@@ -41,6 +41,14 @@ impl TunnelMode {
     pub fn v6(self) -> bool {
         self == TunnelMode::Srv6
     }
+
+    /// The mode's name on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TunnelMode::Srv6 => "srv6",
+            TunnelMode::Udp => "udp",
+        }
+    }
 }
 
 const TUN_SERVER: &str = "10.98.0.1";
