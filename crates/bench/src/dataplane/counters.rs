@@ -32,6 +32,12 @@ pub struct Snapshot {
     pub hirt_cpu_ns: u64,
     /// Repairs the decoder received.
     pub repairs_received: u64,
+    /// Loss reports the decoder sent (with a recovery deadline).
+    pub loss_reports: u64,
+    /// Repairs the encoder sent in answer to them.
+    pub repairs_report: u64,
+    /// Feedback the encoder took as congestion (each pauses the answers).
+    pub congestion_signals: u64,
 }
 
 impl Snapshot {
@@ -63,6 +69,9 @@ impl Snapshot {
             repairs_timer: sum(em, |s| &s.repairs_timer),
             hirt_cpu_ns,
             repairs_received: sum(dm, |s| &s.repairs_received),
+            loss_reports: sum(dm, |s| &s.loss_reports),
+            repairs_report: sum(em, |s| &s.repairs_report),
+            congestion_signals: sum(em, |s| &s.congestion_signals),
         }
     }
 
@@ -83,6 +92,11 @@ impl Snapshot {
             repairs_received: self
                 .repairs_received
                 .saturating_sub(before.repairs_received),
+            loss_reports: self.loss_reports.saturating_sub(before.loss_reports),
+            repairs_report: self.repairs_report.saturating_sub(before.repairs_report),
+            congestion_signals: self
+                .congestion_signals
+                .saturating_sub(before.congestion_signals),
         }
     }
 

@@ -185,6 +185,9 @@ pub fn one_run(
             link_drops: d.link_drops,
             local_drops: d.local_drops,
             repairs_timer: d.repairs_timer,
+            loss_reports: d.loss_reports,
+            repairs_report: d.repairs_report,
+            congestion_signals: d.congestion_signals,
             hirt_cpu_us_per_packet,
             cpu_share: cpu_share(send_cpu + recv_cpu + d.hirt_cpu_ns, dur),
         });
@@ -254,6 +257,9 @@ pub fn goal_check(t: &Topo, args: &DataplaneConfig, pps: u64) -> anyhow::Result<
         repairs,
         repairs_received,
         local_drops,
+        loss_reports,
+        repairs_report,
+        congestion_signals,
         ..
     } = r.offered_fec[0];
     let recovered_ratio = if losses > 0 {
@@ -276,6 +282,9 @@ pub fn goal_check(t: &Topo, args: &DataplaneConfig, pps: u64) -> anyhow::Result<
         repairs_sent: repairs,
         repairs_received,
         local_drops,
+        loss_reports,
+        repairs_report,
+        congestion_signals,
         met: recovered_ratio >= 0.999 && delivered_ratio >= 0.999,
     })
 }

@@ -28,6 +28,13 @@ pub struct LoadCounters {
     pub local_drops: u64,
     /// Repairs sent by the encoder's timer (sources unprotected for the repair delay).
     pub repairs_timer: u64,
+    /// Loss reports the decoder sent (with a recovery deadline).
+    pub loss_reports: u64,
+    /// Repairs the encoder sent in answer to loss reports.
+    pub repairs_report: u64,
+    /// Feedback the encoder took as congestion on the path (CE marks, or a queue seen in the
+    /// RTT); each pauses the answers for two smoothed RTTs.
+    pub congestion_signals: u64,
     /// CPU time of the hirt threads of both nodes per delivered packet, in µs (scheduler run
     /// time, `/proc/self/task/*/schedstat`; it includes the kernel work those threads do, e.g.
     /// the next hop's receive path that a veth transmit runs in the sender's context).
@@ -133,6 +140,12 @@ pub struct GoalCheck {
     /// Packets dropped in the nodes' queues (socket rings, ring buffers, TUN), as reported in
     /// the decoder's feedback.
     pub local_drops: u64,
+    /// Loss reports the decoder sent (with a recovery deadline).
+    pub loss_reports: u64,
+    /// Repairs the encoder sent in answer to loss reports.
+    pub repairs_report: u64,
+    /// Feedback the encoder took as congestion on the path (each pauses the answers).
+    pub congestion_signals: u64,
     /// Goal met: >= 99.9% of the tunnel losses recovered and >= 99.9% delivered.
     pub met: bool,
 }
