@@ -120,30 +120,15 @@ impl Srv6Ends {
         let started = (|| -> anyhow::Result<()> {
             for e in &ends {
                 let (_, peer0) = e.addrs(&net.paths[0]);
-                ip(
-                    e.ns,
-                    &["-6", "route", "replace", e.peer_prefix, "via", peer0],
-                )?;
+                route6(e.ns, &format!("{} via {peer0}", e.peer_prefix))?;
                 decoders.push(start_in(e.ns, instance(e, "decoder", seed, &paths, 0))?);
             }
             if used > 1 {
                 for e in &ends {
                     route_middles(e, &net.paths)?;
                     let (dev1, peer1) = e.addrs(&net.paths[1]);
-                    ip(
-                        e.ns,
-                        &[
-                            "-6",
-                            "route",
-                            "replace",
-                            &format!("{}/128", e.peer_enc),
-                            "via",
-                            peer1,
-                            "dev",
-                            dev1,
-                        ],
-                    )
-                    .context("the route of FEC feedback")?;
+                    route6(e.ns, &format!("{}/128 via {peer1} dev {dev1}", e.peer_enc))
+                        .context("the route of FEC feedback")?;
                 }
             } else {
                 for e in &ends {
@@ -158,27 +143,19 @@ impl Srv6Ends {
                 encoders.push(start_in(e.ns, instance(e, "encoder", seed, &paths, used))?);
             }
             for e in &ends {
-                ip(
+                // The encoder's device, not an underlay one: a silent outage drops what leaves
+                // by the path's device, and the tunnel must not lose the application's packets
+                // to it before they are encapsulated.
+                route6(
                     e.ns,
-                    &[
-                        "-6",
-                        "route",
-                        "replace",
+                    &format!(
+                        "{} encap seg6 mode encap segs {},{} dev hse{} mtu {}",
                         e.peer_app,
-                        "encap",
-                        "seg6",
-                        "mode",
-                        "encap",
-                        "segs",
-                        &format!("{},{}", e.enc, e.peer_dec),
-                        // The encoder's device, not an underlay one: a silent outage drops what
-                        // leaves by the path's device, and the tunnel must not lose the
-                        // application's packets to it before they are encapsulated.
-                        "dev",
-                        &format!("hse{}", e.side),
-                        "mtu",
-                        topo::APP_MTU,
-                    ],
+                        e.enc,
+                        e.peer_dec,
+                        e.side,
+                        topo::APP_MTU
+                    ),
                 )
                 .with_context(|| format!("H.Encaps route to {}", e.peer_app))?;
             }
@@ -264,58 +241,37 @@ fn route_middles(e: &EndSpec<'_>, paths: &[UnderlayPath]) -> anyhow::Result<()> 
     for p in paths {
         let table = (PATH_TABLE_BASE + u32::from(p.index)).to_string();
         let (dev, peer) = e.addrs(p);
-        let r = |args: &[&str]| ip(e.ns, args);
-        r(&["-6", "route", "flush", "table", &table]).ok();
-        r(&[
-            "-6",
-            "route",
-            "replace",
-            &format!("{}/128", e.dec),
-            "dev",
-            &format!("hsd{}", e.side),
-            "table",
-            &table,
-        ])?;
-        r(&[
-            "-6",
-            "route",
-            "replace",
-            e.peer_prefix,
-            "via",
-            peer,
-            "dev",
-            dev,
-            "table",
-            &table,
-        ])?;
-        r(&[
-            "-6",
-            "route",
-            "replace",
-            &format!("{}/128", e.middle(p.index)),
-            "encap",
-            "seg6local",
-            "action",
-            "End.T",
-            "table",
-            &table,
-            "dev",
-            dev,
-        ])
+        ip(e.ns, &["-6", "route", "flush", "table", &table]).ok();
+        route6(
+            e.ns,
+            &format!("{}/128 dev hsd{} table {table}", e.dec, e.side),
+        )?;
+        route6(
+            e.ns,
+            &format!("{} via {peer} dev {dev} table {table}", e.peer_prefix),
+        )?;
+        route6(
+            e.ns,
+            &format!(
+                "{}/128 encap seg6local action End.T table {table} dev {dev}",
+                e.middle(p.index)
+            ),
+        )
         .context("End.T route of a middle SID")?;
         // The peer's middle SID of this path is reached over this path.
-        r(&[
-            "-6",
-            "route",
-            "replace",
-            &format!("{}/128", e.peer_middle(p.index)),
-            "via",
-            peer,
-            "dev",
-            dev,
-        ])?;
+        route6(
+            e.ns,
+            &format!("{}/128 via {peer} dev {dev}", e.peer_middle(p.index)),
+        )?;
     }
     Ok(())
+}
+
+/// `ip -6 route replace SPEC` in namespace `ns` (`SPEC` split at spaces).
+fn route6(ns: &str, spec: &str) -> anyhow::Result<()> {
+    let mut args = vec!["-6", "route", "replace"];
+    args.extend(spec.split_whitespace());
+    ip(ns, &args)
 }
 
 fn start_in(ns: &str, cfg: Srv6Config) -> anyhow::Result<Srv6Handle> {
