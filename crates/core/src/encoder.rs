@@ -71,8 +71,16 @@ const ANSWERED_SLOTS: usize = 4096;
 const SPARE_MISS: f64 = 2e-4;
 /// How long the smallest RTT sample stands as the path's base RTT (a route change may raise it).
 const BASE_RTT_WINDOW: Duration = Duration::from_secs(10);
-/// Pacing of the answers to loss reports when no source comes between them.
+/// Pacing of the answers to loss reports when no source comes between them (per unit of
+/// their spacing).
 const ANSWER_GAP: Duration = Duration::from_micros(200);
+/// Spacing wanted between two answers beyond the next source, in multiples of what the
+/// link's mean loss burst exceeds one packet by: answers that far apart are rarely taken by
+/// the same burst, and independent losses need none.
+const ANSWER_SPACING_BURSTS: f64 = 2.5;
+/// Share of the slack a deadline leaves after a round trip (`D - RTT`) within which the
+/// queued answers must all have gone out, whatever the spacing wanted.
+const ANSWER_SPREAD: f64 = 0.1;
 
 #[derive(Debug)]
 struct Stream {
@@ -106,18 +114,26 @@ struct Stream {
     report_tokens: f64,
     answered: Vec<(Esi, Option<Instant>)>,
     report_drop_credit: u32,
+    /// When each kept source was sent (allocated with `answered`): a named source whose
+    /// deadline has passed gets no answer.
+    sent_at: Vec<(Esi, Option<Instant>)>,
+    /// Smoothed time between two sources.
+    source_gap: Duration,
     /// Spare repairs behind the answers to loss reports: when they are due, the end of the
     /// window they cover (that of the latest answer), and the answers they back up.
     spare_due: Option<Instant>,
     spare_end: Esi,
     spare_answers: u32,
-    /// Answers (and spares) not sent yet, the window end they cover, and when the next may go:
-    /// they are paced, one per source sent or one per `ANSWER_GAP`, so that a burst of link
-    /// losses does not take a whole batch of them (a burst of losses on the link is reported
-    /// at once and would otherwise be answered back to back).
+    /// Answers (and spares) not sent yet, the window end they cover, when the next may go,
+    /// the sources sent since the last one, and the time the queue must drain in: they are
+    /// spaced (see `answer_spacing`) so that a burst of link losses does not take a whole
+    /// batch of them (a burst of losses on the link is reported at once and would otherwise
+    /// be answered back to back).
     answers_due: u32,
     answers_end: Esi,
     answer_at: Option<Instant>,
+    answer_sources: u32,
+    answer_spread: Duration,
     /// Repairs per source of a block code (`SchemeConfig::block_rate`); `None`: sliding.
     /// The fraction of a repair a time-driven flush owes to the next one.
     block_rate: Option<f64>,
@@ -232,12 +248,16 @@ impl Encoder {
             report_tokens: 32.0,
             answered: Vec::new(),
             report_drop_credit: 0,
+            sent_at: Vec::new(),
+            source_gap: Duration::ZERO,
             spare_due: None,
             spare_end: 0,
             spare_answers: 0,
             answers_due: 0,
             answers_end: 0,
             answer_at: None,
+            answer_sources: 0,
+            answer_spread: Duration::ZERO,
             block_rate: scheme.block_rate(),
             block_credit: 0.0,
             base_rtt: None,
@@ -263,7 +283,18 @@ impl Encoder {
         s.next_esi = esi.wrapping_add(1);
         s.stats.sources += 1;
         s.stats.source_bytes += packet.len() as u64;
+        if let Some(last) = s.last_source_at {
+            let gap = now.saturating_duration_since(last);
+            s.source_gap = if s.source_gap.is_zero() {
+                gap
+            } else {
+                (s.source_gap * 7 + gap) / 8
+            };
+        }
         s.last_source_at = Some(now);
+        if let Some(slot) = s.sent_at.get_mut(esi as usize & (ANSWERED_SLOTS - 1)) {
+            *slot = (esi, Some(now));
+        }
         if s.queue_until.is_none_or(|t| now >= t) {
             s.report_tokens = (s.report_tokens + REPORT_BUDGET_PER_SOURCE).min(REPORT_BUDGET_MAX);
         }
@@ -300,7 +331,8 @@ impl Encoder {
             controller.on_repair(RepairTrigger::Code);
         }
 
-        if s.answers_due > 0 {
+        s.answer_sources = s.answer_sources.saturating_add(1);
+        if s.answers_due > 0 && s.answer_sources >= Self::answer_spacing(s) {
             Self::send_answer(s, out, &mut self.rng, now);
         }
         let wanted = s.controller.on_source();
@@ -501,12 +533,19 @@ impl Encoder {
         }
         if !fb.loss_report.is_empty() {
             let deadline = self.cfg.deadline.map(|d| d.resolve(s.srtt));
+            // An explicit deadline says a later recovery is worth nothing: its sources get no
+            // answer once it has passed. `auto` answers them late rather than never.
+            let give_up = match self.cfg.deadline {
+                Some(Deadline::Auto) | None => None,
+                Some(_) => deadline,
+            };
             Self::answer_loss_report(
                 s,
                 &mut self.out,
                 &mut self.rng,
                 &fb.loss_report,
                 deadline,
+                give_up,
                 now,
             );
         }
@@ -525,6 +564,7 @@ impl Encoder {
         rng: &mut ChaCha8Rng,
         report: &LossReport,
         deadline: Option<Duration>,
+        give_up: Option<Duration>,
         now: Instant,
     ) {
         let named = u64::from(report.missing());
@@ -534,6 +574,7 @@ impl Encoder {
         }
         if s.answered.is_empty() {
             s.answered = vec![(0, None); ANSWERED_SLOTS];
+            s.sent_at = vec![(0, None); ANSWERED_SLOTS];
         }
         let quiet = s.srtt.unwrap_or(INITIAL_RTT) + Duration::from_millis(1);
         let w = u32::from(s.codec.window());
@@ -567,7 +608,14 @@ impl Encoder {
             let skip = back_first.saturating_sub(w);
             for k in skip..u32::from(r.len).min(back_first) {
                 let esi = r.first.wrapping_add(k);
-                let slot = &mut s.answered[esi as usize & (ANSWERED_SLOTS - 1)];
+                let at = esi as usize & (ANSWERED_SLOTS - 1);
+                if let (Some(d), (sent, Some(t))) = (give_up, s.sent_at[at]) {
+                    if sent == esi && now.saturating_duration_since(t) > d {
+                        // Past its deadline (its answer would arrive after it).
+                        continue;
+                    }
+                }
+                let slot = &mut s.answered[at];
                 if slot.0 == esi
                     && slot
                         .1
@@ -585,6 +633,10 @@ impl Encoder {
         let allowed = want.min(s.report_tokens.max(0.0) as u32);
         s.report_tokens -= f64::from(allowed);
         s.stats.report_withheld += named - u64::from(allowed);
+        if let Some(d) = deadline {
+            let rtt = s.srtt.unwrap_or(INITIAL_RTT);
+            s.answer_spread = d.saturating_sub(rtt).mul_f64(ANSWER_SPREAD);
+        }
         Self::queue_answers(s, out, rng, allowed, end, now);
         if allowed > 0 && deadline.is_some() {
             // An answer is lost with the link's loss probability, and asking again takes a
@@ -662,52 +714,86 @@ impl Encoder {
         }
     }
 
+    /// Sources between two answers (see `ANSWER_SPACING_BURSTS`), but no more than keeps the
+    /// answers ahead of the losses (half a loss interval) and drains the queue within
+    /// `answer_spread`. One (every source) without a deadline.
+    fn answer_spacing(s: &Stream) -> u32 {
+        let (p, burst) = s.controller.loss_estimate();
+        let mut cap = (0.5 / p.max(1e-3)).floor();
+        if s.answers_due > 0 && !s.source_gap.is_zero() {
+            let sources = s.answer_spread.as_secs_f64() / s.source_gap.as_secs_f64();
+            cap = cap.min((sources / f64::from(s.answers_due)).floor());
+        }
+        // Independent losses (bursts of 1) need no spacing.
+        (1.0 + (ANSWER_SPACING_BURSTS * (burst - 1.0)).ceil())
+            .min(cap)
+            .max(1.0) as u32
+    }
+
     /// Sends one queued answer and schedules the next.
     fn send_answer(s: &mut Stream, out: &mut Out, rng: &mut ChaCha8Rng, now: Instant) {
         if s.answers_due == 0 {
             return;
         }
         s.answers_due -= 1;
+        s.answer_sources = 0;
         let end = s.answers_end;
         Self::repair_until(s, out, rng, RepairTrigger::LossReport, Some(end), now);
         s.answer_at = if s.answers_due > 0 {
-            now.checked_add(ANSWER_GAP)
+            now.checked_add(ANSWER_GAP * Self::answer_spacing(s))
         } else {
             None
         };
     }
 
-    /// Spare repairs that back up `answers` answers to loss reports on a link that loses a
-    /// share `p` of the packets in bursts of mean length `burst`: the lost answers come in
-    /// bursts too, so the spares are counted in bursts, `burst x k` for the fewest `k` for
-    /// which the expected number of loss bursts beyond `k` that hit the answers (Poisson,
-    /// `E[(L - k)+]`) is at most `SPARE_MISS` per answer.
-    fn spares_needed(answers: u32, (p, burst): (f64, f64)) -> u32 {
-        // Answers are paced between sources, so a burst of link losses takes about every
-        // other packet of it from them.
-        let burst = ((burst + 1.0) / 2.0).clamp(1.0, f64::from(answers.max(1)));
-        let k = Self::bursts_needed(answers, p.clamp(0.0, 0.5) / burst);
-        (f64::from(k) * burst).round() as u32
+    /// Spare repairs that back up `answers` answers to loss reports, spares and answers sent
+    /// `spacing` sources apart, on a link that loses a share `p` of the packets in bursts of mean length
+    /// `burst`: the fewest `k` for which the expected number of lost answers beyond `k`
+    /// (`E[(L - k)+]`) is at most `SPARE_MISS` per answer.
+    ///
+    /// A packet after a lost one is lost too with probability about `1 - 1/burst`, so two
+    /// answers `spacing + 1` packets apart fall in the same burst with probability
+    /// `rho = (1 - 1/burst)^(spacing + 1)`: the lost answers come in runs of mean
+    /// `1/(1 - rho)`. `L` is then compound Poisson (Polya-Aeppli): a Poisson number of runs,
+    /// each of a geometric length. Its tail, not only its mean, sets the spares: a long
+    /// burst that takes several answers is what a count of runs alone would miss.
+    fn spares_needed(answers: u32, (p, burst): (f64, f64), spacing: u32) -> u32 {
+        let n = f64::from(answers);
+        let rho = (1.0 - 1.0 / burst.max(1.0)).powi(spacing.min(64) as i32 + 1);
+        let run = (1.0 / (1.0 - rho).max(1e-6)).clamp(1.0, n.max(1.0));
+        let runs = n * p.clamp(0.0, 0.5) / run;
+        let tolerated = SPARE_MISS * n;
+        Self::compound_poisson_quantile(runs, 1.0 / run, tolerated, answers)
     }
 
-    fn bursts_needed(answers: u32, rate: f64) -> u32 {
-        let lambda = f64::from(answers) * rate;
-        let tolerated = SPARE_MISS * f64::from(answers);
-        // E[(L - k)+] = lambda - k + sum_{l < k} (k - l) P(L = l).
-        let mut k = 0u32;
-        loop {
-            let mut below = 0.0;
-            let mut term = (-lambda).exp();
-            for l in 0..k {
-                below += f64::from(k - l) * term;
-                term *= lambda / f64::from(l + 1);
-            }
-            let shortfall = lambda - f64::from(k) + below;
-            if shortfall <= tolerated || k >= answers {
+    /// The fewest `k <= max` with `E[(L - k)+] <= tolerated`, `L` the sum of a Poisson(`runs`)
+    /// number of geometric lengths on 1, 2, ... with parameter `theta` (mean `1/theta`).
+    /// Panjer's recursion gives the distribution: `f(0) = exp(-runs)`,
+    /// `f(m) = runs/m * sum_{j=1..m} j * theta * (1 - theta)^(j-1) * f(m - j)`.
+    fn compound_poisson_quantile(runs: f64, theta: f64, tolerated: f64, max: u32) -> u32 {
+        let mean = runs / theta;
+        let mut pmf = Vec::with_capacity(16);
+        pmf.push((-runs).exp());
+        // E[(L - k)+] = mean - k + sum_{l < k} (k - l) f(l), kept as running sums.
+        let (mut below, mut weighted) = (0.0, 0.0);
+        for k in 0..max {
+            if mean - f64::from(k) + weighted <= tolerated {
                 return k;
             }
-            k += 1;
+            let m = k as usize;
+            if m > 0 {
+                let mut g = theta;
+                let mut acc = 0.0;
+                for j in 1..=m {
+                    acc += j as f64 * g * pmf[m - j];
+                    g *= 1.0 - theta;
+                }
+                pmf.push(runs / m as f64 * acc);
+            }
+            below += pmf[m];
+            weighted += below;
         }
+        max
     }
 
     /// The recovery deadline, where it shapes the time-driven repair: sliding-window codes
@@ -771,10 +857,12 @@ impl Encoder {
             if s.spare_due.is_some_and(|t| t <= now) {
                 s.spare_due = None;
                 let answers = std::mem::take(&mut s.spare_answers);
+                // The spares go out at the spacing the answers get now.
                 let k = if s.queue_until.is_some_and(|t| now < t) {
                     0
                 } else {
-                    Self::spares_needed(answers, s.controller.loss_estimate())
+                    let spacing = Self::answer_spacing(s);
+                    Self::spares_needed(answers, s.controller.loss_estimate(), spacing)
                 };
                 let end = s.spare_end;
                 Self::queue_answers(s, &mut self.out, &mut self.rng, k, end, now);
@@ -876,5 +964,46 @@ impl Encoder {
             s.stats.window = s.codec.window();
             s.stats.rate = s.controller.rate();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spares_follow_the_tail_of_the_lost_answers() {
+        // Runs of one answer: Poisson. With 0.225 expected losses, E[(L - 2)+] =
+        // 0.225 - 2 + 2 e^-0.225 + 0.225 e^-0.225 = 0.0016986 (by hand).
+        assert_eq!(
+            Encoder::compound_poisson_quantile(0.225, 1.0, 0.0018, 100),
+            2
+        );
+        assert_eq!(
+            Encoder::compound_poisson_quantile(0.225, 1.0, 0.0015, 100),
+            3
+        );
+        // The same mean in runs of mean 2 needs far more: a run takes several at once.
+        assert_eq!(
+            Encoder::compound_poisson_quantile(0.1125, 0.5, 0.0015, 100),
+            8
+        );
+        // Never more than asked.
+        assert_eq!(Encoder::compound_poisson_quantile(50.0, 0.1, 1e-9, 12), 12);
+        assert_eq!(Encoder::compound_poisson_quantile(0.0, 1.0, 0.0, 12), 0);
+    }
+
+    #[test]
+    fn spaced_answers_need_fewer_spares() {
+        // 3 % loss in bursts of mean 4, 40 answers: back to back, the bursts take runs of
+        // them; 8 sources apart they are nearly independent.
+        let close = Encoder::spares_needed(40, (0.03, 4.0), 1);
+        let apart = Encoder::spares_needed(40, (0.03, 4.0), 8);
+        let uniform = Encoder::spares_needed(40, (0.03, 1.0), 1);
+        assert!(
+            close > apart && apart >= uniform,
+            "{close} {apart} {uniform}"
+        );
+        assert_eq!(Encoder::spares_needed(0, (0.03, 4.0), 1), 0);
     }
 }

@@ -186,17 +186,22 @@ fn a_report_gets_at_most_what_it_names_once_per_rtt_and_nothing_for_unsent_sourc
     fb.seq = 60_002;
     l.enc.handle_feedback(&fb, l.now);
     assert_eq!(repairs(&mut l), 0);
+    // Sources past their 50 ms deadline (60 to 80 sources old): no answer would arrive in time.
+    fb = report(&[(next - 80, 20)]);
+    fb.seq = 60_003;
+    l.enc.handle_feedback(&fb, l.now);
+    assert_eq!(repairs(&mut l), 0);
     // A report naming everything in reach: bounded by the budget (<= 256 repairs).
     let mut big = LossReport::default();
     for k in 0..16u32 {
         big.push(EsiRange {
-            first: next - 2000 + k * 120,
+            first: next - 1920 + k * 120,
             len: 120,
         });
     }
     fb = Feedback {
         loss_report: big,
-        seq: 60_003,
+        seq: 60_004,
         ..fb
     };
     l.enc.handle_feedback(&fb, l.now);
@@ -206,8 +211,8 @@ fn a_report_gets_at_most_what_it_names_once_per_rtt_and_nothing_for_unsent_sourc
         l.enc.handle_timeout(l.now);
         total += repairs(&mut l);
     }
-    // Only the current window (50 sources) is coverable, each ESI once, plus the spares that
-    // back those answers up (a few at 3 % loss), far below the 1920 named.
+    // Only the sources within the deadline and the window (50) are answered, each once, plus
+    // the spares that back those answers up (a few at 3 % loss), far below the 1920 named.
     assert!((40..=64).contains(&total), "{total}");
     let after = l.enc.stats(0).unwrap();
     assert!(after.report_withheld > before.report_withheld + 1000);
