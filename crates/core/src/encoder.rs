@@ -525,6 +525,8 @@ impl Encoder {
             }
         }
         s.stats.window = s.codec.window();
+        s.stats.window_max = s.max_window;
+        s.stats.deadline_window_wanted = s.controller.deadline_window_wanted().unwrap_or(0);
         s.stats.rate = s.controller.rate();
         if fb.local_drops > 0 {
             s.report_drop_credit = s.report_drop_credit.saturating_add(fb.local_drops);
@@ -962,6 +964,8 @@ impl Encoder {
                 s.codec.set_window(w.clamp(1, s.max_window.max(1)));
             }
             s.stats.window = s.codec.window();
+            s.stats.window_max = s.max_window;
+            s.stats.deadline_window_wanted = s.controller.deadline_window_wanted().unwrap_or(0);
             s.stats.rate = s.controller.rate();
         }
     }

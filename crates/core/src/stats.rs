@@ -40,6 +40,12 @@ pub struct EncoderStats {
     pub rate: f64,
     /// Window / block size currently used by the code.
     pub window: u16,
+    /// The largest window the code keeps (`--window`, or the scheme's largest).
+    pub window_max: u16,
+    /// Sources a deadline asks the code to keep: the deadline's length of the measured source
+    /// rate (0 without a deadline or before the rate is known). Above `window_max`, a loss
+    /// leaves the window before its loss report can be answered.
+    pub deadline_window_wanted: u32,
     /// Repairs sent in answer to the decoder's loss reports (also in `repairs`).
     pub repairs_report: u64,
     /// Sources named by loss reports that got no repair: answered less than an RTT ago, out of

@@ -37,9 +37,13 @@ struct Loop {
 
 impl Loop {
     fn new() -> Self {
+        Self::with_deadline(Duration::from_millis(50))
+    }
+
+    fn with_deadline(deadline: Duration) -> Self {
         let mode = FecMode::parse_with_window("ours", 1000).unwrap();
         let mut cfg = EncoderConfig::new(mode.clone());
-        cfg.deadline = Some(Deadline::Fixed(Duration::from_millis(50)));
+        cfg.deadline = Some(Deadline::Fixed(deadline));
         cfg.repair_delay = None;
         let mut dcfg = DecoderConfig::new(mode.scheme.clone());
         dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
@@ -136,6 +140,19 @@ fn loss_reports_are_answered_and_recover_the_losses_at_once() {
     assert!(st.repairs_controller < 10, "{st:?}");
     assert!(st.repairs <= 2 * u64::from(lost) + 10, "{st:?}");
     assert_eq!(st.window, 50, "the deadline's window: 50 ms at 1000 pps");
+    assert_eq!((st.deadline_window_wanted, st.window_max), (50, 1000));
+}
+
+#[test]
+fn a_deadline_longer_than_the_window_is_reported() {
+    // 5 s at 1000 pps asks for 5000 sources; the code keeps 1000.
+    let mut l = Loop::with_deadline(Duration::from_secs(5));
+    let mut lost_at = Vec::new();
+    l.run(0, 500, &mut lost_at);
+    let st = l.enc.stats(0).unwrap();
+    assert_eq!(st.window_max, 1000);
+    assert!((4900..=5100).contains(&st.deadline_window_wanted), "{st:?}");
+    assert!(st.window <= st.window_max);
 }
 
 #[test]

@@ -113,6 +113,11 @@ counters!(
         /// Feedback the encoder took as congestion on the path: CE marks reported, or a queue
         /// seen in the RTT (copied from the encoder); each pauses loss-triggered repairs.
         congestion_signals: Counter,
+        /// Sources the recovery deadline asks the code to keep at the measured rate (gauge; 0
+        /// without a deadline). Above the largest window (`--window`, at most 4095) losses leave
+        /// the window before their loss reports are answered: a longer window, a shorter
+        /// deadline or a lower rate per stream is needed.
+        deadline_window_wanted: Gauge,
         /// Packets this host dropped before the decoder read them (SID device queue in SRv6
         /// mode, the socket's receive buffer in UDP mode), reported in feedback so the encoder
         /// does not answer them with more repairs.

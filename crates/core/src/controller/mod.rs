@@ -73,6 +73,12 @@ pub trait Controller: fmt::Debug + Send {
         None
     }
 
+    /// Sources the recovery deadline asks the code to keep, before the largest window caps
+    /// it (`None` without a deadline mode).
+    fn deadline_window_wanted(&self) -> Option<u32> {
+        None
+    }
+
     /// Repairs per source currently aimed at (reported in stats and metrics).
     fn rate(&self) -> f64;
 

@@ -192,6 +192,7 @@ pub struct Ours {
     /// With a deadline: the window it implies (`None` without a deadline or before the source
     /// rate is known), and whether loss reports are answered (the deadline exceeds a round trip).
     deadline_window: Option<u16>,
+    window_wanted: Option<u32>,
     reactive: bool,
 }
 
@@ -218,6 +219,7 @@ impl Ours {
             debt: 0.0,
             hold: 0.0,
             deadline_window: None,
+            window_wanted: None,
             reactive: false,
         };
         c.recompute();
@@ -260,7 +262,9 @@ impl Ours {
             return;
         }
         let max = f64::from(ctx.max_window.max(1));
-        let full = (self.pps * d.as_secs_f64()).round().clamp(32.0, max);
+        let wanted = (self.pps * d.as_secs_f64()).round();
+        self.window_wanted = Some(wanted.min(f64::from(u32::MAX)) as u32);
+        let full = wanted.clamp(32.0, max);
         // Detection: the reorder tolerance (3 sources) and the report gap (1 ms).
         let detect = 4.0 / self.pps + 0.001;
         self.reactive = ctx.rtt.is_some_and(|rtt| {
@@ -324,6 +328,10 @@ impl Controller for Ours {
 
     fn window(&self) -> Option<u16> {
         self.deadline_window
+    }
+
+    fn deadline_window_wanted(&self) -> Option<u32> {
+        self.window_wanted
     }
 
     fn answers_loss_reports(&self) -> bool {

@@ -650,6 +650,20 @@ impl<X> StreamCoder<X> {
                     c.repairs_report.store(st.repairs_report, Relaxed);
                     c.congestion_signals
                         .store(st.queue_signals + st.ce_signals, Relaxed);
+                    let wanted = u64::from(st.deadline_window_wanted);
+                    let max = u64::from(st.window_max);
+                    let before = c.deadline_window_wanted.swap(wanted, Relaxed);
+                    if wanted > max && before <= max {
+                        tracing::warn!(
+                            stream = s,
+                            wanted,
+                            window = max,
+                            "the deadline needs a window of {wanted} sources at this stream's rate, \
+                             the code keeps {max}: losses leave the window before their loss \
+                             reports are answered (raise --window, shorten --deadline, or spread \
+                             the traffic over more streams)"
+                        );
+                    }
                 }
             }
         }
