@@ -65,7 +65,7 @@ const SKIP_CREDIT_TTL: Duration = Duration::from_millis(500);
 /// share of the traffic in repairs.
 const REPORT_BUDGET_PER_SOURCE: f64 = 0.3;
 const REPORT_BUDGET_MAX: f64 = 256.0;
-/// Slots of the "answered at" memory of loss reports (a power of two above the largest window).
+/// Slots of the per-source memory of loss reports (a power of two above the largest window).
 const ANSWERED_SLOTS: usize = 4096;
 /// Share of the answers to loss reports that may stay without a spare repair when lost.
 const SPARE_MISS: f64 = 2e-4;
@@ -81,6 +81,15 @@ const ANSWER_SPACING_BURSTS: f64 = 2.5;
 /// Share of the slack a deadline leaves after a round trip (`D - RTT`) within which the
 /// queued answers must all have gone out, whatever the spacing wanted.
 const ANSWER_SPREAD: f64 = 0.1;
+
+/// What the encoder remembers of a kept source for loss reports: when it was sent and when a
+/// report naming it was last answered.
+#[derive(Clone, Copy, Debug, Default)]
+struct SourceMemo {
+    esi: Esi,
+    sent: Option<Instant>,
+    answered: Option<Instant>,
+}
 
 #[derive(Debug)]
 struct Stream {
@@ -109,14 +118,12 @@ struct Stream {
     skip_credit_at: Option<Instant>,
     /// When the latest source came (the deadline mode's tail timer waits for a pause).
     last_source_at: Option<Instant>,
-    /// Loss reports: the answer budget, when each named ESI was last answered (allocated on
-    /// the first report), and local drops not yet set against named ESIs.
+    /// Loss reports: the answer budget, the memory of each kept source (when it was sent,
+    /// when it was last answered; allocated on the first report: a source past its deadline
+    /// gets no answer), and local drops not yet set against named ESIs.
     report_tokens: f64,
-    answered: Vec<(Esi, Option<Instant>)>,
+    memo: Vec<SourceMemo>,
     report_drop_credit: u32,
-    /// When each kept source was sent (allocated with `answered`): a named source whose
-    /// deadline has passed gets no answer.
-    sent_at: Vec<(Esi, Option<Instant>)>,
     /// Smoothed time between two sources.
     source_gap: Duration,
     /// Spare repairs behind the answers to loss reports: when they are due, the end of the
@@ -246,9 +253,8 @@ impl Encoder {
             skip_credit_at: None,
             last_source_at: None,
             report_tokens: 32.0,
-            answered: Vec::new(),
+            memo: Vec::new(),
             report_drop_credit: 0,
-            sent_at: Vec::new(),
             source_gap: Duration::ZERO,
             spare_due: None,
             spare_end: 0,
@@ -292,8 +298,12 @@ impl Encoder {
             };
         }
         s.last_source_at = Some(now);
-        if let Some(slot) = s.sent_at.get_mut(esi as usize & (ANSWERED_SLOTS - 1)) {
-            *slot = (esi, Some(now));
+        if let Some(m) = s.memo.get_mut(esi as usize & (ANSWERED_SLOTS - 1)) {
+            *m = SourceMemo {
+                esi,
+                sent: Some(now),
+                answered: None,
+            };
         }
         if s.queue_until.is_none_or(|t| now >= t) {
             s.report_tokens = (s.report_tokens + REPORT_BUDGET_PER_SOURCE).min(REPORT_BUDGET_MAX);
@@ -524,10 +534,7 @@ impl Encoder {
                 s.codec.set_window(w);
             }
         }
-        s.stats.window = s.codec.window();
-        s.stats.window_max = s.max_window;
-        s.stats.deadline_window_wanted = s.controller.deadline_window_wanted().unwrap_or(0);
-        s.stats.rate = s.controller.rate();
+        Self::refresh_code_stats(s);
         if fb.local_drops > 0 {
             s.report_drop_credit = s.report_drop_credit.saturating_add(fb.local_drops);
         } else if s.drop_credit == 0 {
@@ -574,9 +581,8 @@ impl Encoder {
             s.stats.report_withheld += named;
             return;
         }
-        if s.answered.is_empty() {
-            s.answered = vec![(0, None); ANSWERED_SLOTS];
-            s.sent_at = vec![(0, None); ANSWERED_SLOTS];
+        if s.memo.is_empty() {
+            s.memo = vec![SourceMemo::default(); ANSWERED_SLOTS];
         }
         let quiet = s.srtt.unwrap_or(INITIAL_RTT) + Duration::from_millis(1);
         let w = u32::from(s.codec.window());
@@ -610,22 +616,23 @@ impl Encoder {
             let skip = back_first.saturating_sub(w);
             for k in skip..u32::from(r.len).min(back_first) {
                 let esi = r.first.wrapping_add(k);
-                let at = esi as usize & (ANSWERED_SLOTS - 1);
-                if let (Some(d), (sent, Some(t))) = (give_up, s.sent_at[at]) {
-                    if sent == esi && now.saturating_duration_since(t) > d {
-                        // Past its deadline (its answer would arrive after it).
-                        continue;
-                    }
+                let m = &mut s.memo[esi as usize & (ANSWERED_SLOTS - 1)];
+                if m.esi != esi {
+                    // Sent before the memory existed.
+                    *m = SourceMemo {
+                        esi,
+                        ..SourceMemo::default()
+                    };
                 }
-                let slot = &mut s.answered[at];
-                if slot.0 == esi
-                    && slot
-                        .1
-                        .is_some_and(|t| now.saturating_duration_since(t) < quiet)
-                {
+                let since = |t: Option<Instant>| t.map(|t| now.saturating_duration_since(t));
+                if give_up.zip(since(m.sent)).is_some_and(|(d, age)| age > d) {
+                    // Past its deadline (its answer would arrive after it).
                     continue;
                 }
-                *slot = (esi, Some(now));
+                if since(m.answered).is_some_and(|a| a < quiet) {
+                    continue;
+                }
+                m.answered = Some(now);
                 want += 1;
             }
         }
@@ -730,6 +737,14 @@ impl Encoder {
         (1.0 + (ANSWER_SPACING_BURSTS * (burst - 1.0)).ceil())
             .min(cap)
             .max(1.0) as u32
+    }
+
+    /// Copies the code's window and the controller's state into the stream's stats.
+    fn refresh_code_stats(s: &mut Stream) {
+        s.stats.window = s.codec.window();
+        s.stats.window_max = s.max_window;
+        s.stats.deadline_window_wanted = s.controller.deadline_window_wanted().unwrap_or(0);
+        s.stats.rate = s.controller.rate();
     }
 
     /// Sends one queued answer and schedules the next.
@@ -963,10 +978,7 @@ impl Encoder {
             if let Some(w) = s.controller.window() {
                 s.codec.set_window(w.clamp(1, s.max_window.max(1)));
             }
-            s.stats.window = s.codec.window();
-            s.stats.window_max = s.max_window;
-            s.stats.deadline_window_wanted = s.controller.deadline_window_wanted().unwrap_or(0);
-            s.stats.rate = s.controller.rate();
+            Self::refresh_code_stats(s);
         }
     }
 }
