@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::codec::EncCodec;
 use crate::config::{Deadline, EncoderConfig, INITIAL_RTT};
-use crate::controller::{self, Controller, FeedbackContext, RepairTrigger};
+use crate::controller::{self, Controller, FeedbackContext, QueueYield, RepairTrigger};
 use crate::feedback::{Feedback, LossReport};
 use crate::overload::Budget;
 use crate::stats::EncoderStats;
@@ -150,6 +150,11 @@ struct Stream {
     base_rtt: Option<(Duration, Instant)>,
     rttvar: Duration,
     queue_until: Option<Instant>,
+    /// Consecutive RTT samples above the queue threshold (see `watch_queue`).
+    queue_samples: u8,
+    /// Until when the controller's own repairs give way to an overflowing queue (see
+    /// `yielding_to_queue`).
+    yield_until: Option<Instant>,
 }
 
 /// Shared output state, split from the streams so a stream and the queue borrow separately.
@@ -269,6 +274,8 @@ impl Encoder {
             base_rtt: None,
             rttvar: Duration::ZERO,
             queue_until: None,
+            queue_samples: 0,
+            yield_until: None,
             srtt: None,
             stats,
         });
@@ -346,8 +353,14 @@ impl Encoder {
             Self::send_answer(s, out, &mut self.rng, now);
         }
         let wanted = s.controller.on_source();
+        let yielding = Self::yielding_to_queue(s, now);
         for _ in 0..wanted {
-            Self::repair(s, out, &mut self.rng, RepairTrigger::Controller, now);
+            if yielding {
+                s.stats.queue_skips += 1;
+                s.controller.on_repair(RepairTrigger::Controller);
+            } else {
+                Self::repair(s, out, &mut self.rng, RepairTrigger::Controller, now);
+            }
         }
         if s.stats.repairs != repairs_before {
             // A repair over the current window went out: a pending re-send would repeat it.
@@ -481,6 +494,20 @@ impl Encoder {
                 Self::watch_queue(s, sample, now);
             }
         }
+        let queued = s.queue_until.is_some_and(|t| now < t);
+        if queued
+            && match s.controller.queue_yield() {
+                QueueYield::Overflow => Self::overflowing(fb, s.controller.loss_estimate()),
+                // `Queue` follows the queue signal itself (`yielding_to_queue`).
+                QueueYield::Off | QueueYield::Queue => false,
+            }
+        {
+            s.yield_until = s
+                .yield_until
+                .max(now.checked_add(s.srtt.unwrap_or(INITIAL_RTT) * 2));
+            s.stats.queue_overflows += 1;
+        }
+        let yielding = Self::yielding_to_queue(s, now);
         // Residual losses that our own skipped repairs may have caused are not the link's
         // (see `FeedbackContext::own_residual`). A loss is given up once it leaves the decoder's
         // window, after the skip that left it unrecovered: skips are a credit set against
@@ -519,6 +546,12 @@ impl Encoder {
         let mut seen = *fb;
         seen.local_drops = s.drop_credit.min(fb.lost);
         s.drop_credit -= seen.local_drops;
+        if yielding {
+            // The losses of a queue's periods are its drops: left to the transports carried,
+            // not repaid, and kept out of the loss estimate (they would raise the rate that
+            // the queue just paused).
+            seen.local_drops = fb.lost;
+        }
         if fb.ce_marks > 0 {
             // A queue on the path marks CE: the period's losses are the queue's, which more
             // repairs would only lengthen. The controller does not see them, and
@@ -663,12 +696,14 @@ impl Encoder {
         }
     }
 
-    /// Congestion signal of the deadline mode: a smoothed RTT above the path's base RTT (the
-    /// smallest smoothed RTT of the last `BASE_RTT_WINDOW`) by more than `max(base/8, 4 rttvar,
-    /// 2 ms)` means a queue is building on the path. Loss-triggered repairs (answers and their spares) then
-    /// stop for two smoothed RTTs after each such sample: repairs would only add to that queue,
-    /// and the transports carried see the congestion losses and back off as they would without
-    /// the tunnel. Once the pause ends, answers resume and their echoes measure the path again.
+    /// Congestion signal: a smoothed RTT (or two RTT samples in a row) above the path's base
+    /// RTT (the smallest smoothed RTT of the last `BASE_RTT_WINDOW`) by more than
+    /// `max(base/8, 4 rttvar, 2 ms)` means a queue is building on the path. Loss-triggered
+    /// repairs (answers and their spares), and the controller's own repairs where it yields to
+    /// queues, then stop for two smoothed RTTs after each such sample: repairs would only add to
+    /// that queue, and the transports carried see the congestion losses and back off as they
+    /// would without the tunnel. Once the pause ends, repairs resume; feedback keeps measuring
+    /// the path meanwhile.
     fn watch_queue(s: &mut Stream, sample: Duration, now: Instant) {
         // The base is the smallest *smoothed* RTT: jitter spreads the samples (and, where the
         // link keeps its order, delays most of them), a queue lifts the smoothed RTT itself.
@@ -684,10 +719,41 @@ impl Encoder {
         let dev = sample.abs_diff(srtt);
         s.rttvar = (s.rttvar * 3 + dev) / 4;
         let margin = (base / 8).max(s.rttvar * 4).max(Duration::from_millis(2));
-        if srtt > base + margin {
+        // Feedback comes every ~50 ms, so the smoothed RTT takes ~8 of them (400 ms) to show a
+        // queue that slow-starting transports fill in a few round trips: two samples in a row
+        // above the threshold count too (one alone may be jitter).
+        s.queue_samples = if sample > base + margin {
+            s.queue_samples.saturating_add(1)
+        } else {
+            0
+        };
+        if srtt > base + margin || s.queue_samples >= 2 {
             Self::pause_for_congestion(s, now);
             s.stats.queue_signals += 1;
         }
+    }
+
+    /// Whether `s`'s controller repairs stop now (see `QueueYield`): with `QueueYield::Queue`,
+    /// while the queue signal pauses the answers (see `watch_queue`); with
+    /// `QueueYield::Overflow`, for two RTTs after a feedback that came while the path queued
+    /// and lost more than the link's loss process explains (`overflowing`). The transports carried then see the queue's drops, and back off as
+    /// they would without the tunnel, instead of filling the queue to its end while the
+    /// tunnel repairs the drops.
+    fn yielding_to_queue(s: &Stream, now: Instant) -> bool {
+        let queued = s.queue_until.is_some_and(|t| now < t);
+        s.yield_until.is_some_and(|t| now < t)
+            || (queued && s.controller.queue_yield() == QueueYield::Queue)
+    }
+
+    /// Whether a feedback period's losses exceed what the link's loss process `(p, b)` (loss
+    /// ratio, mean burst) explains: more than the mean plus three standard deviations of a
+    /// compound Poisson count (bursts of geometric length `b`: variance `n p (2b - 1)`), plus
+    /// one burst. A random loss burst alone seldom passes it; a drop-tail queue's overflow does.
+    fn overflowing(fb: &Feedback, (p, b): (f64, f64)) -> bool {
+        let n = f64::from(fb.received) + f64::from(fb.lost);
+        let mean = n * p;
+        let sd = (mean * (2.0 * b - 1.0).max(1.0)).sqrt();
+        f64::from(fb.lost) > mean + 3.0 * sd + b.max(1.0)
     }
 
     /// Loss-triggered repairs (answers and their spares) stop for two smoothed RTTs: the
@@ -902,6 +968,15 @@ impl Encoder {
                 .zip(delay)
                 .and_then(|(since, d)| since.checked_add(d))
                 .is_some_and(|due| due <= now);
+            if Self::yielding_to_queue(s, now) {
+                // The path queues: a timer repair would add to it (see `yielding_to_queue`).
+                s.stats.queue_skips += 1;
+                s.controller.on_repair(RepairTrigger::Timer);
+                s.unprotected_since = None;
+                s.retry_at = None;
+                s.retries_left = 0;
+                continue;
+            }
             if self.load_skip > 0.0 {
                 // Overloaded (HIRT §V): timer repairs go first. They exist for sparse traffic,
                 // and an overloaded worker leaves sources "unprotected" only because it is

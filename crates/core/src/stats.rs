@@ -54,6 +54,13 @@ pub struct EncoderStats {
     /// RTT samples that showed a queue building on the path (each pauses loss-triggered
     /// repairs for an RTT).
     pub queue_signals: u64,
+    /// Rate-driven and time-driven repairs not sent because the path queued (controllers that
+    /// yield to a queue; see `Controller::yields_to_queue`).
+    pub queue_skips: u64,
+    /// Feedback periods after which the controller's own repairs stop for two RTTs (see
+    /// `QueueYield`): the path queued and, with `QueueYield::Overflow`, the period lost more
+    /// than the link's loss process explains.
+    pub queue_overflows: u64,
     /// Feedback messages that reported CE-marked packets (each is a congestion signal: it
     /// pauses loss-triggered repairs, and the period's losses do not raise the repair rate).
     pub ce_signals: u64,

@@ -248,3 +248,42 @@ fn answers_pause_while_the_path_queues() {
     // Losses named while the answers pause are left to the transports (1.8 % of them here).
     assert!(r.recovered_ratio > 0.95, "{r:?}");
 }
+
+/// The same bottleneck without a deadline: the `ours` controller's own repairs (rate-driven and
+/// time-driven) give way while the path queues (`yield=queue`), so they do not fill the queue;
+/// with `yield=off` they keep going and the queue overflows. With the default (`overflow`) they
+/// give way only once the queue drops more than the link's loss explains. The source (a
+/// constant-rate stream, not a transport) does not back off, so the queue stays: what is shown
+/// is that the repairs give way.
+#[test]
+fn proactive_repairs_yield_to_a_queue() {
+    let run_with = |scheme: &str| {
+        let r = hirt_sim::run(&Scenario {
+            scheme: scheme.into(),
+            loss: "uniform:0.01".parse().unwrap(),
+            packets: 200_000,
+            link_rate_bps: Some(2_570_000),
+            queue: hirt_channel::QueueLimit::Packets(100),
+            ..Scenario::default()
+        })
+        .unwrap();
+        assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
+        r
+    };
+    let yielding = run_with("ours:yield=queue");
+    let default = run_with("ours");
+    let pushing = run_with("ours:yield=off");
+    eprintln!(
+        "queue drops: yield=queue {}, default {}, yield=off {}",
+        yielding.queue_drops, default.queue_drops, pushing.queue_drops
+    );
+    assert!(yielding.congestion_signals > 0, "{yielding:?}");
+    // Measured: 19 queue drops against 106.
+    assert!(
+        3 * yielding.queue_drops < pushing.queue_drops,
+        "queue drops: {} vs {}",
+        yielding.queue_drops,
+        pushing.queue_drops
+    );
+    assert!(default.queue_drops <= pushing.queue_drops, "{default:?}");
+}

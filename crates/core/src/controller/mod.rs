@@ -94,12 +94,39 @@ pub trait Controller: fmt::Debug + Send {
         false
     }
 
+    /// When the controller's own repairs (rate-driven and time-driven) stop, like the answers
+    /// to loss reports, because the encoder sees a queue on the path (the losses of those
+    /// periods then stay out of its estimate). The baselines (HIRT, rQUIC, fixed rates) keep
+    /// their papers' behaviour: never.
+    fn queue_yield(&self) -> QueueYield {
+        QueueYield::Off
+    }
+
     /// The link's loss ratio and mean loss burst length as the controller estimates them
     /// (`(0, 1)` if it keeps no estimate): the encoder sizes the spare repairs behind its
     /// answers to loss reports with them.
     fn loss_estimate(&self) -> (f64, f64) {
         (0.0, 1.0)
     }
+}
+
+/// When a controller's own repairs give way to a queue on the path. A queue's drops are the
+/// signal that makes the transports carried slow down: repairing them lets those transports
+/// fill the queue further, and the repairs themselves add to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QueueYield {
+    /// Never.
+    Off,
+    /// When the path queues (RTT above its base) and a feedback period loses more than the
+    /// link's loss process explains: the queue overflows. A queue that holds without
+    /// overflowing is left alone, so the transports are not handed the link's random losses
+    /// as congestion (a single bulk CUBIC flow over 1 % random loss keeps its throughput).
+    #[default]
+    Overflow,
+    /// Whenever the path queues: the transports see the link's random losses while a queue
+    /// stands, which keeps many flows from filling the queue (the 16-connection lab runs) but
+    /// costs a single bulk flow over heavy random loss much of its throughput.
+    Queue,
 }
 
 /// Builds the controller a configuration names, for a scheme whose window/block is `window`.

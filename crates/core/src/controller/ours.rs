@@ -58,7 +58,7 @@
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use super::{Controller, FeedbackContext, RepairTrigger};
+use super::{Controller, FeedbackContext, QueueYield, RepairTrigger};
 use crate::config::{kv_pairs, parse_num, ConfigError};
 use crate::feedback::Feedback;
 
@@ -98,6 +98,9 @@ pub struct OursParams {
     /// With a deadline that leaves time for loss reports: proactive repairs per source kept on
     /// top of the answers to reports (spare equations for answers that get lost).
     pub spare: f64,
+    /// When the rate-driven and time-driven repairs give way to a queue on the path
+    /// (`yield=off|overflow|queue`, see `QueueYield`).
+    pub queue_yield: QueueYield,
 }
 
 impl Default for OursParams {
@@ -115,12 +118,13 @@ impl Default for OursParams {
             base: 0.001,
             max: 0.3,
             spare: 0.0,
+            queue_yield: QueueYield::Overflow,
         }
     }
 }
 
 /// Parses `z=..,zmin=..,zmax=..,target=..,gain=..,half=..,floor=..,slack=..,base=..,max=..,
-/// maxdelay_ms=..` (each optional).
+/// maxdelay_ms=..,yield=off|overflow|queue` (each optional).
 impl FromStr for OursParams {
     type Err = ConfigError;
 
@@ -139,6 +143,19 @@ impl FromStr for OursParams {
                 "base" => p.base = parse_num(k, v, 0.0, 1.0)?,
                 "max" => p.max = parse_num(k, v, 0.0, 1.0)?,
                 "spare" => p.spare = parse_num(k, v, 0.0, 1.0)?,
+                "yield" => {
+                    p.queue_yield = match v {
+                        "off" => QueueYield::Off,
+                        "overflow" => QueueYield::Overflow,
+                        "queue" => QueueYield::Queue,
+                        _ => {
+                            return Err(ConfigError::InvalidValue {
+                                key: k.into(),
+                                value: v.into(),
+                            })
+                        }
+                    }
+                }
                 "maxdelay_ms" => {
                     p.max_delay =
                         Duration::from_secs_f64(parse_num::<f64>(k, v, 0.0, 10_000.0)? / 1e3)
@@ -336,6 +353,10 @@ impl Controller for Ours {
 
     fn answers_loss_reports(&self) -> bool {
         self.reactive
+    }
+
+    fn queue_yield(&self) -> QueueYield {
+        self.p.queue_yield
     }
 
     fn loss_estimate(&self) -> (f64, f64) {
@@ -649,5 +670,14 @@ mod tests {
         assert!("zmin=3,zmax=2".parse::<OursParams>().is_err());
         assert!("bogus=1".parse::<OursParams>().is_err());
         assert_eq!("".parse::<OursParams>().unwrap(), OursParams::default());
+        assert_eq!(
+            Ours::new(OursParams::default(), 200).queue_yield(),
+            QueueYield::Overflow
+        );
+        for (v, y) in [("off", QueueYield::Off), ("queue", QueueYield::Queue)] {
+            let p: OursParams = format!("yield={v}").parse().unwrap();
+            assert_eq!(Ours::new(p, 200).queue_yield(), y);
+        }
+        assert!("yield=1".parse::<OursParams>().is_err());
     }
 }
