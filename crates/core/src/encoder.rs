@@ -55,6 +55,10 @@ const POOL_MAX: usize = 64;
 const STALE_SEQ: u16 = 64;
 /// How long local drops reported by the decoder are set against later losses.
 const DROP_CREDIT_TTL: Duration = Duration::from_millis(100);
+
+/// How long after the decoder last reported drops of its own a queue on the path is taken as
+/// that host's (see `Encoder::locally_overloaded`).
+const LOCAL_OVERLOAD_MEMORY: Duration = Duration::from_secs(1);
 /// How long repairs skipped by overload control are set against residual losses: a loss a
 /// skipped repair would have recovered is reported unrecovered when it leaves the decoder's
 /// window, which at the rates where overload happens is milliseconds later.
@@ -353,7 +357,7 @@ impl Encoder {
             Self::send_answer(s, out, &mut self.rng, now);
         }
         let wanted = s.controller.on_source();
-        let yielding = Self::yielding_to_queue(s, now);
+        let yielding = Self::yielding_to_queue(s, self.load_skip, now);
         for _ in 0..wanted {
             if yielding {
                 s.stats.queue_skips += 1;
@@ -494,20 +498,6 @@ impl Encoder {
                 Self::watch_queue(s, sample, now);
             }
         }
-        let queued = s.queue_until.is_some_and(|t| now < t);
-        if queued
-            && match s.controller.queue_yield() {
-                QueueYield::Overflow => Self::overflowing(fb, s.controller.loss_estimate()),
-                // `Queue` follows the queue signal itself (`yielding_to_queue`).
-                QueueYield::Off | QueueYield::Queue => false,
-            }
-        {
-            s.yield_until = s
-                .yield_until
-                .max(now.checked_add(s.srtt.unwrap_or(INITIAL_RTT) * 2));
-            s.stats.queue_overflows += 1;
-        }
-        let yielding = Self::yielding_to_queue(s, now);
         // Residual losses that our own skipped repairs may have caused are not the link's
         // (see `FeedbackContext::own_residual`). A loss is given up once it leaves the decoder's
         // window, after the skip that left it unrecovered: skips are a credit set against
@@ -546,6 +536,22 @@ impl Encoder {
         let mut seen = *fb;
         seen.local_drops = s.drop_credit.min(fb.lost);
         s.drop_credit -= seen.local_drops;
+        if s.queue_until.is_some_and(|t| now < t)
+            && !Self::locally_overloaded(s, self.load_skip, now)
+            && match s.controller.queue_yield() {
+                QueueYield::Overflow => {
+                    Self::overflowing(&seen.link_only(), s.controller.loss_estimate())
+                }
+                // `Queue` follows the queue signal itself (`yielding_to_queue`).
+                QueueYield::Off | QueueYield::Queue => false,
+            }
+        {
+            s.yield_until = s
+                .yield_until
+                .max(now.checked_add(s.srtt.unwrap_or(INITIAL_RTT) * 2));
+            s.stats.queue_overflows += 1;
+        }
+        let yielding = Self::yielding_to_queue(s, self.load_skip, now);
         if yielding {
             // The losses of a queue's periods are its drops: left to the transports carried,
             // not repaid, and kept out of the loss estimate (they would raise the rate that
@@ -739,10 +745,22 @@ impl Encoder {
     /// and lost more than the link's loss process explains (`overflowing`). The transports carried then see the queue's drops, and back off as
     /// they would without the tunnel, instead of filling the queue to its end while the
     /// tunnel repairs the drops.
-    fn yielding_to_queue(s: &Stream, now: Instant) -> bool {
+    fn yielding_to_queue(s: &Stream, load_skip: f64, now: Instant) -> bool {
         let queued = s.queue_until.is_some_and(|t| now < t);
         s.yield_until.is_some_and(|t| now < t)
-            || (queued && s.controller.queue_yield() == QueueYield::Queue)
+            || (queued
+                && s.controller.queue_yield() == QueueYield::Queue
+                && !Self::locally_overloaded(s, load_skip, now))
+    }
+
+    /// Whether either end lacks CPU: this one skips repairs for load, or the decoder reported
+    /// drops of its own in the last `LOCAL_OVERLOAD_MEMORY`. A queue then is most likely that
+    /// end's own (a socket or TUN backlog, which the RTT includes) rather than the path's, and
+    /// overload control already sheds repairs: they do not also give way to it.
+    fn locally_overloaded(s: &Stream, load_skip: f64, now: Instant) -> bool {
+        load_skip > 0.0
+            || s.drop_credit_at
+                .is_some_and(|t| now.saturating_duration_since(t) <= LOCAL_OVERLOAD_MEMORY)
     }
 
     /// Whether a feedback period's losses exceed what the link's loss process `(p, b)` (loss
@@ -968,7 +986,7 @@ impl Encoder {
                 .zip(delay)
                 .and_then(|(since, d)| since.checked_add(d))
                 .is_some_and(|due| due <= now);
-            if Self::yielding_to_queue(s, now) {
+            if Self::yielding_to_queue(s, self.load_skip, now) {
                 // The path queues: a timer repair would add to it (see `yielding_to_queue`).
                 s.stats.queue_skips += 1;
                 s.controller.on_repair(RepairTrigger::Timer);
