@@ -113,6 +113,9 @@ counters!(
         /// Feedback the encoder took as congestion on the path: CE marks reported, or a queue
         /// seen in the RTT (copied from the encoder); each pauses loss-triggered repairs.
         congestion_signals: Counter,
+        /// Rate-driven and time-driven repairs the encoder's controller did not send because
+        /// the path's queue overflowed (`ours:yield`; copied from the encoder).
+        queue_skips: Counter,
         /// Sources the recovery deadline asks the code to keep at the measured rate (gauge; 0
         /// without a deadline). Above the largest window (`--window`, at most 4095) losses leave
         /// the window before their loss reports are answered: a longer window, a shorter

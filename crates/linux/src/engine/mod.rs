@@ -650,6 +650,7 @@ impl<X> StreamCoder<X> {
                     c.repairs_report.store(st.repairs_report, Relaxed);
                     c.congestion_signals
                         .store(st.queue_signals + st.ce_signals, Relaxed);
+                    c.queue_skips.store(st.queue_skips, Relaxed);
                     let wanted = u64::from(st.deadline_window_wanted);
                     let max = u64::from(st.window_max);
                     let before = c.deadline_window_wanted.swap(wanted, Relaxed);
