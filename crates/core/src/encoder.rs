@@ -989,10 +989,7 @@ impl Encoder {
             if Self::yielding_to_queue(s, self.load_skip, now) {
                 // The path queues: a timer repair would add to it (see `yielding_to_queue`).
                 s.stats.queue_skips += 1;
-                s.controller.on_repair(RepairTrigger::Timer);
-                s.unprotected_since = None;
-                s.retry_at = None;
-                s.retries_left = 0;
+                Self::forgo_timer_repair(s);
                 continue;
             }
             if self.load_skip > 0.0 {
@@ -1001,10 +998,7 @@ impl Encoder {
                 // behind; the rate-driven repairs still come. No re-send series either.
                 s.stats.overload_skips += 1;
                 s.stats.timer_skips += 1;
-                s.controller.on_repair(RepairTrigger::Timer);
-                s.unprotected_since = None;
-                s.retry_at = None;
-                s.retries_left = 0;
+                Self::forgo_timer_repair(s);
                 continue;
             }
             Self::repair(s, &mut self.out, &mut self.rng, RepairTrigger::Timer, now);
@@ -1025,6 +1019,15 @@ impl Encoder {
                 }
             }
         }
+    }
+
+    /// A due timer repair that is not sent: the controller counts it as made (so it does not
+    /// owe it later), and neither it nor its re-send series is tried again before new sources.
+    fn forgo_timer_repair(s: &mut Stream) {
+        s.controller.on_repair(RepairTrigger::Timer);
+        s.unprotected_since = None;
+        s.retry_at = None;
+        s.retries_left = 0;
     }
 
     /// Counters of one stream, if it exists.
