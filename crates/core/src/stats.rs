@@ -57,9 +57,9 @@ pub struct EncoderStats {
     /// Rate-driven and time-driven repairs not sent because the path queued (controllers that
     /// yield to a queue; see `Controller::yields_to_queue`).
     pub queue_skips: u64,
-    /// Feedback periods after which the controller's own repairs stop for two RTTs (see
-    /// `QueueYield`): the path queued and, with `QueueYield::Overflow`, the period lost more
-    /// than the link's loss process explains.
+    /// With `QueueYield::Overflow`: feedback periods after which the controller's own repairs
+    /// stop for two RTTs (the path queued and the period lost more than the link's loss
+    /// process explains). `QueueYield::Queue` follows `queue_signals` instead.
     pub queue_overflows: u64,
     /// Feedback messages that reported CE-marked packets (each is a congestion signal: it
     /// pauses loss-triggered repairs, and the period's losses do not raise the repair rate).
