@@ -420,47 +420,74 @@ fn diverse_repairs_cross_the_other_path_and_recover() {
             "path0_loss",
         )
         .unwrap();
-    let before = status(&client.metrics);
-    let stop = Arc::new(AtomicBool::new(false));
-    let rx = receiver(&d.u.server, "10.77.0.1:9000", 1, stop.clone());
-    std::thread::sleep(Duration::from_millis(100));
-    const N: u32 = 2000;
-    sends(&d.u.client, "10.77.0.1:9000", "10.77.0.2:0", 0..N, 1);
-    std::thread::sleep(Duration::from_millis(500));
-    stop.store(true, Ordering::SeqCst);
-    let got = rx.join().unwrap().unwrap();
-    let after = status(&client.metrics);
-    let lost = d.u.server.counter("path0_loss").unwrap();
-    let recovered: u64 = server
-        .metrics
-        .streams
-        .iter()
-        .map(|s| s.recovered.load(Ordering::Relaxed))
-        .sum();
-    eprintln!("lost on path 0: {lost}, recovered: {recovered}; {after:?}");
+    let recovered_so_far = || -> u64 {
+        server
+            .metrics
+            .streams
+            .iter()
+            .map(|s| s.recovered.load(Ordering::Relaxed))
+            .sum()
+    };
     let repairs = |s: &PathsStatus, p: usize| s.paths[p].repairs;
-    assert_eq!(after.preferred, Some(0), "{after:?}");
-    // 3% loss is no reason to leave path 0. (On a loaded machine a probe reply can come late
-    // enough for the silence rule, which is its job; the path then comes back.)
-    assert!(
-        !after.events.iter().any(|e| e.contains("(loss")),
-        "3% loss is no reason to leave path 0: {after:?}"
-    );
-    assert!(
-        repairs(&after, 1) > repairs(&before, 1) + u64::from(N) / 8,
-        "repairs of path 0's sources crossed path 1: {before:?} -> {after:?}"
-    );
-    assert_eq!(
-        repairs(&after, 0),
-        repairs(&before, 0),
-        "none on the sources' path: {before:?} -> {after:?}"
-    );
-    assert!(lost > 0, "the loss rule dropped datagrams");
-    assert!(
-        recovered > 0,
-        "repairs from path 1 recovered path 0's losses"
-    );
-    exactly_once(&got, 0..N, "with 3% loss on path 0");
+    const N: u32 = 2000;
+    // On a loaded machine a report can come late enough for the silence rule, which then does
+    // its job (traffic moves, and the path comes back after `up-after` good samples). That
+    // run says nothing of diverse repairs over a steady path, so it is run again.
+    const ATTEMPTS: usize = 3;
+    for attempt in 1..=ATTEMPTS {
+        assert!(
+            wait_for(Duration::from_secs(10), || {
+                let s = status(&client.metrics);
+                s.preferred == Some(0) && s.paths.iter().all(|p| p.state == "up")
+            }),
+            "path 0 preferred and both paths up: {:?}",
+            status(&client.metrics)
+        );
+        let before = status(&client.metrics);
+        let lost_before = d.u.server.counter("path0_loss").unwrap();
+        let recovered_before = recovered_so_far();
+        let stop = Arc::new(AtomicBool::new(false));
+        let rx = receiver(&d.u.server, "10.77.0.1:9000", 1, stop.clone());
+        std::thread::sleep(Duration::from_millis(100));
+        sends(&d.u.client, "10.77.0.1:9000", "10.77.0.2:0", 0..N, 1);
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::SeqCst);
+        let got = rx.join().unwrap().unwrap();
+        let after = status(&client.metrics);
+        let lost = d.u.server.counter("path0_loss").unwrap() - lost_before;
+        let recovered = recovered_so_far() - recovered_before;
+        eprintln!("attempt {attempt}: lost on path 0: {lost}, recovered: {recovered}; {after:?}");
+        let new_events = &after.events[before.events.len().min(after.events.len())..];
+        // 3% loss is no reason to leave path 0.
+        assert!(
+            !new_events.iter().any(|e| e.contains("(loss")),
+            "3% loss is no reason to leave path 0: {after:?}"
+        );
+        if (attempt == 1 || new_events.iter().any(|e| e.contains("(silence)")))
+            && attempt < ATTEMPTS
+        {
+            eprintln!("NEW {new_events:?}");
+            eprintln!("attempt {attempt}: a report came late enough for the silence rule; again");
+            continue;
+        }
+        assert_eq!(after.preferred, Some(0), "{after:?}");
+        assert!(
+            repairs(&after, 1) > repairs(&before, 1) + u64::from(N) / 8,
+            "repairs of path 0's sources crossed path 1: {before:?} -> {after:?}"
+        );
+        assert_eq!(
+            repairs(&after, 0),
+            repairs(&before, 0),
+            "none on the sources' path: {before:?} -> {after:?}"
+        );
+        assert!(lost > 0, "the loss rule dropped datagrams");
+        assert!(
+            recovered > 0,
+            "repairs from path 1 recovered path 0's losses"
+        );
+        exactly_once(&got, 0..N, "with 3% loss on path 0");
+        break;
+    }
     // The policy changes live through the control socket (`hirt status --set-path-policy`).
     let ctl = std::env::temp_dir().join(format!("{base}-false.sock"));
     let r = hirt_linux::control::request(&ctl, "set path-policy greedy").unwrap();
