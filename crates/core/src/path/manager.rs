@@ -209,6 +209,7 @@ struct Flow {
 #[derive(Debug)]
 pub struct PathManager {
     cfg: PathManagerConfig,
+    timers: Timers,
     paths: Vec<PathEntry>,
     exp3: Exp3,
     rng: ChaCha8Rng,
@@ -225,6 +226,27 @@ pub struct PathManager {
     /// The first instant the manager was given (paths that never carried anything are probed
     /// from then on).
     epoch: Option<Instant>,
+}
+
+/// The configuration's durations, converted once: `poll_timeout` runs once per batch of packets
+/// and needs them for every path.
+#[derive(Clone, Copy, Debug)]
+struct Timers {
+    interval: Duration,
+    /// `silence-intervals` feedback intervals.
+    grace: Duration,
+    probe_every: Option<Duration>,
+}
+
+impl Timers {
+    fn of(cfg: &PathManagerConfig) -> Self {
+        let interval = cfg.feedback_interval();
+        Self {
+            interval,
+            grace: interval.mul_f64(cfg.silence_intervals),
+            probe_every: cfg.probe_interval(),
+        }
+    }
 }
 
 impl PathManager {
@@ -256,6 +278,7 @@ impl PathManager {
         let entries = paths.iter().map(|&p| PathEntry::new(p, &cfg)).collect();
         let exp3 = Exp3::new(paths.len(), cfg.policy.gamma, cfg.policy.max_weight);
         let mut m = Self {
+            timers: Timers::of(&cfg),
             cfg,
             paths: entries,
             exp3,
@@ -433,7 +456,7 @@ impl PathManager {
     }
 
     fn interval(&self) -> Duration {
-        self.cfg.feedback_interval()
+        self.timers.interval
     }
 
     /// RTT assumed for a path before its first sample.
@@ -918,7 +941,7 @@ impl PathManager {
         let oldest = *p.unconfirmed.front()?;
         let interval = self.interval();
         let rtt = p.srtt_or(self.initial_rtt());
-        let grace = interval.mul_f64(self.cfg.silence_intervals);
+        let grace = self.timers.grace;
         let backoff = interval * p.silence_bads;
         // Both must hold: the oldest unconfirmed send is overdue, and the reports have stopped
         // for a grace. On an outage the second comes first (the last reports were already on
@@ -933,7 +956,7 @@ impl PathManager {
 
     /// When path `i` needs its next probe: it carried nothing for a probe interval.
     fn probe_due(&self, i: usize) -> Option<Instant> {
-        let every = self.cfg.probe_interval()?;
+        let every = self.timers.probe_every?;
         let p = &self.paths[i];
         let last = match (p.last_sent, p.last_probe) {
             (Some(a), Some(b)) => a.max(b),

@@ -93,11 +93,7 @@ impl UdpConfig {
                     keys::load_key(self.preshared_key_file.as_deref(), keys::ENV_PRESHARED_KEY)
                         .map_err(|e| ConfigError::new("preshared-key-file", e.to_string()))?
                         .unwrap_or_default();
-                Ok(StaticKeys {
-                    private,
-                    peer_public,
-                    psk,
-                })
+                Ok(StaticKeys::new(private, peer_public, psk))
             }
         }
     }

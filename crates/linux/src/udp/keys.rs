@@ -72,6 +72,9 @@ pub struct StaticKeys {
     pub peer_public: [u8; KEY_LEN],
     /// The pre-shared key mixed into the handshake (IKpsk2).
     pub psk: Secret,
+    /// Our public key, derived from `private` once: every handshake state needs it (its mac1
+    /// key), and the scalar multiplication costs as much as a Diffie-Hellman.
+    pub(crate) public: [u8; KEY_LEN],
 }
 
 impl std::fmt::Debug for StaticKeys {
@@ -84,9 +87,19 @@ impl std::fmt::Debug for StaticKeys {
 }
 
 impl StaticKeys {
+    /// Our key pair from its private half, with the peer's public key and the pre-shared key.
+    pub fn new(private: Secret, peer_public: [u8; KEY_LEN], psk: Secret) -> StaticKeys {
+        StaticKeys {
+            public: public_key(&private),
+            private,
+            peer_public,
+            psk,
+        }
+    }
+
     /// Our public key.
     pub fn public(&self) -> [u8; KEY_LEN] {
-        public_key(&self.private)
+        self.public
     }
 
     /// Both ends' keys derived from `passphrase` through Argon2id (64 MiB, 3 passes): the
@@ -130,11 +143,7 @@ impl StaticKeys {
         } else {
             (client_private, server_private)
         };
-        StaticKeys {
-            peer_public: public_key(&theirs),
-            private: ours,
-            psk: key(2),
-        }
+        StaticKeys::new(ours, public_key(&theirs), key(2))
     }
 }
 

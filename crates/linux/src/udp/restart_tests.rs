@@ -187,12 +187,28 @@ fn restarts_repeat_no_nonce_and_the_tunnel_comes_back() {
     };
     let log: Arc<Mutex<KeyLog>> = Arc::default();
     let launch = |server: bool| -> UdpHandle {
-        let cfg = config(server, &base);
         let ns = if server { s } else { c };
-        ns.spawn(move || start(cfg).map_err(std::io::Error::other))
-            .join()
-            .unwrap()
-            .unwrap()
+        // The stopped instance's socket is closed once its worker returned, but a process
+        // another test forks at that moment holds it until its exec: the port is back within
+        // milliseconds.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let cfg = config(server, &base);
+            match ns
+                .spawn(move || start(cfg).map_err(std::io::Error::other))
+                .join()
+                .unwrap()
+            {
+                Ok(h) => return h,
+                Err(e)
+                    if format!("{e:?}").contains("Address already in use")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("start: {e:?}"),
+            }
+        }
     };
     // Samples both ends' sending keys every 5 ms while `handle` runs.
     let watch = |h: &UdpHandle, client: bool| {
