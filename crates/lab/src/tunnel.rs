@@ -311,7 +311,9 @@ impl Tunnel {
     /// Bytes instance `pid` holds on its heap (its `hirt status`), when it answers.
     pub fn heap_live_bytes(&self, pid: u32) -> Option<u64> {
         let i = self.pids.iter().position(|&p| p == pid)?;
-        let answer = request(&self.controls[i], "status").ok()?;
+        // A sample is worth less than the soak's schedule: a slow answer is skipped.
+        let answer =
+            request_within(&self.controls[i], "status", Duration::from_millis(300)).ok()?;
         let v: serde_json::Value = serde_json::from_str(&answer).ok()?;
         v["status"]["global"]["heap_live_bytes"].as_u64()
     }
@@ -444,8 +446,16 @@ fn wait_dev(ns: &str, dev: &str) -> anyhow::Result<()> {
 
 /// One request on a hirt control socket (a line in, a line of JSON out).
 fn request(path: &std::path::Path, line: &str) -> std::io::Result<String> {
+    request_within(path, line, Duration::from_secs(2))
+}
+
+fn request_within(
+    path: &std::path::Path,
+    line: &str,
+    timeout: Duration,
+) -> std::io::Result<String> {
     let mut s = UnixStream::connect(path)?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_read_timeout(Some(timeout))?;
     writeln!(s, "{line}")?;
     let mut out = String::new();
     BufReader::new(s).read_line(&mut out)?;

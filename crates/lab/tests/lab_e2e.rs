@@ -284,7 +284,9 @@ fn short_soak(tunnel: TunnelMode) -> anyhow::Result<()> {
                 .iter()
                 .zip(expected.iter().cycle())
                 .all(|(a, b)| a == b),
-        "faults injected: {faults:?}"
+        "faults injected: {faults:?} in {:.1} s: {:#?}",
+        r.duration_s,
+        r.faults
     );
     anyhow::ensure!(r.checks.ok, "soak checks: {:?}\n{:#?}", r.checks, r.faults);
     for s in &r.streams {
