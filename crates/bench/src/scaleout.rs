@@ -786,7 +786,9 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         let mut jitter = mono_ns() | 1;
         for ev in 0..cfg.events {
             let k = ev % 2;
-            wait_both(&live, Duration::from_secs(10))
+            // As long as at the start: on a loaded machine `hirt health` can take the restarted
+            // pair down again (probe replies later than the timeout) before it carries flows.
+            wait_both(&live, Duration::from_secs(20))
                 .with_context(|| format!("before kill {ev}"))?;
             // Plus a pseudo-random part of a probe interval, so that kills fall at every phase
             // of the probe rounds (a rejoin happens right after a round).
