@@ -786,8 +786,8 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
         let mut jitter = mono_ns() | 1;
         for ev in 0..cfg.events {
             let k = ev % 2;
-            // As long as at the start: on a loaded machine `hirt health` can take the restarted
-            // pair down again (probe replies later than the timeout) before it carries flows.
+            // As long as at the start: a loaded machine can take more than 10 s to bring the
+            // restarted pair back into the route.
             wait_both(&live, Duration::from_secs(20))
                 .with_context(|| format!("before kill {ev}"))?;
             // Plus a pseudo-random part of a probe interval, so that kills fall at every phase
