@@ -18,7 +18,7 @@ use crate::{Report, Scenario};
 /// Deadlines of the experiment, in RTTs.
 pub const DEADLINES: [f64; 3] = [0.5, 1.0, 2.0];
 /// Fixed margins of the `ours z=..` curve at the shortest deadline.
-pub const OURS_Z: [f64; 5] = [0.3, 0.6, 1.0, 2.0, 4.0];
+pub const OURS_Z: [f64; 11] = [0.3, 0.45, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0];
 
 /// One run of the experiment.
 #[derive(Clone, Debug)]
@@ -376,7 +376,7 @@ mod tests {
             base: Scenario::default(),
         };
         let runs = plan(&o);
-        // 4 uniform + 3 GE + starlink = 8 points; 3 deadlines x 2 seeds x 6 schemes, + 5 z
+        // 4 uniform + 3 GE + starlink = 8 points; 3 deadlines x 2 seeds x 6 schemes, + the z
         // variants at the first deadline.
         assert_eq!(runs.len(), 8 * (3 * 2 * 6 + 2 * OURS_Z.len()));
         for a in &runs {

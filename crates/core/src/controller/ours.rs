@@ -101,6 +101,10 @@ pub struct OursParams {
     /// When the rate-driven and time-driven repairs give way to a queue on the path
     /// (`yield=off|overflow|queue`, see `QueueYield`).
     pub queue_yield: QueueYield,
+    /// With a deadline too short for loss reports: the proactive window as a share of the
+    /// sources one deadline holds; `None` = from the measured mean loss burst (see
+    /// `Ours::proactive_share`).
+    pub deadline_share: Option<f64>,
 }
 
 impl Default for OursParams {
@@ -119,6 +123,7 @@ impl Default for OursParams {
             max: 0.3,
             spare: 0.0,
             queue_yield: QueueYield::Overflow,
+            deadline_share: None,
         }
     }
 }
@@ -143,6 +148,7 @@ impl FromStr for OursParams {
                 "base" => p.base = parse_num(k, v, 0.0, 1.0)?,
                 "max" => p.max = parse_num(k, v, 0.0, 1.0)?,
                 "spare" => p.spare = parse_num(k, v, 0.0, 1.0)?,
+                "share" => p.deadline_share = Some(parse_num(k, v, 0.05, 1.0)?),
                 "yield" => {
                     p.queue_yield = match v {
                         "off" => QueueYield::Off,
@@ -288,16 +294,31 @@ impl Ours {
             let round = rtt.as_secs_f64() + detect;
             round < d.as_secs_f64() && round * self.pps < full
         });
-        // Proactive: a loss is recovered once the repairs sent after it outnumber the losses
-        // among the sources they cover, which in a window of W sources takes up to W sources;
-        // half the deadline leaves the other half for that.
-        let w = if self.reactive {
-            full
+        // Proactive: the margin counts the losses half a deadline of sources holds (a loss is
+        // recovered once the repairs sent after it outnumber the losses among the sources they
+        // cover, and half the deadline is left for that), and the repairs span what the
+        // measured bursts call for (`proactive_share`).
+        if self.reactive {
+            self.window = full;
+            self.deadline_window = Some(full as u16);
         } else {
-            (full / 2.0).round().max(32.0).min(max)
-        };
-        self.window = w;
-        self.deadline_window = Some(w as u16);
+            self.window = (full / 2.0).round().max(32.0).min(max);
+            let coded = (full * self.proactive_share()).round().max(32.0).min(max);
+            self.deadline_window = Some(coded as u16);
+        }
+    }
+
+    /// The share of a deadline's sources the proactive repairs span. A loss is recovered once
+    /// the repairs sent after it outnumber the losses among the sources they cover, which in a
+    /// window of W sources takes up to W sources: with independent losses half the deadline
+    /// is left for that. A burst of b losses needs about b repairs after it, which at the same
+    /// rate a window of the whole deadline still holds and half of it may not. Between the
+    /// two the share follows the mean burst: 0.5 for independent losses, the whole deadline
+    /// from bursts of 3 on (docs/results/2026-11-27-short-deadline.md).
+    fn proactive_share(&self) -> f64 {
+        self.p
+            .deadline_share
+            .unwrap_or_else(|| (0.25 + 0.25 * self.burst()).clamp(0.5, 1.0))
     }
 
     fn recompute(&mut self) {
@@ -658,6 +679,39 @@ mod tests {
             c.on_feedback(&period(200, 80, 1), &ctx(i * 20));
         }
         assert!(c.rate() > 0.4 && c.rate() <= 0.6, "{}", c.rate());
+    }
+
+    #[test]
+    fn a_short_deadline_window_spans_more_of_it_for_bursts() {
+        // 10 kpps (200 sources every 20 ms), RTT 50 ms, deadline 25 ms: proactive, and a
+        // deadline holds 250 sources.
+        let short = |ms| FeedbackContext {
+            rtt: Some(Duration::from_millis(50)),
+            max_window: 4095,
+            deadline: Some(Duration::from_millis(25)),
+            ..ctx(ms)
+        };
+        let window_after = |p: OursParams, burst| {
+            let mut c = Ours::new(p, 4095);
+            for i in 0..400 {
+                c.on_feedback(&period(200, 6, burst), &short(i * 20));
+            }
+            assert!(!c.answers_loss_reports());
+            c.window().unwrap()
+        };
+        // Independent losses: half the deadline; bursts of 2: three quarters; of 3 on: all.
+        assert_eq!(window_after(OursParams::default(), 1), 125);
+        // (The burst estimate's prior of one burst of one keeps it a little under 2.)
+        let w = window_after(OursParams::default(), 2);
+        assert!((180..=188).contains(&w), "{w}");
+        assert_eq!(window_after(OursParams::default(), 3), 250);
+        assert_eq!(window_after(OursParams::default(), 6), 250);
+        // An explicit share wins.
+        let p: OursParams = "share=0.5".parse().unwrap();
+        assert_eq!(p.deadline_share, Some(0.5));
+        assert_eq!(window_after(p, 6), 125);
+        assert!("share=0".parse::<OursParams>().is_err());
+        assert!("share=1.5".parse::<OursParams>().is_err());
     }
 
     #[test]
