@@ -45,9 +45,11 @@
 //!   report is lost with the link's loss probability, and a second round trip would come too
 //!   late for D < 2.5 RTT, so a small proactive rate `spare + 2 p^2` keeps spare equations
 //!   in the window for those: the steady overhead is about `p/(1-p) + spare + 2 p^2`.
-//! - **otherwise**: *proactive*, window `pps x D / 2` (a sliding-window system takes up to a
-//!   window to close, so half the deadline is left for that), the rate formula above over it, so the
-//!   margin follows the loss count a window of D holds (its variance from the measured bursts);
+//! - **otherwise**: *proactive*: the rate formula above over `W = pps x D / 2` (a
+//!   sliding-window system takes up to a window to close, so half the deadline is left for
+//!   that), so the margin follows the loss count half a deadline holds (its variance from the
+//!   measured bursts); the repairs span from half the deadline (independent losses) to all of
+//!   it (bursts of 3 and longer), see `Ours::proactive_share`;
 //!   deficit repayment only when D exceeds 1.5 RTT (e.g. the window is capped below a round
 //!   trip of sources at high rates), since it arrives a round trip after the report.
 //!
