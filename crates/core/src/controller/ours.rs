@@ -131,7 +131,7 @@ impl Default for OursParams {
 }
 
 /// Parses `z=..,zmin=..,zmax=..,target=..,gain=..,half=..,floor=..,slack=..,base=..,max=..,
-/// maxdelay_ms=..,yield=off|overflow|queue` (each optional).
+/// maxdelay_ms=..,spare=..,share=..,yield=off|overflow|queue` (each optional).
 impl FromStr for OursParams {
     type Err = ConfigError;
 
