@@ -119,6 +119,22 @@ impl EncCodec {
         }
     }
 
+    /// Keeps at least `n` sources for repairs over windows that end in the past (sliding RLC;
+    /// see `RlcEncoder::set_history`); other codes keep what they keep.
+    pub(crate) fn set_history(&mut self, n: u32) {
+        if let EncCodec::Rlc(c) = self {
+            c.set_history(n as usize);
+        }
+    }
+
+    /// Sources kept: how far behind the newest a repair's window may start.
+    pub(crate) fn history(&self) -> u32 {
+        match self {
+            EncCodec::Rlc(c) => c.history() as u32,
+            other => u32::from(other.window()),
+        }
+    }
+
     /// Window / block in use.
     pub(crate) fn window(&self) -> u16 {
         match self {

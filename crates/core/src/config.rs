@@ -143,6 +143,20 @@ impl SchemeConfig {
         }
     }
 
+    /// How far behind the newest source an answer to a loss report may reach (its window's
+    /// first source): the span a decoder with loss reports keeps
+    /// ([`DecoderConfig::with_loss_reports`]), within what an encoder keeps
+    /// (`hirt_fec::rlc::MAX_HISTORY`). Block codes: their largest block.
+    pub fn answer_reach(&self) -> u32 {
+        match self {
+            SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => {
+                hirt_fec::RlcDecoder::span_with_repair_lag(*window, LOSS_REPORT_REPAIR_LAG)
+                    .min(hirt_fec::rlc::MAX_HISTORY as u32)
+            }
+            other => u32::from(other.max_window()),
+        }
+    }
+
     /// How far behind the newest ESI the scheme's decoder may still recover a source (its
     /// memory, from `hirt_fec`'s documented bounds). A loss older than this (plus the reorder
     /// tolerance) is final: it counts as residual loss.
@@ -698,6 +712,13 @@ pub struct DecoderConfig {
 /// Default [`DecoderConfig::loss_report_gap`] when loss reports are on.
 pub const DEFAULT_LOSS_REPORT_GAP: Duration = Duration::from_millis(1);
 
+/// Repair lag of a decoder that sends loss reports ([`DecoderConfig::with_loss_reports`]):
+/// an answer covers a loss a round trip old and the window before it, and its spares come up
+/// to half a deadline later, which at high rates or long round trips is more than twice the
+/// largest window of sources. The most lag the code allows: the decoder keeps 16384 sources
+/// (a window of 4095), and a 600 ms round trip at 10 kpps still fits.
+pub const LOSS_REPORT_REPAIR_LAG: u32 = hirt_fec::rlc::MAX_REPAIR_LAG;
+
 impl DecoderConfig {
     /// Defaults derived from the scheme. Loss window (HIRT's n_f) and feedback period: the
     /// window W for sliding codes, as in HIRT (n_f = w), but at least 32 sources so feedback
@@ -737,6 +758,17 @@ impl DecoderConfig {
         self.repair_lag = lag;
         self.horizon = self.scheme.recovery_horizon_with_repair_lag(lag);
         self
+    }
+
+    /// This configuration with loss reports every `gap` at most ([`Self::loss_report_gap`]),
+    /// and the repair lag answers to them need ([`LOSS_REPORT_REPAIR_LAG`], or more if set):
+    /// sliding-window decoders then keep up to 16384 sources per stream (the memory of four
+    /// largest windows).
+    pub fn with_loss_reports(self, gap: Duration) -> Self {
+        let lag = self.repair_lag.max(LOSS_REPORT_REPAIR_LAG);
+        let mut c = self.with_repair_lag(lag);
+        c.loss_report_gap = Some(gap);
+        c
     }
 }
 

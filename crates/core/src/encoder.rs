@@ -69,10 +69,14 @@ const SKIP_CREDIT_TTL: Duration = Duration::from_millis(500);
 /// share of the traffic in repairs.
 const REPORT_BUDGET_PER_SOURCE: f64 = 0.3;
 const REPORT_BUDGET_MAX: f64 = 256.0;
-/// Slots of the per-source memory of loss reports (a power of two above the largest window).
+/// Fewest slots of the per-source memory of loss reports (a power of two above the largest
+/// window; more when the code keeps a longer history, see `Stream::memo_slots`).
 const ANSWERED_SLOTS: usize = 4096;
 /// Share of the answers to loss reports that may stay without a spare repair when lost.
 const SPARE_MISS: f64 = 2e-4;
+/// Share of the time left to the deadline of a batch's first loss after which its spares go
+/// out, where only they can replace its lost answers (see `Encoder::spare_wait`).
+const TRAILING_SPARE_SHARE: f64 = 0.4;
 /// How long the smallest RTT sample stands as the path's base RTT (a route change may raise it).
 const BASE_RTT_WINDOW: Duration = Duration::from_secs(10);
 /// Pacing of the answers to loss reports when no source comes between them (per unit of
@@ -102,6 +106,8 @@ struct Stream {
     codec: EncCodec,
     controller: Box<dyn Controller>,
     max_window: u16,
+    /// How far behind the newest source a repair's window may start (`FeedbackContext::reach`).
+    reach: u32,
     unprotected_since: Option<Instant>,
     /// Re-send of a time-driven repair due at this time (see [`EncoderConfig::repair_retries`]);
     /// cleared by any other repair that goes out.
@@ -237,6 +243,7 @@ impl Encoder {
         let scheme = &self.cfg.mode.scheme;
         let codec = EncCodec::new(scheme);
         let max_window = scheme.max_window();
+        let reach = scheme.answer_reach();
         let controller = controller::build(&self.cfg.mode.controller, max_window);
         let stats = EncoderStats {
             window: codec.window(),
@@ -251,6 +258,7 @@ impl Encoder {
             codec,
             controller,
             max_window,
+            reach,
             unprotected_since: None,
             retry_at: None,
             retries_left: 0,
@@ -309,7 +317,8 @@ impl Encoder {
             };
         }
         s.last_source_at = Some(now);
-        if let Some(m) = s.memo.get_mut(esi as usize & (ANSWERED_SLOTS - 1)) {
+        let mask = s.memo.len().wrapping_sub(1);
+        if let Some(m) = s.memo.get_mut(esi as usize & mask) {
             *m = SourceMemo {
                 esi,
                 sent: Some(now),
@@ -514,6 +523,7 @@ impl Encoder {
             rtt: s.srtt,
             window: s.codec.window(),
             max_window: s.max_window,
+            reach: s.reach,
             own_residual,
             deadline: self.cfg.deadline.map(|d| d.resolve(s.srtt)),
         };
@@ -567,6 +577,9 @@ impl Encoder {
             s.stats.ce_signals += 1;
         }
         s.controller.on_feedback(&seen.link_only(), &ctx);
+        if let Some(h) = s.controller.history_wanted() {
+            Self::keep_history(s, h.min(s.reach));
+        }
         if let Some(w) = s.controller.window() {
             let w = w.clamp(1, s.max_window.max(1));
             if w != s.codec.window() {
@@ -621,11 +634,12 @@ impl Encoder {
             return;
         }
         if s.memo.is_empty() {
-            s.memo = vec![SourceMemo::default(); ANSWERED_SLOTS];
+            s.memo = vec![SourceMemo::default(); Self::memo_slots(s)];
         }
+        let mask = s.memo.len() - 1;
         let quiet = s.srtt.unwrap_or(INITIAL_RTT) + Duration::from_millis(1);
         let w = u32::from(s.codec.window());
-        let kept = u32::from(s.max_window);
+        let kept = s.codec.history();
         let next = s.next_esi;
         // Age 1 = the newest source. Ages beyond what the code keeps cannot be covered; an age
         // of 0 or "negative" names a source not sent yet (a corrupted report).
@@ -646,6 +660,7 @@ impl Encoder {
         };
         let end = newest.wrapping_add(1);
         let mut want = 0u32;
+
         for r in report.ranges() {
             // Distance from `end`: 1..=w are covered by a repair that ends there.
             let back_first = end.wrapping_sub(r.first);
@@ -655,7 +670,7 @@ impl Encoder {
             let skip = back_first.saturating_sub(w);
             for k in skip..u32::from(r.len).min(back_first) {
                 let esi = r.first.wrapping_add(k);
-                let m = &mut s.memo[esi as usize & (ANSWERED_SLOTS - 1)];
+                let m = &mut s.memo[esi as usize & mask];
                 if m.esi != esi {
                     // Sent before the memory existed.
                     *m = SourceMemo {
@@ -697,7 +712,8 @@ impl Encoder {
             if s.spare_due.is_none() {
                 let rtt = s.srtt.unwrap_or(INITIAL_RTT);
                 let slack = deadline.unwrap_or(rtt).saturating_sub(rtt);
-                s.spare_due = now.checked_add((slack / 2).max(Duration::from_micros(100)));
+                let wait = Self::spare_wait(s, slack, rtt);
+                s.spare_due = now.checked_add(wait.max(Duration::from_micros(100)));
             }
         }
     }
@@ -805,6 +821,50 @@ impl Encoder {
         if s.answer_at.is_none_or(|t| t <= now) {
             Self::send_answer(s, out, rng, now);
         }
+    }
+
+    /// How long after the first answer of a batch its spares go out, given the slack the
+    /// deadline leaves after a round trip. Where an answer's window spans more than a round
+    /// trip of sources, the answers and spares of later batches also cover this batch's
+    /// losses: the spares wait half the slack and back up every answer sent meanwhile. Where
+    /// it does not (the answers need more than twice the window kept, see `keep_history`),
+    /// this batch's spares are all its lost answers get, and they must arrive
+    /// before the deadline of its first loss, `slack - RTT/2` after its answer: they leave
+    /// `TRAILING_SPARE_SHARE` of that time later (docs/results/2026-11-27-answer-reach.md).
+    fn spare_wait(s: &Stream, slack: Duration, rtt: Duration) -> Duration {
+        let wanted = s.controller.history_wanted().unwrap_or(0);
+        if wanted > 2 * u32::from(s.codec.window()) {
+            slack.saturating_sub(rtt / 2).mul_f64(TRAILING_SPARE_SHARE)
+        } else {
+            slack / 2
+        }
+    }
+
+    /// Slots of the memory of loss reports: a power of two that holds every source the code
+    /// keeps.
+    fn memo_slots(s: &Stream) -> usize {
+        (s.codec.history() as usize)
+            .next_power_of_two()
+            .max(ANSWERED_SLOTS)
+    }
+
+    /// Keeps `n` sources for the answers to loss reports (the controller asks for more than a
+    /// window when a round trip of sources exceeds it), and a memory of reports to match.
+    /// Allocates when it grows, which happens a few times per stream at most.
+    fn keep_history(s: &mut Stream, n: u32) {
+        if n <= s.codec.history() {
+            return;
+        }
+        s.codec.set_history(n);
+        let slots = Self::memo_slots(s);
+        if !s.memo.is_empty() && s.memo.len() < slots {
+            let mut memo = vec![SourceMemo::default(); slots];
+            for m in s.memo.drain(..).filter(|m| m.sent.is_some()) {
+                memo[m.esi as usize & (slots - 1)] = m;
+            }
+            s.memo = memo;
+        }
+        s.stats.history = s.codec.history();
     }
 
     /// Sources between two answers (see `ANSWER_SPACING_BURSTS`), but no more than keeps the

@@ -43,9 +43,12 @@ pub struct EncoderStats {
     /// The largest window the code keeps (`--window`, or the scheme's largest).
     pub window_max: u16,
     /// Sources a deadline asks the code to keep: the deadline's length of the measured source
-    /// rate (0 without a deadline or before the rate is known). Above `window_max`, a loss
-    /// leaves the window before its loss report can be answered.
+    /// rate (0 without a deadline or before the rate is known). Above `window_max`, answers to
+    /// loss reports need the longer `history`; beyond what it can reach, repairs are proactive.
     pub deadline_window_wanted: u32,
+    /// Sources the code keeps for answers to loss reports, when more than `window_max` (0
+    /// otherwise): a round trip of sources and the window of an answer.
+    pub history: u32,
     /// Repairs sent in answer to the decoder's loss reports (also in `repairs`).
     pub repairs_report: u64,
     /// Sources named by loss reports that got no repair: answered less than an RTT ago, out of

@@ -19,7 +19,7 @@ mod decoder;
 mod encoder;
 
 pub use decoder::{BufferBytes, DecoderStats, RlcDecoder, MAX_REPAIR_LAG};
-pub use encoder::RlcEncoder;
+pub use encoder::{RlcEncoder, MAX_HISTORY};
 
 pub use crate::coefficients::Field;
 use crate::SchemeId;

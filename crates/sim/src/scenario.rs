@@ -298,7 +298,7 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     // recoveries into in time and late.
     if is_ours(&sc.scheme) && sc.deadline.is_some() {
         enc_cfg.deadline = sc.deadline;
-        dec_cfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+        dec_cfg = dec_cfg.with_loss_reports(DEFAULT_LOSS_REPORT_GAP);
     }
     let deadline_ns = sc
         .deadline

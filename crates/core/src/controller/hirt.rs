@@ -172,6 +172,7 @@ mod tests {
             rtt: None,
             window: 200,
             max_window: 200,
+            reach: 200,
             own_residual: 0,
             deadline: None,
         }

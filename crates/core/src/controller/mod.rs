@@ -43,6 +43,10 @@ pub struct FeedbackContext {
     pub window: u16,
     /// Largest window / block the configured scheme allows.
     pub max_window: u16,
+    /// How far behind the newest source (in sources) a repair's window may start and still be
+    /// of use: what the encoder can keep and a decoder that sends loss reports still holds
+    /// (see `DecoderConfig::with_loss_reports`).
+    pub reach: u32,
     /// Of the feedback's `residual`, how much this encoder's own overload control may have
     /// caused (repairs it skipped, each of which could have recovered one loss): a sign of
     /// overload, not of a repair rate too low for the link, so residual-loss loops should not
@@ -76,6 +80,12 @@ pub trait Controller: fmt::Debug + Send {
     /// Sources the recovery deadline asks the code to keep, before the largest window caps
     /// it (`None` without a deadline mode).
     fn deadline_window_wanted(&self) -> Option<u32> {
+        None
+    }
+
+    /// Sources the encoder should keep so that answers to loss reports (and their spares) can
+    /// still cover the losses they name (`None`: the window's worth is enough).
+    fn history_wanted(&self) -> Option<u32> {
         None
     }
 

@@ -39,8 +39,9 @@
 //! window is cheaper and recovers sooner; always within the scheme's window) and the strategy
 //! depends on D against the round trip:
 //!
-//! - **D > RTT + detection** (and a window of `pps x D` still holds a loss a round trip
-//!   later): *loss-triggered*, window `pps x D`. The decoder reports the ESIs it is missing; the encoder answers each once
+//! - **D > RTT + detection** (and the decoder still holds the sources of an answer's window
+//!   when its spares arrive, see `Ours::answer_window`): *loss-triggered*, window `pps x D`
+//!   (shorter if that is what fits). The decoder reports the ESIs it is missing; the encoder answers each once
 //!   per RTT with one repair (`Encoder` does that, capped by a budget). A repair that answers a
 //!   report is lost with the link's loss probability, and a second round trip would come too
 //!   late for D < 2.5 RTT, so a small proactive rate `spare + 2 p^2` keeps spare equations
@@ -68,6 +69,12 @@ use crate::feedback::Feedback;
 const PRIOR_SEEN: f64 = 100.0;
 /// Losses of the prior (5 %).
 const PRIOR_LOST: f64 = 5.0;
+/// Shortest window an answer to a loss report is given when the decoder's reach leaves less
+/// than the deadline's sources (below it, repairs are proactive).
+const MIN_ANSWER_WINDOW: f64 = 512.0;
+/// Headroom on how far behind the newest source an answer's spares reach (answer spacing,
+/// jitter, the rate estimate).
+const ANSWER_REACH_MARGIN: f64 = 1.1;
 /// Smallest extra repair rate (per source) at which a deficit is paid back.
 const DEBT_SPEED: f64 = 0.05;
 
@@ -219,6 +226,8 @@ pub struct Ours {
     deadline_window: Option<u16>,
     window_wanted: Option<u32>,
     reactive: bool,
+    /// With loss reports: the sources the encoder keeps for the answers (`answer_window`).
+    history: Option<u32>,
 }
 
 impl Ours {
@@ -246,6 +255,7 @@ impl Ours {
             deadline_window: None,
             window_wanted: None,
             reactive: false,
+            history: None,
         };
         c.recompute();
         c
@@ -292,22 +302,41 @@ impl Ours {
         let full = wanted.clamp(32.0, max);
         // Detection: the reorder tolerance (3 sources) and the report gap (1 ms).
         let detect = 4.0 / self.pps + 0.001;
-        self.reactive = ctx.rtt.is_some_and(|rtt| {
-            let round = rtt.as_secs_f64() + detect;
-            round < d.as_secs_f64() && round * self.pps < full
-        });
+        let answered = ctx
+            .rtt
+            .and_then(|rtt| self.answer_window(rtt.as_secs_f64() + detect, d, full, ctx.reach));
+        self.reactive = answered.is_some();
+        self.history = answered.map(|(_, history)| history);
         // Proactive: the margin counts the losses half a deadline of sources holds (a loss is
         // recovered once the repairs sent after it outnumber the losses among the sources they
         // cover, and half the deadline is left for that), and the repairs span what the
         // measured bursts call for (`proactive_share`).
-        if self.reactive {
-            self.window = full;
-            self.deadline_window = Some(full as u16);
+        if let Some((w, _)) = answered {
+            self.window = w;
+            self.deadline_window = Some(w as u16);
         } else {
             self.window = (full / 2.0).round().max(32.0).min(max);
             let coded = (full * self.proactive_share()).round().max(32.0).min(max);
             self.deadline_window = Some(coded as u16);
         }
+    }
+
+    /// With loss reports: the window of the answers and the sources the encoder must keep for
+    /// them, or `None` if the deadline does not leave a round trip (`round`, detection
+    /// included) or the decoder cannot hold a loss that long. An answer's window ends at the
+    /// newest loss it answers, which the encoder hears of a round trip after sending it; the
+    /// spares behind the answers follow half the remaining time later (`Encoder`), and the
+    /// decoder must still hold the first source of their window then: `reach` (in sources
+    /// behind the newest) bounds how far back that is. The window is the deadline's `full`,
+    /// shortened to fit, but not below `MIN_ANSWER_WINDOW` (or `full` if less).
+    fn answer_window(&self, round: f64, d: Duration, full: f64, reach: u32) -> Option<(f64, u32)> {
+        let d = d.as_secs_f64();
+        if round >= d {
+            return None;
+        }
+        let behind = (ANSWER_REACH_MARGIN * self.pps * (round + (d - round) / 2.0)).ceil();
+        let w = full.min(f64::from(reach) - behind);
+        (w >= full.min(MIN_ANSWER_WINDOW)).then_some((w, (behind + w) as u32))
     }
 
     /// The share of a deadline's sources the proactive repairs span. A loss is recovered once
@@ -372,6 +401,10 @@ impl Controller for Ours {
 
     fn deadline_window_wanted(&self) -> Option<u32> {
         self.window_wanted
+    }
+
+    fn history_wanted(&self) -> Option<u32> {
+        self.history
     }
 
     fn answers_loss_reports(&self) -> bool {
@@ -482,6 +515,7 @@ mod tests {
             rtt: None,
             window: 200,
             max_window: 200,
+            reach: 200,
             own_residual: 0,
             deadline: None,
         }
@@ -714,6 +748,47 @@ mod tests {
         assert_eq!(window_after(p, 6), 125);
         assert!("share=0".parse::<OursParams>().is_err());
         assert!("share=1.5".parse::<OursParams>().is_err());
+    }
+
+    #[test]
+    fn answers_reach_back_a_round_trip_of_sources_beyond_the_window() {
+        // 100 kpps (2000 sources every 20 ms), RTT 50 ms, deadline 100 ms: a deadline holds
+        // 10000 sources, the window 4095, a round trip ~5000.
+        let at = |rtt_ms, reach| {
+            move |ms| FeedbackContext {
+                rtt: Some(Duration::from_millis(rtt_ms)),
+                max_window: 4095,
+                reach,
+                deadline: Some(Duration::from_millis(2 * rtt_ms)),
+                ..ctx(ms)
+            }
+        };
+        let run = |rtt_ms, reach| {
+            let mut c = Ours::new(OursParams::default(), 4095);
+            let cx = at(rtt_ms, reach);
+            for i in 0..100 {
+                c.on_feedback(&period(2000, 20, 1), &cx(i * 20));
+            }
+            (c.answers_loss_reports(), c.window(), c.history_wanted())
+        };
+        // The decoder keeps 16384 sources: answers over the whole window, the encoder keeps
+        // 1.1 x 100k x (50 + 1.04 + 24.5) ms + 4095 sources.
+        let (reactive, w, history) = run(50, 16384);
+        assert!(reactive);
+        assert_eq!(w, Some(4095));
+        let h = history.unwrap();
+        assert!((12_400..=12_500).contains(&h), "{h}");
+        // A decoder that keeps 10000: the window shrinks to what fits.
+        let (reactive, w, _) = run(50, 10_000);
+        assert!(reactive);
+        let w = w.unwrap();
+        assert!((1_600..=1_700).contains(&w), "{w}");
+        // 8192: not even 512 sources fit after the round trip: proactive.
+        let (reactive, _, history) = run(50, 8192);
+        assert!(!reactive);
+        assert_eq!(history, None);
+        // A 600 ms round trip is 60000 sources: proactive.
+        assert!(!run(600, 16384).0);
     }
 
     #[test]

@@ -156,6 +156,7 @@ mod tests {
             rtt: None,
             window: 10,
             max_window: 4095,
+            reach: 4095,
             own_residual: 0,
             deadline: None,
         }

@@ -5,19 +5,25 @@ use crate::coefficients::generate_coding_coefficients;
 use crate::symbol::{encode_into, MAX_PROTECTED_LEN};
 use crate::{Esi, FecEncoder, RepairInfo, MAX_SYMBOL_LEN};
 
+/// Most symbols [`RlcEncoder::set_history`] keeps: four times the largest window, as far back
+/// as a decoder's span reaches with the most repair lag it allows (`RlcDecoder::with_repair_lag`).
+pub const MAX_HISTORY: usize = 1 << 14;
+
 /// RFC 8681 sliding-window encoder: keeps the last W source symbols and makes repair symbols over
 /// them on demand.
 ///
 /// The tunnel core pushes source symbols with consecutive ESIs; a gap (or a symbol longer than
 /// [`MAX_SYMBOL_LEN`], which cannot be protected) restarts the window, because a repair must
-/// cover consecutive ESIs. Memory: `cfg.window` slots, each grown once to the longest symbol it
-/// has held, plus one repair buffer; nothing is allocated per packet after warm-up.
+/// cover consecutive ESIs. Memory: `cfg.window` slots (or the longer history asked for with
+/// [`RlcEncoder::set_history`]), each grown once to the longest symbol it has held, plus one
+/// repair buffer; nothing is allocated per packet after warm-up.
 #[derive(Debug)]
 pub struct RlcEncoder {
     cfg: RlcConfig,
     /// Current window W (1..=cfg.window).
     window: usize,
-    /// Ring of protected symbols `[len][data]`; slot of the next symbol is `next_slot`.
+    /// Ring of protected symbols `[len][data]` (the history: at least `cfg.window` long); slot
+    /// of the next symbol is `next_slot`.
     slots: Vec<Vec<u8>>,
     next_slot: usize,
     /// Number of valid symbols in the ring (<= slots.len()).
@@ -58,7 +64,29 @@ impl RlcEncoder {
     /// Changes the coding window W used by the next repairs (clamped to 1..=configured max).
     /// The last `cfg.window` symbols are always kept, so growing it again takes effect at once.
     pub fn set_window(&mut self, w: u16) {
-        self.window = (w as usize).clamp(1, self.slots.len());
+        self.window = (w as usize).clamp(1, usize::from(self.cfg.window));
+    }
+
+    /// Keeps the last `n` symbols (at most [`MAX_HISTORY`], at least the configured window),
+    /// so that [`Self::repair_until`] can make a repair over a window that ends that far back:
+    /// an answer to a loss report reaches a round trip behind the newest symbol, which at high
+    /// rates or long round trips is more than the largest window. The history only grows; the
+    /// symbols kept so far stay. Allocates (once per growth), not per packet.
+    pub fn set_history(&mut self, n: usize) {
+        let n = n.min(MAX_HISTORY);
+        let cap = self.slots.len();
+        if n <= cap {
+            return;
+        }
+        // Oldest kept symbol first, the newest at `cap - 1`; the new slots follow.
+        self.slots.rotate_left(self.next_slot);
+        self.slots.resize_with(n, Vec::new);
+        self.next_slot = cap;
+    }
+
+    /// Symbols kept: the farthest back a repair's window may reach.
+    pub fn history(&self) -> usize {
+        self.slots.len()
     }
 
     /// The current window W.
@@ -227,6 +255,41 @@ mod tests {
         assert!(enc.repair_until(15, &mut |i, _| out = Some(i)));
         assert_eq!((out.unwrap().first_esi, out.unwrap().nss), (12, 3));
         assert_eq!(enc.unprotected(), 0);
+    }
+
+    #[test]
+    fn a_longer_history_keeps_symbols_beyond_the_window() {
+        let mut enc = RlcEncoder::new(RlcConfig::xor(3));
+        let mut none = |_: RepairInfo, _: &[u8]| {};
+        for esi in 0..5u32 {
+            enc.push_source(esi, &[1 << esi], &mut none);
+        }
+        // Only the last 3 are kept: a window ending before 2 is out of reach.
+        assert!(!enc.repair_until(2, &mut |_, _| panic!()));
+        // Grown after the ring wrapped: the 3 kept symbols (2, 3, 4) stay in order.
+        enc.set_history(8);
+        assert_eq!(enc.history(), 8);
+        for esi in 5..10u32 {
+            enc.push_source(esi, &[1 << (esi % 8)], &mut none);
+        }
+        // 8 kept (2..=9): a window of 3 ending before 5 covers 2, 3, 4.
+        let mut out = None;
+        assert!(enc.repair_until(5, &mut |i, p| out = Some((i, p.to_vec()))));
+        let (info, p) = out.unwrap();
+        assert_eq!((info.first_esi, info.nss), (2, 3));
+        assert_eq!(p, vec![0, 1, 4 ^ 8 ^ 16]);
+        // The window stays capped by the configuration, the history by MAX_HISTORY.
+        enc.set_window(100);
+        assert_eq!(enc.window(), 3);
+        assert!(!enc.repair_until(2, &mut |_, _| panic!()));
+        enc.set_history(usize::MAX);
+        assert_eq!(enc.history(), MAX_HISTORY);
+        // Shrinking is ignored.
+        enc.set_history(4);
+        assert_eq!(enc.history(), MAX_HISTORY);
+        let mut out = None;
+        assert!(enc.repair_until(10, &mut |i, _| out = Some(i)));
+        assert_eq!((out.unwrap().first_esi, out.unwrap().nss), (7, 3));
     }
 
     #[test]
