@@ -144,13 +144,12 @@ impl SchemeConfig {
     }
 
     /// How far behind the newest source an answer to a loss report may reach (its window's
-    /// first source): the span a decoder with loss reports keeps
-    /// ([`DecoderConfig::with_loss_reports`]), within what an encoder keeps
-    /// (`hirt_fec::rlc::MAX_HISTORY`). Block codes: their largest block.
-    pub fn answer_reach(&self) -> u32 {
+    /// first source): the span a decoder with repair lag `lag` keeps, within what an encoder
+    /// keeps (`hirt_fec::rlc::MAX_HISTORY`). Block codes: their largest block.
+    pub fn answer_reach(&self, lag: u32) -> u32 {
         match self {
             SchemeConfig::Rlc { window, .. } | SchemeConfig::Xor { window } => {
-                hirt_fec::RlcDecoder::span_with_repair_lag(*window, LOSS_REPORT_REPAIR_LAG)
+                hirt_fec::RlcDecoder::span_with_repair_lag(*window, lag)
                     .min(hirt_fec::rlc::MAX_HISTORY as u32)
             }
             other => u32::from(other.max_window()),
@@ -632,6 +631,11 @@ pub struct EncoderConfig {
     /// no source came for `repair_delay`, at most a third of the deadline). The scheme's window
     /// is the largest the controller may use.
     pub deadline: Option<Deadline>,
+    /// The repair lag of the peer's decoder ([`DecoderConfig::repair_lag`]): answers to its
+    /// loss reports may reach as far behind the newest source as it keeps sources
+    /// ([`SchemeConfig::answer_reach`]). 0 (default): the span of the window alone;
+    /// [`LOSS_REPORT_REPAIR_LAG`] with a decoder made by [`DecoderConfig::with_answer_reach`].
+    pub answer_reach_lag: u32,
 }
 
 impl EncoderConfig {
@@ -648,6 +652,7 @@ impl EncoderConfig {
             budget_period: Duration::from_millis(1),
             overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,
             deadline: None,
+            answer_reach_lag: 0,
         }
     }
 }
@@ -712,7 +717,8 @@ pub struct DecoderConfig {
 /// Default [`DecoderConfig::loss_report_gap`] when loss reports are on.
 pub const DEFAULT_LOSS_REPORT_GAP: Duration = Duration::from_millis(1);
 
-/// Repair lag of a decoder that sends loss reports ([`DecoderConfig::with_loss_reports`]):
+/// Repair lag of a decoder whose loss reports are answered from far back
+/// ([`DecoderConfig::with_answer_reach`]):
 /// an answer covers a loss a round trip old and the window before it, and its spares come up
 /// to half a deadline later, which at high rates or long round trips is more than twice the
 /// largest window of sources. The most lag the code allows: the decoder keeps 16384 sources
@@ -760,15 +766,14 @@ impl DecoderConfig {
         self
     }
 
-    /// This configuration with loss reports every `gap` at most ([`Self::loss_report_gap`]),
-    /// and the repair lag answers to them need ([`LOSS_REPORT_REPAIR_LAG`], or more if set):
-    /// sliding-window decoders then keep up to 16384 sources per stream (the memory of four
-    /// largest windows).
-    pub fn with_loss_reports(self, gap: Duration) -> Self {
+    /// This configuration with the repair lag that lets answers to loss reports reach a
+    /// round trip of sources beyond the window ([`LOSS_REPORT_REPAIR_LAG`], or more if set;
+    /// the encoder's [`EncoderConfig::answer_reach_lag`] must match): a sliding-window decoder
+    /// then keeps up to 16384 sources per stream (four largest windows), where a window of
+    /// 4095 alone keeps 8192.
+    pub fn with_answer_reach(self) -> Self {
         let lag = self.repair_lag.max(LOSS_REPORT_REPAIR_LAG);
-        let mut c = self.with_repair_lag(lag);
-        c.loss_report_gap = Some(gap);
-        c
+        self.with_repair_lag(lag)
     }
 }
 

@@ -243,7 +243,7 @@ impl Encoder {
         let scheme = &self.cfg.mode.scheme;
         let codec = EncCodec::new(scheme);
         let max_window = scheme.max_window();
-        let reach = scheme.answer_reach();
+        let reach = scheme.answer_reach(self.cfg.answer_reach_lag);
         let controller = controller::build(&self.cfg.mode.controller, max_window);
         let stats = EncoderStats {
             window: codec.window(),

@@ -117,10 +117,9 @@ counters!(
         /// the path's queue overflowed (`ours:yield`; copied from the encoder).
         queue_skips: Counter,
         /// Sources the recovery deadline asks the code to keep at the measured rate (gauge; 0
-        /// without a deadline). Above the largest window (`--window`, at most 4095) the answers
-        /// to loss reports use a longer history, up to 16384 sources behind the newest; beyond
-        /// that repairs are proactive: a shorter deadline or a lower rate per stream keeps
-        /// them loss-triggered.
+        /// without a deadline). Above the largest window (`--window`, at most 4095) losses leave
+        /// the window before their loss reports are answered: a longer window, a shorter
+        /// deadline or a lower rate per stream is needed.
         deadline_window_wanted: Gauge,
         /// Packets this host dropped before the decoder read them (SID device queue in SRv6
         /// mode, the socket's receive buffer in UDP mode), reported in feedback so the encoder

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use hirt_channel::{Link, LinkConfig, LossSpec, QueueLimit};
 use hirt_core::{
     Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, RepairInfo,
-    StreamId, Verdict, DEFAULT_LOSS_REPORT_GAP,
+    StreamId, Verdict, DEFAULT_LOSS_REPORT_GAP, LOSS_REPORT_REPAIR_LAG,
 };
 use serde::Serialize;
 
@@ -298,7 +298,9 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     // recoveries into in time and late.
     if is_ours(&sc.scheme) && sc.deadline.is_some() {
         enc_cfg.deadline = sc.deadline;
-        dec_cfg = dec_cfg.with_loss_reports(DEFAULT_LOSS_REPORT_GAP);
+        enc_cfg.answer_reach_lag = LOSS_REPORT_REPAIR_LAG;
+        dec_cfg = dec_cfg.with_answer_reach();
+        dec_cfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
     }
     let deadline_ns = sc
         .deadline

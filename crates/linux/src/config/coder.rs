@@ -116,11 +116,9 @@ impl CoderSettings {
     /// A decoder configuration for `scheme` with these settings.
     pub fn decoder(&self, scheme: SchemeConfig) -> DecoderConfig {
         let mut c = DecoderConfig::new(scheme).with_repair_lag(self.repair_lag);
-        if self.deadline.is_some() {
-            c = c.with_loss_reports(hirt_core::DEFAULT_LOSS_REPORT_GAP);
-        }
         c.overload_threshold = self.overload_threshold;
         c.in_order = self.in_order;
+        c.loss_report_gap = self.deadline.map(|_| hirt_core::DEFAULT_LOSS_REPORT_GAP);
         c
     }
 }
