@@ -89,9 +89,8 @@ struct Stream {
     /// CE-marked arrivals to report in the next feedback.
     ce_marks: u8,
     /// Loss reports: when the last one went out, the losses declared by then, whether it named
-    /// something (then it is repeated while that stays missing), and the longest span of a
-    /// repair so far (what the encoder's window covers: older losses are not reported; the
-    /// answers to reports may cover less, only the losses they answer).
+    /// something (then it is repeated while that stays missing), and the span of the latest
+    /// repair (what the encoder's window covers: older losses are not reported).
     report_at: Option<Instant>,
     reported_lost: u64,
     report_open: bool,
@@ -519,7 +518,7 @@ impl Decoder {
             s.tracker.set_horizon(2 * u32::from(info.nss));
         }
         s.tracker.on_repair(info.first_esi, last);
-        s.repair_span = s.repair_span.max(span + 1);
+        s.repair_span = span + 1;
         s.echo = Some((timestamp, now));
         self.after_input(i, now);
         Ok(())

@@ -298,9 +298,16 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     // recoveries into in time and late.
     if is_ours(&sc.scheme) && sc.deadline.is_some() {
         enc_cfg.deadline = sc.deadline;
-        enc_cfg.answer_reach_lag = LOSS_REPORT_REPAIR_LAG;
-        dec_cfg = dec_cfg.with_answer_reach();
         dec_cfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+        // Where loss reports can be answered (a deadline past the path's round trip), the
+        // decoder keeps the span that lets the answers reach a round trip of sources beyond
+        // the window; shorter deadlines are proactive and keep the window's span (a longer
+        // one would also move the horizon their residual-loss loop counts against).
+        let rtt = sc.delay * 2;
+        if sc.deadline.is_some_and(|d| d.resolve(Some(rtt)) > rtt) {
+            enc_cfg.answer_reach_lag = LOSS_REPORT_REPAIR_LAG;
+            dec_cfg = dec_cfg.with_answer_reach();
+        }
     }
     let deadline_ns = sc
         .deadline
