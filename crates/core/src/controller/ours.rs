@@ -306,7 +306,7 @@ impl Ours {
             .rtt
             .and_then(|rtt| self.answer_window(rtt.as_secs_f64() + detect, d, full, ctx.reach));
         self.reactive = answered.is_some();
-        self.history = answered.map(|(_, history)| history).filter(|&h| h > 0);
+        self.history = answered.and_then(|(_, history)| history);
         // Proactive: the margin counts the losses half a deadline of sources holds (a loss is
         // recovered once the repairs sent after it outnumber the losses among the sources they
         // cover, and half the deadline is left for that), and the repairs span what the
@@ -324,24 +324,30 @@ impl Ours {
     /// With loss reports: the window of the answers and the sources the encoder must keep for
     /// them, or `None` if the deadline does not leave a round trip (`round`, detection
     /// included) or the decoder cannot hold a loss that long. Where the window `full` holds a
-    /// round trip of sources, the code's own memory is enough (history 0). Otherwise: an
+    /// round trip of sources, the code's own memory is enough (no history asked for). Otherwise: an
     /// answer's window ends at the newest loss it answers, which the encoder hears of a round
     /// trip after sending it; the spares behind the answers follow half the remaining time
     /// later (`Encoder`), and the decoder must still hold the first source of their window
     /// then: `reach` (in sources behind the newest) bounds how far back that is. The window
     /// is then `full`, shortened to fit, but not below `MIN_ANSWER_WINDOW` (or `full` if less).
-    fn answer_window(&self, round: f64, d: Duration, full: f64, reach: u32) -> Option<(f64, u32)> {
+    fn answer_window(
+        &self,
+        round: f64,
+        d: Duration,
+        full: f64,
+        reach: u32,
+    ) -> Option<(f64, Option<u32>)> {
         let d = d.as_secs_f64();
         if round >= d {
             return None;
         }
         if round * self.pps < full {
             // The window holds a loss a round trip later: what the code keeps is enough.
-            return Some((full, 0));
+            return Some((full, None));
         }
         let behind = (ANSWER_REACH_MARGIN * self.pps * (round + (d - round) / 2.0)).ceil();
         let w = full.min(f64::from(reach) - behind);
-        (w >= full.min(MIN_ANSWER_WINDOW)).then_some((w, (behind + w) as u32))
+        (w >= full.min(MIN_ANSWER_WINDOW)).then_some((w, Some((behind + w) as u32)))
     }
 
     /// The share of a deadline's sources the proactive repairs span. A loss is recovered once
