@@ -918,7 +918,13 @@ impl Transport for UdpMachine {
                 });
             }
         }
+        // A held repair counts as sent on its path when it leaves: a probe sent meanwhile
+        // must not claim it, or the far end's reply shows it lost.
+        let paths = &mut self.paths;
         self.held.release(now, &mut |bytes, dest, tos| {
+            if let Some(ps) = paths {
+                ps.note_sent(dest.path);
+            }
             tx.transmit(Transmit {
                 bytes,
                 dest: UdpDest::Peer(dest),
@@ -1495,12 +1501,12 @@ impl UdpMachine {
             let c = self.metrics.stream(r.stream);
             add(&c.repairs_sent, 1);
             add(&c.repair_bytes_sent, r.payload.len() as u64);
-            if let Some(ps) = &mut self.paths {
-                ps.note_sent(path);
-            }
             let dest = PathDest { path, addr };
             if !hold.is_zero() && self.held.hold(now + hold, dest, tos, &self.out[..n]) {
                 continue;
+            }
+            if let Some(ps) = &mut self.paths {
+                ps.note_sent(path);
             }
             tx.transmit(Transmit {
                 bytes: &self.out[..n],

@@ -69,6 +69,12 @@ pub struct UdpArgs {
     /// Extra IPv6 address of our end (e.g. fd77::1/64).
     #[arg(long)]
     pub tun_addr6: Option<String>,
+    /// How many sources a repair may arrive behind the newest source the decoder has seen,
+    /// beyond what the window allows anyway: the decoder keeps that many more sources. Default
+    /// 1024 on a server and on a client with several paths (repairs on another path than their
+    /// sources trail them by the paths' delay difference), else 0.
+    #[arg(long)]
+    pub repair_lag: Option<u32>,
     /// TUN MTU (default 1400; see docs for the arithmetic).
     #[arg(long)]
     pub mtu: Option<u32>,
@@ -119,7 +125,7 @@ impl UdpArgs {
         apply_flags!(c, a;
             set: dev, mtu, keepalive_ms, threads, repair_dscp, rekey_after_s, rekey_after_packets;
             some: listen, remote, private_key_file, peer_public_key, preshared_key_file,
-                passphrase_file, tun_addr, tun_addr6;
+                passphrase_file, tun_addr, tun_addr6, repair_lag;
             flag: no_encrypt, insecure, no_mss_clamp, no_tun_offload);
         if !a.path.is_empty() {
             c.path = a

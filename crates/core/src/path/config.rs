@@ -11,6 +11,17 @@ use thiserror::Error;
 
 use crate::PathId;
 
+/// How many ESIs a repair may trail the newest source by, by default, at a decoder that can
+/// receive over several paths ([`crate::DecoderConfig::with_repair_lag`]). Repairs that take
+/// another path than their sources (`repair-path = diverse`, or sources moved by the policy)
+/// arrive behind them by the paths' delay difference, and a busy receiver reading one path
+/// before the other adds to it. With a window of 32 the decoder otherwise keeps 64 sources:
+/// diverse repairs 10 ms behind their sources at 10 kpps recovered 40 of 5930 losses (`hirt sim
+/// --path delay=0.1ms,loss=uniform:0.03 --path delay=10ms --repair-path diverse --scheme
+/// fixed:w=32,step=4`), all of them with this lag. 1024 ESIs are ~100 ms at 10 kpps; with
+/// W = 200 the decoder keeps 2048 sources instead of 512.
+pub const MULTIPATH_REPAIR_LAG: u32 = 1024;
+
 /// Why a path configuration was refused.
 #[derive(Clone, Debug, PartialEq, Error)]
 pub enum PathConfigError {

@@ -27,7 +27,7 @@ mod monitor;
 
 pub use config::{
     Exp3Feedback, Exp3Reward, FlowAssign, PathConfigError, PathManagerConfig, PolicyConfig,
-    PolicyKind, RepairPath,
+    PolicyKind, RepairPath, MULTIPATH_REPAIR_LAG,
 };
 pub use exp3::Exp3;
 pub use health::{Health, PathState, Sample};

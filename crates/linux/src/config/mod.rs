@@ -399,6 +399,18 @@ impl Default for Srv6Config {
 /// 100 kpps. With W = 200 the decoder then keeps 4096 sources instead of 512.
 pub const KERNEL_SOURCES_REPAIR_LAG: u32 = 2048;
 
+pub use hirt_core::path::MULTIPATH_REPAIR_LAG;
+
+/// The `repair-lag` setting, or `default`; at most `hirt_fec::rlc::MAX_REPAIR_LAG`.
+fn repair_lag(setting: Option<u32>, default: u32) -> Result<u32, ConfigError> {
+    let Some(lag) = setting else {
+        return Ok(default);
+    };
+    let max = hirt_fec::rlc::MAX_REPAIR_LAG;
+    ensure(lag <= max, "repair-lag", || format!("{lag}: at most {max}"))?;
+    Ok(lag)
+}
+
 impl Srv6Config {
     /// Reads a TOML file (not yet validated).
     pub fn from_file(path: &Path) -> anyhow::Result<Srv6Config> {
@@ -551,15 +563,12 @@ impl Srv6Config {
             self.in_order_ms,
         )?
         .with_deadline(self.deadline.as_deref())?;
-        c.repair_lag = match self.repair_lag {
-            Some(lag) => {
-                let max = hirt_fec::rlc::MAX_REPAIR_LAG;
-                ensure(lag <= max, "repair-lag", || format!("{lag}: at most {max}"))?;
-                lag
-            }
-            None if self.kernel_sources => KERNEL_SOURCES_REPAIR_LAG,
-            None => 0,
+        let default = if self.kernel_sources {
+            KERNEL_SOURCES_REPAIR_LAG
+        } else {
+            0
         };
+        c.repair_lag = repair_lag(self.repair_lag, default)?;
         Ok(c)
     }
 }
@@ -649,6 +658,9 @@ pub struct UdpConfig {
     /// `auto` by default): the `ours` controller sizes its window and repairs from it, and the
     /// decoder reports losses so the encoder repairs them on demand. Set it alike at both ends.
     pub deadline: Option<String>,
+    /// Extra sources a repair may trail the newest by (0 on one path; 1024 where the decoder
+    /// can receive over several paths: a server, or a client with two or more).
+    pub repair_lag: Option<u32>,
     /// Seed for the core's randomness (from the clock).
     pub seed: Option<u64>,
     /// Client: the tunnel's paths, one `[[path]]` table each (`--path`); empty: one path
@@ -695,6 +707,7 @@ impl Default for UdpConfig {
             in_order_ms: 0.0,
             deadline: default_deadline(),
             seed: None,
+            repair_lag: None,
             path: Vec::new(),
             paths: hirt_core::path::PathManagerConfig::default(),
         }
@@ -814,16 +827,29 @@ impl UdpConfig {
         fec_mode(&self.fec, self.rs.as_deref(), self.window)
     }
 
-    /// Repair timers, overload control, in-order release and recovery deadline.
+    /// Whether this end's decoder can receive over several paths: a server (it takes the
+    /// paths its client brings) or a client with two or more.
+    pub fn receives_over_paths(&self) -> bool {
+        self.role == Some(UdpRole::Server) || self.path.len() >= 2
+    }
+
+    /// Repair timers, overload control, in-order release, recovery deadline and repair lag.
     pub fn coder(&self) -> Result<CoderSettings, ConfigError> {
-        CoderSettings::new(
+        let mut c = CoderSettings::new(
             self.overload_threshold,
             self.repair_delay_ms,
             self.repair_retries,
             self.repair_retry_gap_ms,
             self.in_order_ms,
         )?
-        .with_deadline(self.deadline.as_deref())
+        .with_deadline(self.deadline.as_deref())?;
+        let default = if self.receives_over_paths() {
+            MULTIPATH_REPAIR_LAG
+        } else {
+            0
+        };
+        c.repair_lag = repair_lag(self.repair_lag, default)?;
+        Ok(c)
     }
 }
 
@@ -858,6 +884,39 @@ mod tests {
             ..udp()
         };
         assert!(off.coder().unwrap().deadline.is_none());
+    }
+
+    #[test]
+    fn decoders_that_receive_over_several_paths_keep_a_repair_lag() {
+        assert_eq!(
+            udp().coder().unwrap().repair_lag,
+            0,
+            "a client with one path"
+        );
+        let two = UdpConfig {
+            path: vec![
+                "remote=192.0.2.1:4096".parse().unwrap(),
+                "remote=192.0.2.2:4096".parse().unwrap(),
+            ],
+            ..udp()
+        };
+        assert_eq!(two.coder().unwrap().repair_lag, MULTIPATH_REPAIR_LAG);
+        let server = UdpConfig {
+            role: Some(UdpRole::Server),
+            remote: None,
+            ..udp()
+        };
+        assert_eq!(server.coder().unwrap().repair_lag, MULTIPATH_REPAIR_LAG);
+        let set = UdpConfig {
+            repair_lag: Some(7),
+            ..server
+        };
+        assert_eq!(set.coder().unwrap().repair_lag, 7);
+        let too_much = UdpConfig {
+            repair_lag: Some(hirt_fec::rlc::MAX_REPAIR_LAG + 1),
+            ..udp()
+        };
+        assert!(err(too_much.validate()).contains("repair-lag"));
     }
 
     fn err(r: Result<(), ConfigError>) -> String {
