@@ -22,6 +22,8 @@ pub struct UdpBenchConfig {
     pub fec: String,
     /// Overload threshold of the peers (1 = off; `None`: hirt's default).
     pub overload_threshold: Option<f64>,
+    /// Repair lag of the peers' decoders (`hirt udp --repair-lag`; `None`: hirt's default).
+    pub repair_lag: Option<u32>,
 }
 
 impl Default for UdpBenchConfig {
@@ -35,6 +37,7 @@ impl Default for UdpBenchConfig {
             rounds: 2,
             fec: "ours".into(),
             overload_threshold: None,
+            repair_lag: None,
         }
     }
 }

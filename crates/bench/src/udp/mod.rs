@@ -110,6 +110,7 @@ fn peer_args(server: bool, args: &UdpBenchConfig, offload: bool, tag: &str) -> U
             .overload_threshold
             .unwrap_or(UdpConfig::default().overload_threshold),
         control: Some(std::env::temp_dir().join(format!("{tag}-{server}.sock"))),
+        repair_lag: args.repair_lag,
         ..Default::default()
     }
 }

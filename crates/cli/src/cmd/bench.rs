@@ -305,6 +305,9 @@ pub struct UdpBenchArgs {
     /// Overload threshold of the peers (`hirt udp --overload-threshold`; 1 = off).
     #[arg(long)]
     pub overload_threshold: Option<f64>,
+    /// Repair lag of the peers' decoders (`hirt udp --repair-lag`; default: hirt's).
+    #[arg(long)]
+    pub repair_lag: Option<u32>,
 }
 
 impl From<UdpBenchArgs> for UdpBenchConfig {
@@ -318,6 +321,7 @@ impl From<UdpBenchArgs> for UdpBenchConfig {
             rounds: a.rounds,
             fec: a.fec,
             overload_threshold: a.overload_threshold,
+            repair_lag: a.repair_lag,
         }
     }
 }
