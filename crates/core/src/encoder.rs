@@ -114,6 +114,9 @@ struct Stream {
     retry_at: Option<Instant>,
     /// Re-sends left after the one at `retry_at`.
     retries_left: u8,
+    /// `retry_at` follows a rate-driven repair over the newest source: it stands for a pause
+    /// there, and the next source, with a timer of its own, cancels it.
+    retry_for_pause: bool,
     budget: Budget,
     last_seq: Option<u16>,
     srtt: Option<Duration>,
@@ -262,6 +265,7 @@ impl Encoder {
             unprotected_since: None,
             retry_at: None,
             retries_left: 0,
+            retry_for_pause: false,
             budget,
             last_seq: None,
             drop_credit: 0,
@@ -301,9 +305,17 @@ impl Encoder {
     /// Then drain [`Encoder::poll_repair`].
     pub fn handle_source(&mut self, stream: StreamId, packet: &[u8], now: Instant) -> SourceTag {
         let i = self.stream_index(stream);
+        let sliding = self.cfg.mode.scheme.is_sliding();
+        let pause = self.pause_timer(&self.streams[i]);
+        let resend_gap = self
+            .repair_delay(&self.streams[i])
+            .map(|d| self.cfg.repair_retry_gap.unwrap_or(d));
         let s = &mut self.streams[i];
         let out = &mut self.out;
         let repairs_before = s.stats.repairs;
+        if std::mem::take(&mut s.retry_for_pause) {
+            s.retry_at = None;
+        }
         let esi = s.next_esi;
         s.next_esi = esi.wrapping_add(1);
         s.stats.sources += 1;
@@ -378,6 +390,24 @@ impl Encoder {
         if s.stats.repairs != repairs_before {
             // A repair over the current window went out: a pending re-send would repeat it.
             s.retry_at = None;
+            // It protects the newest sources once, as a timer repair would if the traffic
+            // paused here; it gets the timer repair's re-send series too, or two losses among
+            // the sources before a pause (a repair recovers one) would wait for the traffic to
+            // resume. The next source cancels it (its own timer takes over), so only a pause
+            // sends it.
+            if let (true, 0, Some(gap)) = (sliding, s.codec.unprotected(), resend_gap) {
+                if self.cfg.repair_retries > 0 {
+                    s.retries_left = self.cfg.repair_retries - 1;
+                    s.retry_at = now.checked_add(gap);
+                    s.retry_for_pause = true;
+                }
+            }
+        } else if let (true, Some(gap)) = (pause, resend_gap) {
+            // With a deadline the time-driven repair waits for a pause in the sources; so does
+            // a pending re-send (rate-driven repairs may be further apart than its gap).
+            if s.retry_at.is_some() {
+                s.retry_at = now.checked_add(gap);
+            }
         }
         if s.codec.unprotected() == 0 {
             s.unprotected_since = None;
@@ -1072,6 +1102,7 @@ impl Encoder {
                 s.retries_left = self.cfg.repair_retries;
             }
             s.retry_at = None;
+            s.retry_for_pause = false;
             if let (true, Some(d)) = (sliding, delay) {
                 if s.retries_left > 0 {
                     s.retries_left -= 1;
@@ -1087,6 +1118,7 @@ impl Encoder {
         s.controller.on_repair(RepairTrigger::Timer);
         s.unprotected_since = None;
         s.retry_at = None;
+        s.retry_for_pause = false;
         s.retries_left = 0;
     }
 

@@ -473,15 +473,80 @@ fn timer_resend_covers_a_new_source_and_yields_to_other_repairs() {
         Some(base + 2 * d),
         "kept for the new source"
     );
-    enc.handle_source(0, &payload(0, 2), base + Duration::from_millis(7));
+    let step_at = base + Duration::from_millis(7);
+    enc.handle_source(0, &payload(0, 2), step_at);
     assert!(enc.poll_repair().is_some(), "the controller's step");
     assert_eq!(
         enc.poll_timeout(),
-        None,
-        "the controller's repair replaced the re-send"
+        Some(step_at + d),
+        "the controller's repair replaced the re-send and starts a series of its own"
     );
     let st = enc.stats(0).unwrap();
     assert_eq!((st.repairs_timer, st.repairs_controller), (1, 1));
+    // Each repair moves that series on: dense traffic never sends it.
+    let mut t = step_at;
+    for n in 3..40 {
+        t += Duration::from_micros(500);
+        enc.handle_source(0, &payload(0, n), t);
+        while enc.poll_repair().is_some() {}
+        let due = enc.poll_timeout().unwrap();
+        assert!(due > t, "nothing due while sources come every 0.5 ms");
+    }
+    assert_eq!(enc.stats(0).unwrap().repairs_timer, 1);
+}
+
+/// A repair that comes with the newest source is followed, if the traffic pauses there, by the
+/// re-send a timer repair would get: two losses just before the pause are recovered without
+/// waiting for more traffic. Every sliding controller, fixed step included.
+#[test]
+fn a_pause_after_a_rate_driven_repair_still_gets_a_resend() {
+    for mode in ["fixed:w=32,step=4", "hirt:w=32", "ours:w=32"] {
+        let mode: FecMode = mode.parse().unwrap();
+        let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
+        let mut dec = Decoder::new(DecoderConfig::new(mode.scheme.clone()), 1);
+        let mut t = t0();
+        // Sources every 0.1 ms, each received once the next two came (so the two before the
+        // last are lost), every repair lost, until one comes with a repair after 40 sources.
+        let mut held: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut n = 0u32;
+        let last_repairs = loop {
+            t += Duration::from_micros(100);
+            let data = payload(0, n);
+            let tag = enc.handle_source(0, &data, t);
+            let mut repairs = Vec::new();
+            while let Some(r) = enc.poll_repair() {
+                repairs.push((r.stream, r.info, r.timestamp, r.payload.to_vec()));
+            }
+            if n >= 40 && !repairs.is_empty() {
+                assert_eq!(dec.handle_source(0, tag.esi, &data, t), Verdict::Deliver);
+                break repairs;
+            }
+            held.push((tag.esi, data));
+            if held.len() > 2 {
+                let (esi, data) = held.remove(0);
+                assert_eq!(dec.handle_source(0, esi, &data, t), Verdict::Deliver);
+            }
+            n += 1;
+            assert!(n < 10_000, "{mode:?}: no repair with a source");
+        };
+        let mut recovered = Vec::new();
+        for (s, info, ts, pl) in last_repairs {
+            dec.handle_repair(s, &info, ts, &pl, t).unwrap();
+            while let Some(rec) = dec.poll_recovered() {
+                recovered.push(rec.esi);
+            }
+        }
+        assert!(recovered.is_empty(), "{mode:?}: one repair, two losses");
+        // The pause: only the time-driven repairs.
+        while let Some(due) = enc.poll_timeout() {
+            assert!(due <= t + Duration::from_millis(100), "{mode:?}");
+            enc.handle_timeout(due);
+            recovered.extend(deliver_repairs(&mut enc, &mut dec, due, false));
+        }
+        recovered.sort_unstable();
+        let lost: Vec<u32> = held.iter().map(|(e, _)| *e).collect();
+        assert_eq!(recovered, lost, "{mode:?}");
+    }
 }
 
 #[test]

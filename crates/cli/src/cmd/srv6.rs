@@ -61,8 +61,9 @@ pub struct Srv6Args {
     pub auth_sources: bool,
     /// How many sources a repair may arrive behind the newest source the decoder has seen,
     /// beyond what the window allows anyway: the decoder keeps that many more sources. Raise it
-    /// where repairs take a slower path than the sources. Default 0; 2048 with
-    /// --kernel-sources, whose repairs trail the sources the kernel delivers.
+    /// where repairs take a slower path than the sources. Default 0; 1024 with two or more
+    /// --path (the peer is taken to use several too); 2048 with --kernel-sources, whose
+    /// repairs trail the sources the kernel delivers.
     #[arg(long)]
     pub repair_lag: Option<u32>,
     /// Do not install routes for the SIDs (the operator routes them to --dev).

@@ -318,7 +318,8 @@ pub struct Srv6Config {
     /// controller sizes its window and repairs from it, and the decoder reports losses so the
     /// encoder repairs them on demand. Set it alike at both ends.
     pub deadline: Option<String>,
-    /// Extra sources a repair may trail the newest by (0; 2048 with `kernel-sources`).
+    /// Extra sources a repair may trail the newest by (0; 1024 with two or more `path`s, 2048
+    /// with `kernel-sources`).
     pub repair_lag: Option<u32>,
     /// Do not install routes for the SIDs.
     pub no_routes: bool,
@@ -565,11 +566,21 @@ impl Srv6Config {
         .with_deadline(self.deadline.as_deref())?;
         let default = if self.kernel_sources {
             KERNEL_SOURCES_REPAIR_LAG
+        } else if self.receives_over_paths() {
+            MULTIPATH_REPAIR_LAG
         } else {
             0
         };
         c.repair_lag = repair_lag(self.repair_lag, default)?;
         Ok(c)
+    }
+
+    /// Whether this node's decoder is taken to receive over several paths: it sends over two
+    /// or more segment lists itself, as the two ends of a tunnel do alike. A decoder SID
+    /// cannot see its peer's segment lists, so a decoder-only node behind an encoder with
+    /// several paths needs `repair-lag`.
+    pub fn receives_over_paths(&self) -> bool {
+        self.path.len() >= 2
     }
 }
 
@@ -917,6 +928,18 @@ mod tests {
             ..udp()
         };
         assert!(err(too_much.validate()).contains("repair-lag"));
+
+        assert_eq!(srv6().coder().unwrap().repair_lag, 0, "one segment list");
+        let two = Srv6Config {
+            path: vec!["direct".parse().unwrap(), "sids=fc00:7::1".parse().unwrap()],
+            ..srv6()
+        };
+        assert_eq!(two.coder().unwrap().repair_lag, MULTIPATH_REPAIR_LAG);
+        let set = Srv6Config {
+            repair_lag: Some(0),
+            ..two
+        };
+        assert_eq!(set.coder().unwrap().repair_lag, 0);
     }
 
     fn err(r: Result<(), ConfigError>) -> String {
