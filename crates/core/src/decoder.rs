@@ -517,8 +517,13 @@ impl Decoder {
         if matches!(self.cfg.scheme, SchemeConfig::BlockXor { .. }) {
             s.tracker.set_horizon(2 * u32::from(info.nss));
         }
+        // A window that begins at the stream's first ESI may be cut short by it (the encoder
+        // had fewer sources than its window): it says nothing about how far back repairs
+        // reach, and taken for the span it would keep a loss report from naming a loss again.
+        if s.tracker.base() != Some(info.first_esi) {
+            s.repair_span = span + 1;
+        }
         s.tracker.on_repair(info.first_esi, last);
-        s.repair_span = span + 1;
         s.echo = Some((timestamp, now));
         self.after_input(i, now);
         Ok(())

@@ -70,6 +70,8 @@ pub(crate) struct LossTracker {
     ring: Vec<u8>,
     mask: u32,
     started: bool,
+    /// The first ESI of the stream (valid once started).
+    base: Esi,
     top: Esi,
     declared: Esi,
     finalized: Esi,
@@ -99,6 +101,7 @@ impl LossTracker {
             ring: vec![0; size as usize],
             mask: size - 1,
             started: false,
+            base: 0,
             top: 0,
             declared: 0,
             finalized: 0,
@@ -136,6 +139,11 @@ impl LossTracker {
     /// recover them).
     pub(crate) fn finalized(&self) -> Esi {
         self.finalized
+    }
+
+    /// The stream's first ESI, once a packet started it.
+    pub(crate) fn base(&self) -> Option<Esi> {
+        self.started.then_some(self.base)
     }
 
     /// Fills `report` with the ESIs declared lost and neither received nor recovered among the
@@ -179,6 +187,7 @@ impl LossTracker {
             esi
         };
         self.started = true;
+        self.base = base;
         self.top = base;
         self.declared = base;
         self.finalized = base;

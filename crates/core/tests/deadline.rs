@@ -538,3 +538,75 @@ fn losses_at_the_start_of_a_stream_are_recovered() {
         enc.stats(0)
     );
 }
+
+/// A loss report that is lost is repeated even when the only answer the decoder has seen so far
+/// covered a window cut short by the start of the stream (the answer to a loss of ESI 0 spans
+/// one source): that span is not how far back the encoder's repairs reach. Sources every 0.5
+/// ms, zero link delay, UDP mode's default deadline; ESIs 0 and 38 lost, and the first
+/// feedback that names 38.
+#[test]
+fn a_lost_report_is_repeated_after_an_answer_cut_short_by_the_stream_start() {
+    let mode = FecMode::parse_with_window("ours", 200).unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.deadline = Some(Deadline::Auto);
+    let mut dcfg = DecoderConfig::new(mode.scheme.clone());
+    dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+    let (mut enc, mut dec) = (Encoder::new(cfg, 1), Decoder::new(dcfg, 2));
+    let start = t0();
+    let sent_at = |k: u32| start + Duration::from_micros(500) * (k + 1);
+    let mut dropped = false;
+    let mut recovered = Vec::new();
+    let mut first_answer_nss = None;
+    for k in 0..200 {
+        let now = sent_at(k);
+        if enc.poll_timeout().is_some_and(|t| t <= now) {
+            enc.handle_timeout(now);
+        }
+        if dec.poll_timeout().is_some_and(|t| t <= now) {
+            dec.handle_timeout(now);
+        }
+        let data = payload(k);
+        enc.handle_source(0, &data, now);
+        if k != 0 && k != 38 {
+            dec.handle_source(0, k, &data, now);
+        }
+        loop {
+            let mut repairs = Vec::new();
+            while let Some(r) = enc.poll_repair() {
+                repairs.push((r.info, r.timestamp, r.payload.to_vec()));
+            }
+            let idle = repairs.is_empty();
+            for (info, ts, p) in repairs {
+                first_answer_nss.get_or_insert(info.nss);
+                dec.handle_repair(0, &info, ts, &p, now).unwrap();
+            }
+            while let Some(r) = dec.poll_recovered() {
+                recovered.push((r.esi, now.saturating_duration_since(sent_at(r.esi))));
+            }
+            let mut fbs = Vec::new();
+            while let Some(fb) = dec.poll_feedback(now) {
+                let names_38 = fb
+                    .loss_report
+                    .ranges()
+                    .iter()
+                    .any(|r| (r.first..r.first + u32::from(r.len)).contains(&38));
+                if names_38 && !dropped {
+                    dropped = true;
+                    continue;
+                }
+                fbs.push(fb);
+            }
+            if idle && fbs.is_empty() {
+                break;
+            }
+            for fb in fbs {
+                enc.handle_feedback(&fb, now);
+            }
+        }
+    }
+    assert_eq!(first_answer_nss, Some(1), "the answer to ESI 0");
+    assert!(dropped, "a report named 38");
+    let esis: Vec<u32> = recovered.iter().map(|r| r.0).collect();
+    assert_eq!(esis, vec![0, 38], "{recovered:?}; {:?}", enc.stats(0));
+    assert!(recovered[1].1 <= Duration::from_millis(15), "{recovered:?}");
+}
