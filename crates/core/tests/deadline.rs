@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use hirt_core::{
     Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, EsiRange, FecMode, Feedback,
-    LossReport, Verdict, AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP,
+    LossReport, RepairInfo, Verdict, AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP,
 };
 
 #[allow(clippy::disallowed_methods)]
@@ -406,8 +406,8 @@ fn every_half_ms(
     dec: &mut Decoder,
     n: u32,
     lost: impl Fn(u32) -> bool,
-    drop_repair: impl Fn() -> bool,
-    feedback: impl Fn(&Feedback),
+    mut drop_repair: impl FnMut(&RepairInfo) -> bool,
+    mut feedback: impl FnMut(&Feedback) -> bool,
     mut recovered: impl FnMut(u32, Duration),
 ) {
     let start = t0();
@@ -432,7 +432,7 @@ fn every_half_ms(
             }
             let idle = repairs.is_empty();
             for (info, ts, p) in repairs {
-                if !drop_repair() {
+                if !drop_repair(&info) {
                     dec.handle_repair(0, &info, ts, &p, now).unwrap();
                 }
             }
@@ -441,8 +441,9 @@ fn every_half_ms(
             }
             let mut fbs = Vec::new();
             while let Some(fb) = dec.poll_feedback(now) {
-                feedback(&fb);
-                fbs.push(fb);
+                if feedback(&fb) {
+                    fbs.push(fb);
+                }
             }
             if idle && fbs.is_empty() {
                 break;
@@ -479,7 +480,7 @@ fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
         &mut dec,
         20_000,
         lost,
-        || drop_next.replace(false),
+        |_| drop_next.replace(false),
         |fb| {
             if let Some(r) = fb.loss_report.ranges().first() {
                 let newest = r.first + u32::from(r.len) - 1;
@@ -490,6 +491,7 @@ fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
                     drop_next.set(true);
                 }
             }
+            true
         },
         |esi, delay| {
             if lost(esi) {
@@ -511,25 +513,31 @@ fn a_lost_answer_is_asked_for_again_within_a_few_round_trips() {
     );
 }
 
+/// `ours` with a window of 200 and UDP mode's default deadline, and a decoder that reports
+/// losses.
+fn auto_deadline_pair() -> (Encoder, Decoder) {
+    let mode = FecMode::parse_with_window("ours", 200).unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.deadline = Some(Deadline::Auto);
+    let mut dcfg = DecoderConfig::new(mode.scheme);
+    dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
+    (Encoder::new(cfg, 1), Decoder::new(dcfg, 2))
+}
+
 /// The first losses of a stream, before the encoder knows the source rate or the RTT, are
 /// answered too: sources every 0.5 ms, zero link delay, UDP mode's default deadline, sources 7
 /// and 8 lost.
 #[test]
 fn losses_at_the_start_of_a_stream_are_recovered() {
-    let mode = FecMode::parse_with_window("ours", 200).unwrap();
-    let mut cfg = EncoderConfig::new(mode.clone());
-    cfg.deadline = Some(Deadline::Auto);
-    let mut dcfg = DecoderConfig::new(mode.scheme.clone());
-    dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
-    let (mut enc, mut dec) = (Encoder::new(cfg, 1), Decoder::new(dcfg, 2));
+    let (mut enc, mut dec) = auto_deadline_pair();
     let mut got = Vec::new();
     every_half_ms(
         &mut enc,
         &mut dec,
         400,
         |k| k == 7 || k == 8,
-        || false,
-        |_| {},
+        |_| false,
+        |_| true,
         |esi, _| got.push(esi),
     );
     assert!(
@@ -546,64 +554,31 @@ fn losses_at_the_start_of_a_stream_are_recovered() {
 /// feedback that names 38.
 #[test]
 fn a_lost_report_is_repeated_after_an_answer_cut_short_by_the_stream_start() {
-    let mode = FecMode::parse_with_window("ours", 200).unwrap();
-    let mut cfg = EncoderConfig::new(mode.clone());
-    cfg.deadline = Some(Deadline::Auto);
-    let mut dcfg = DecoderConfig::new(mode.scheme.clone());
-    dcfg.loss_report_gap = Some(DEFAULT_LOSS_REPORT_GAP);
-    let (mut enc, mut dec) = (Encoder::new(cfg, 1), Decoder::new(dcfg, 2));
-    let start = t0();
-    let sent_at = |k: u32| start + Duration::from_micros(500) * (k + 1);
+    let (mut enc, mut dec) = auto_deadline_pair();
+    let mut first_answer_nss = None;
     let mut dropped = false;
     let mut recovered = Vec::new();
-    let mut first_answer_nss = None;
-    for k in 0..200 {
-        let now = sent_at(k);
-        if enc.poll_timeout().is_some_and(|t| t <= now) {
-            enc.handle_timeout(now);
-        }
-        if dec.poll_timeout().is_some_and(|t| t <= now) {
-            dec.handle_timeout(now);
-        }
-        let data = payload(k);
-        enc.handle_source(0, &data, now);
-        if k != 0 && k != 38 {
-            dec.handle_source(0, k, &data, now);
-        }
-        loop {
-            let mut repairs = Vec::new();
-            while let Some(r) = enc.poll_repair() {
-                repairs.push((r.info, r.timestamp, r.payload.to_vec()));
-            }
-            let idle = repairs.is_empty();
-            for (info, ts, p) in repairs {
-                first_answer_nss.get_or_insert(info.nss);
-                dec.handle_repair(0, &info, ts, &p, now).unwrap();
-            }
-            while let Some(r) = dec.poll_recovered() {
-                recovered.push((r.esi, now.saturating_duration_since(sent_at(r.esi))));
-            }
-            let mut fbs = Vec::new();
-            while let Some(fb) = dec.poll_feedback(now) {
-                let names_38 = fb
-                    .loss_report
-                    .ranges()
-                    .iter()
-                    .any(|r| (r.first..r.first + u32::from(r.len)).contains(&38));
-                if names_38 && !dropped {
-                    dropped = true;
-                    continue;
-                }
-                fbs.push(fb);
-            }
-            if idle && fbs.is_empty() {
-                break;
-            }
-            for fb in fbs {
-                enc.handle_feedback(&fb, now);
-            }
-        }
-    }
+    every_half_ms(
+        &mut enc,
+        &mut dec,
+        200,
+        |k| k == 0 || k == 38,
+        |info| {
+            first_answer_nss.get_or_insert(info.nss);
+            false
+        },
+        |fb| {
+            let names_38 = fb
+                .loss_report
+                .ranges()
+                .iter()
+                .any(|r| (r.first..r.first + u32::from(r.len)).contains(&38));
+            let drop = names_38 && !dropped;
+            dropped |= drop;
+            !drop
+        },
+        |esi, delay| recovered.push((esi, delay)),
+    );
     assert_eq!(first_answer_nss, Some(1), "the answer to ESI 0");
     assert!(dropped, "a report named 38");
     let esis: Vec<u32> = recovered.iter().map(|r| r.0).collect();
