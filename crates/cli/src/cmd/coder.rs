@@ -19,7 +19,8 @@ pub struct CoderArgs {
     /// ms (sparse traffic; default 5, 0 = off).
     #[arg(long)]
     pub repair_delay_ms: Option<f64>,
-    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1).
+    /// Re-sends of a time-driven repair, each one repair delay after the previous (default 1);
+    /// a pause that begins on a rate-driven repair gets as many.
     #[arg(long)]
     pub repair_retries: Option<u8>,
     /// Gap between the re-sends of a time-driven repair, in ms (default: the repair delay).
