@@ -4,8 +4,9 @@
 //! `[kind u8][esi u32 BE][nss u16 BE][key u16 BE][dt u8][len u16 BE][len bytes]`, truncated
 //! records end the input. `kind & 3`: 0 source, 1 repair, 2 repair from a *real* encoder fed the
 //! sources seen so far (so the decoder also gets deep into elimination, not only rejects),
-//! 3 reset. The decoder must never panic; every recovered symbol must have been pushed to the
-//! real encoder with those exact bytes when the only repairs were genuine ones.
+//! 3 reset (with `kind & 0x40`: the span grows to repair lag `key % 4096` instead). The decoder
+//! must never panic; every recovered symbol must have been pushed to the real encoder with
+//! those exact bytes when the only repairs were genuine ones.
 #![no_main]
 
 use std::collections::HashMap;
@@ -102,6 +103,10 @@ fuzz_target!(|data: &[u8]| {
                 if let Some((i, p)) = rep {
                     let _ = dec.on_repair(&i, &p, &mut checker(&sent, forged));
                 }
+            }
+            _ if kind & 0x40 != 0 => {
+                // The decoder learning that repairs trail their sources: state is kept.
+                dec.grow_repair_lag(u32::from(key) % 4096);
             }
             _ => {
                 dec.reset();

@@ -204,6 +204,22 @@ impl DecCodec {
         }
     }
 
+    /// Grows a sliding-window decoder's span so that a repair whose window begins at `first`
+    /// (refused: behind the span) would be taken, if repair lag `limit` suffices for it.
+    /// Returns the new lag.
+    pub(crate) fn grow_to_reach(&mut self, first: Esi, limit: u32) -> Option<u32> {
+        let DecCodec::Rlc(c) = self else {
+            return None;
+        };
+        let behind = c.behind(first)?;
+        let window = c.config().window;
+        if RlcDecoder::span_with_repair_lag(window, limit) <= behind {
+            return None; // farther back than the limit reaches: not worth the memory
+        }
+        let lag = behind.min(limit);
+        c.grow_repair_lag(lag).then_some(lag)
+    }
+
     fn as_dyn(&mut self) -> Option<&mut dyn FecDecoder> {
         match self {
             DecCodec::Rlc(c) => Some(c),

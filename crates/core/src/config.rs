@@ -686,6 +686,13 @@ pub struct DecoderConfig {
     /// reach the decoder at different times (sources delivered by the kernel and read from a
     /// ring, repairs on another path). Set with [`DecoderConfig::with_repair_lag`]; default 0.
     pub repair_lag: u32,
+    /// The repair lag a stream's decoder may grow to by itself: a repair that arrives behind
+    /// its span (it came by a slower path than its sources) is refused, but the span grows so
+    /// that the next ones like it are taken (sliding-window codes; the horizon grows with it).
+    /// A node need not be told how its peer spreads repairs over paths. Bounds the memory
+    /// per stream like `repair_lag` does: a peer (or a forger, without authentication) can
+    /// make it grow up to this. Default 0: the span stays that of `repair_lag`.
+    pub repair_lag_limit: u32,
     /// Path id written into feedback.
     pub path: PathId,
     /// Overload control, as in [`EncoderConfig::work_budget`] (decoder work = row operations).
@@ -747,6 +754,7 @@ impl DecoderConfig {
             horizon,
             history: 8192,
             repair_lag: 0,
+            repair_lag_limit: 0,
             path: 0,
             work_budget: None,
             budget_period: Duration::from_millis(1),

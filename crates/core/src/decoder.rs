@@ -95,6 +95,8 @@ struct Stream {
     reported_lost: u64,
     report_open: bool,
     repair_span: u32,
+    /// The repair lag its code keeps: `repair_lag`, or more once repairs came later than that.
+    repair_lag: u32,
     /// Time from the report that first named a loss to its recovery, smoothed: about a round
     /// trip plus the encoder's pacing. A report that goes unanswered is repeated after twice
     /// that (see [`Decoder::report_repeat`]). Sampled on the newest ESI of a report when no
@@ -252,7 +254,7 @@ impl Decoder {
         self.streams.push(Stream {
             id,
             codec: DecCodec::new(&self.cfg.scheme, self.cfg.repair_lag),
-            tracker: Self::new_tracker(&self.cfg),
+            tracker: Self::new_tracker(&self.cfg, self.cfg.repair_lag),
             budget,
             stats: DecoderStats::default(),
             seq: 0,
@@ -267,6 +269,7 @@ impl Decoder {
             reported_lost: 0,
             report_open: false,
             repair_span: 0,
+            repair_lag: self.cfg.repair_lag,
             answer_delay: None,
             answer_probe: None,
             newest_named: None,
@@ -276,13 +279,14 @@ impl Decoder {
         Some(i)
     }
 
-    fn new_tracker(cfg: &DecoderConfig) -> LossTracker {
-        LossTracker::new(
-            cfg.history,
-            cfg.horizon,
-            cfg.reorder_tolerance,
-            cfg.loss_window,
-        )
+    /// The loss history of a stream whose code keeps repair lag `lag`.
+    fn new_tracker(cfg: &DecoderConfig, lag: u32) -> LossTracker {
+        let horizon = if lag > cfg.repair_lag {
+            cfg.scheme.recovery_horizon_with_repair_lag(lag)
+        } else {
+            cfg.horizon
+        };
+        LossTracker::new(cfg.history, horizon, cfg.reorder_tolerance, cfg.loss_window)
     }
 
     fn new_order(cfg: &DecoderConfig) -> Option<Reorder> {
@@ -300,8 +304,8 @@ impl Decoder {
             }
             s.stats.order_skipped = o.skipped;
         }
-        s.codec = DecCodec::new(&cfg.scheme, cfg.repair_lag);
-        s.tracker = Self::new_tracker(cfg);
+        s.codec = DecCodec::new(&cfg.scheme, s.repair_lag);
+        s.tracker = Self::new_tracker(cfg, s.repair_lag);
         s.order = Self::new_order(cfg);
         s.refused_run = 0;
         s.newest_named = None;
@@ -508,6 +512,16 @@ impl Decoder {
             }
             if let Err(e) = res {
                 s.stats.repairs_invalid += 1;
+                if e == DecodeError::OutOfRange && s.repair_lag < self.cfg.repair_lag_limit {
+                    s.stats.repairs_behind += 1;
+                    let limit = self.cfg.repair_lag_limit;
+                    if let Some(lag) = s.codec.grow_to_reach(info.first_esi, limit) {
+                        s.repair_lag = lag;
+                        s.stats.repair_lag = u64::from(lag);
+                        let horizon = self.cfg.scheme.recovery_horizon_with_repair_lag(lag);
+                        s.tracker.set_horizon(horizon.max(self.cfg.horizon));
+                    }
+                }
                 return Err(e);
             }
         } else {

@@ -111,4 +111,9 @@ pub struct DecoderStats {
     pub loss_reports: u64,
     /// Packets that arrived marked CE ([`crate::Decoder::note_ce`]), passed on in feedback.
     pub ce_marks: u64,
+    /// Of `repairs_invalid`, repairs refused because their window began behind what the code
+    /// keeps, while its span could still grow ([`crate::DecoderConfig::repair_lag_limit`]).
+    pub repairs_behind: u64,
+    /// The repair lag the stream's code keeps, when it grew past the configured one (else 0).
+    pub repair_lag: u64,
 }

@@ -1445,3 +1445,75 @@ fn repair_lag_lets_a_late_repair_recover() {
     let lagged = DecoderConfig::new(mode.scheme.clone()).with_repair_lag(100);
     assert_eq!(run(lagged), vec![(5, payload(0, 5))]);
 }
+
+#[test]
+fn a_decoder_learns_how_far_its_repairs_trail_their_sources() {
+    // `fixed:w=32,step=4`, 3% of the sources lost, every repair delayed by 200 sources (a
+    // slower path), as a decoder SID behind several segment lists sees them. Told nothing,
+    // the decoder (S = 64) refuses all but the last; with a repair lag it may grow to, it refuses the
+    // first ones, grows, and recovers the rest, bit-exact.
+    let mode: FecMode = "fixed:w=32,step=4".parse().unwrap();
+    let run = |dec_cfg: DecoderConfig| {
+        let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
+        let mut dec = Decoder::new(dec_cfg, 1);
+        let now = t0();
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut delayed = std::collections::VecDeque::new();
+        let (mut lost, mut got) = (Vec::new(), Vec::new());
+        for k in 0..4000u32 {
+            let data = payload(0, k);
+            let tag = enc.handle_source(0, &data, now);
+            if rng.gen_bool(0.03) {
+                lost.push(tag.esi);
+            } else {
+                dec.handle_source(0, tag.esi, &data, now);
+            }
+            while let Some(r) = enc.poll_repair() {
+                delayed.push_back((k + 200, r.info, r.timestamp, r.payload.to_vec()));
+            }
+            while delayed.front().is_some_and(|d| d.0 <= k) {
+                let (_, info, ts, pl) = delayed.pop_front().unwrap();
+                let _ = dec.handle_repair(0, &info, ts, &pl, now);
+            }
+            while let Some(rec) = dec.poll_recovered() {
+                assert_eq!(rec.data, &payload(0, rec.esi)[..]);
+                got.push(rec.esi);
+            }
+        }
+        for (_, info, ts, pl) in delayed {
+            let _ = dec.handle_repair(0, &info, ts, &pl, now);
+        }
+        while let Some(rec) = dec.poll_recovered() {
+            assert_eq!(rec.data, &payload(0, rec.esi)[..]);
+            got.push(rec.esi);
+        }
+        let st = dec.stats(0).unwrap();
+        (lost, got, st)
+    };
+    let fixed = DecoderConfig::new(mode.scheme.clone());
+    let (lost, got, st) = run(fixed.clone());
+    assert!(lost.len() > 80, "{}", lost.len());
+    // Only repairs flushed after the last source (no longer behind) are taken.
+    assert!(got.iter().all(|&e| e >= 3700), "{got:?}");
+    assert_eq!((st.repairs_behind, st.repair_lag), (0, 0));
+
+    let learning = DecoderConfig {
+        repair_lag_limit: 1024,
+        ..fixed
+    };
+    let (lost, got, st) = run(learning);
+    let missed: Vec<_> = lost.iter().filter(|e| !got.contains(e)).collect();
+    // Only the losses whose repairs were refused before the span grew stay lost.
+    assert!(missed.iter().all(|&&e| e < 300), "{missed:?}");
+    assert!(
+        got.len() + 10 >= lost.len(),
+        "{} of {}",
+        got.len(),
+        lost.len()
+    );
+    // The first late repair sets the lag; those over sources the span had forgotten before
+    // it grew are refused too, until the grown span's base passes them (~500 sources).
+    assert!((200..=232).contains(&st.repair_lag), "{st:?}");
+    assert!((1..=500 / 4).contains(&st.repairs_behind), "{st:?}");
+    assert_eq!(st.residual, missed.len() as u64);
+}

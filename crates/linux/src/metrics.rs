@@ -104,6 +104,11 @@ counters!(
         order_skipped: Counter,
         /// Times the decoder followed a restarted encoder (its ESIs began again).
         decoder_restarts: Counter,
+        /// Repairs the decoder refused because they came later than the sources it keeps
+        /// (copied from the decoder); its span then grows, up to the repair-lag limit.
+        repairs_behind: Counter,
+        /// The repair lag the decoder grew to (gauge; 0 while it keeps the configured one).
+        repair_lag_grown: Gauge,
         /// Feedback packets sent by the decoder.
         feedback_sent: Counter,
         /// Loss reports the decoder sent (with a recovery deadline; copied from its count).

@@ -35,6 +35,11 @@ pub struct PathArgs {
     /// Seeds per configuration of `--path-experiments`.
     #[arg(long, default_value_t = 50)]
     pub runs: u64,
+    /// Sources a repair may trail the decoder's newest source by, beyond its window, from the
+    /// start (default: 1024 with several paths, else 0); the decoder grows it by itself up to
+    /// this or 1024, as on the dataplanes.
+    #[arg(long, value_name = "N")]
+    pub repair_lag: Option<u32>,
 }
 
 impl PathArgs {
@@ -71,6 +76,7 @@ pub fn run(a: &super::sim::SimArgs) -> anyhow::Result<()> {
         size: a.size.clone(),
         repair_delay: a.repair_delay.clone(),
         repair_retries: a.repair_retries,
+        repair_lag: p.repair_lag,
         seed: a.seed,
         json: a.json,
     }

@@ -60,10 +60,11 @@ pub struct Srv6Args {
     #[arg(long)]
     pub auth_sources: bool,
     /// How many sources a repair may arrive behind the newest source the decoder has seen,
-    /// beyond what the window allows anyway: the decoder keeps that many more sources. Raise it
-    /// where repairs take a slower path than the sources. Default 0; 1024 with two or more
-    /// --path (the peer is taken to use several too); 2048 with --kernel-sources, whose
-    /// repairs trail the sources the kernel delivers.
+    /// beyond what the window allows anyway: the decoder keeps that many more sources from the
+    /// start. Default 0; 1024 with two or more --path (the peer is taken to use several too);
+    /// 2048 with --kernel-sources, whose repairs trail the sources the kernel delivers. Where
+    /// repairs come later than that (a slower path than their sources), the decoder grows it by
+    /// itself up to this or 1024, whichever is more: the first late repairs are lost.
     #[arg(long)]
     pub repair_lag: Option<u32>,
     /// Do not install routes for the SIDs (the operator routes them to --dev).

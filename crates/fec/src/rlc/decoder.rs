@@ -113,6 +113,9 @@ pub struct RlcDecoder {
     active: Vec<u32>,
     /// Number of detached rows among `active`.
     detached: usize,
+    /// After [`Self::grow_repair_lag`], the old span's base until the span's base passes it:
+    /// the sources before it were forgotten, so repairs over them stay refused.
+    floor: Option<Esi>,
     coefs: Vec<u8>,
     /// (column, coefficient) of the known sources a repair subtracts; reused.
     terms: Vec<(u32, u8)>,
@@ -158,6 +161,7 @@ impl RlcDecoder {
             free_rows: Vec::new(),
             active: Vec::new(),
             detached: 0,
+            floor: None,
             coefs: vec![0; cfg.window as usize],
             terms: Vec::with_capacity(cfg.window as usize),
             stale_buf: Vec::new(),
@@ -175,6 +179,73 @@ impl RlcDecoder {
     /// Number of ESIs tracked behind the newest (S).
     pub fn span(&self) -> u32 {
         self.span
+    }
+
+    /// How far behind the newest ESI `esi` lies, when it does: the repair lag a repair whose
+    /// window begins there needs ([`Self::grow_repair_lag`]).
+    pub fn behind(&self, esi: Esi) -> Option<u32> {
+        (self.started && !self.is_future(esi)).then(|| self.head.wrapping_sub(esi))
+    }
+
+    /// Grows the tracked span to that of [`Self::with_repair_lag`]`(lag)`, keeping the known
+    /// sources and the pending equations; false if the span is that long already. For a
+    /// decoder that finds its repairs trail their sources by more than it expected (they come
+    /// by a slower path): it learns the lag instead of being told. Sources that had left the
+    /// old span are gone, so repairs over them stay refused until the span's base passes the
+    /// old one; detached equations are dropped (`rows_evicted`). Allocates the new span.
+    pub fn grow_repair_lag(&mut self, lag: u32) -> bool {
+        let span = Self::span_with_repair_lag(self.cfg.window, lag);
+        if span <= self.span {
+            return false;
+        }
+        let mut a = 0;
+        while a < self.active.len() {
+            let r = self.active[a];
+            if self.rows[r as usize].detached {
+                self.stats.rows_evicted += 1;
+                self.free_row(r); // swap_remove: `a` now holds another row
+                continue;
+            }
+            a += 1;
+        }
+        let (old_base, old_span, old_mask) = (self.base(), self.span, self.mask);
+        let mask = span - 1;
+        let mut cols: Vec<Column> = (0..span)
+            .map(|_| Column {
+                pivot: NONE,
+                ..Default::default()
+            })
+            .collect();
+        for k in 0..old_span {
+            let e = old_base.wrapping_add(k);
+            cols[(e & mask) as usize] = std::mem::take(&mut self.cols[(e & old_mask) as usize]);
+        }
+        self.cols = cols;
+        for &r in &self.active {
+            let row = &mut self.rows[r as usize];
+            let mut coef = vec![0; span as usize];
+            for k in 0..old_span {
+                let e = old_base.wrapping_add(k);
+                coef[(e & mask) as usize] = row.coef[(e & old_mask) as usize];
+            }
+            row.coef = coef;
+        }
+        for &r in &self.free_rows {
+            // Sized anew by `alloc_row`.
+            self.rows[r as usize].coef = Vec::new();
+        }
+        self.span = span;
+        self.mask = mask;
+        if self.started {
+            self.floor = Some(old_base);
+        }
+        true
+    }
+
+    /// True when `esi` lies before the forgotten part of a grown span (`floor`).
+    #[inline]
+    fn below_floor(&self, esi: Esi) -> bool {
+        self.floor.is_some_and(|f| (esi.wrapping_sub(f) as i32) < 0)
     }
 
     /// The tracked span S for a configured window: the power of two >= 2W, at least 64.
@@ -268,6 +339,7 @@ impl RlcDecoder {
     }
 
     fn clear_all(&mut self) {
+        self.floor = None;
         for c in &mut self.cols {
             c.known = false;
             c.pivot = NONE;
@@ -321,6 +393,9 @@ impl RlcDecoder {
             }
         }
         self.head = new_head;
+        if self.floor.is_some() && !self.below_floor(self.base()) {
+            self.floor = None;
+        }
     }
 
     fn alloc_row(&mut self) -> u32 {
@@ -609,6 +684,9 @@ impl RlcDecoder {
         } else if !self.in_span(info.first_esi) {
             return Err(DecodeError::OutOfRange);
         }
+        if self.below_floor(info.first_esi) {
+            return Err(DecodeError::OutOfRange);
+        }
         // Known sources must fit in the repair (a correct encoder pads to the longest).
         for j in 0..info.nss as u32 {
             let e = info.first_esi.wrapping_add(j);
@@ -642,6 +720,8 @@ impl FecDecoder for RlcDecoder {
             if self.detached > 0 {
                 self.use_stale(esi, data, recovered);
             }
+            return Ok(SourceOutcome::Stale);
+        } else if self.below_floor(esi) {
             return Ok(SourceOutcome::Stale);
         }
         let ci = self.idx(esi);
@@ -1009,6 +1089,84 @@ mod tests {
         );
         assert_eq!(run(lagged, head), vec![(20, sym(20))]);
         assert_eq!(RlcDecoder::with_repair_lag(cfg, 0).span(), span);
+    }
+
+    #[test]
+    fn a_grown_span_keeps_pending_equations_and_takes_later_repairs() {
+        // Sources 10..42 with 20 and 21 lost; one repair arrives before the span grows, the
+        // second after: the equation held across the growth still counts.
+        let cfg = RlcConfig::rlc(32);
+        let reps = stream(cfg, 32, 2);
+        let mut dec = RlcDecoder::new(cfg);
+        for e in (10..42).filter(|&e| e != 20 && e != 21) {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        let mut got = Vec::new();
+        dec.on_repair(&reps[0].0, &reps[0].1, &mut |e, d| {
+            got.push((e, d.to_vec()))
+        })
+        .unwrap();
+        assert!(got.is_empty());
+        assert_eq!(dec.behind(10), Some(32));
+        assert!(dec.grow_repair_lag(100));
+        assert!(!dec.grow_repair_lag(100), "already that long");
+        assert_eq!(dec.span(), 256);
+        for e in 42..120 {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        // 110 behind the newest source: past the old span of 64, inside the new one.
+        assert_eq!(dec.behind(10), Some(110));
+        dec.on_repair(&reps[1].0, &reps[1].1, &mut |e, d| {
+            got.push((e, d.to_vec()))
+        })
+        .unwrap();
+        got.sort();
+        assert_eq!(got, vec![(20, sym(20)), (21, sym(21))]);
+        assert_eq!(dec.pending_equations(), 0);
+    }
+
+    #[test]
+    fn a_grown_span_refuses_repairs_over_sources_it_had_forgotten() {
+        // Sources 0..200, then the span grows: those before 200 - 64 had been forgotten, and a
+        // repair over them would take them for lost. Once the newest source is a new span
+        // past them, repairs that far back are taken again.
+        let cfg = RlcConfig::rlc(8);
+        let mut enc = RlcEncoder::new(cfg);
+        let mut dec = RlcDecoder::new(cfg);
+        let mut old = Vec::new();
+        let mut late = Vec::new();
+        for e in 0..600u32 {
+            enc.push_source(e, &sym(e), &mut |_, _| {});
+            if e == 107 {
+                enc.repair_now(&mut |i, p| old.push((i, p.to_vec())));
+            }
+            if e == 407 {
+                enc.repair_now(&mut |i, p| late.push((i, p.to_vec())));
+            }
+            if e == 200 {
+                assert!(dec.grow_repair_lag(300));
+                assert_eq!(dec.span(), 512);
+            }
+            if e != 403 {
+                dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+            }
+        }
+        assert_eq!(
+            dec.on_source(120, &sym(120), &mut |_, _| {}),
+            Ok(SourceOutcome::Stale),
+            "a source that had been forgotten stays stale"
+        );
+        let mut got = Vec::new();
+        assert_eq!(
+            dec.on_repair(&old[0].0, &old[0].1, &mut |e, d| got.push((e, d.to_vec()))),
+            Err(DecodeError::OutOfRange)
+        );
+        // 400..408, 193 behind the newest source: only the grown span still holds them.
+        dec.on_repair(&late[0].0, &late[0].1, &mut |e, d| {
+            got.push((e, d.to_vec()))
+        })
+        .unwrap();
+        assert_eq!(got, vec![(403, sym(403))]);
     }
 
     #[test]

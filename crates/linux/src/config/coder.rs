@@ -22,8 +22,12 @@ pub struct CoderSettings {
     /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
     pub in_order: Option<Duration>,
     /// ESIs a repair may trail the decoder's newest source by, beyond the window (see
-    /// `hirt_core::DecoderConfig::repair_lag`).
+    /// `hirt_core::DecoderConfig::repair_lag`), from the start.
     pub repair_lag: u32,
+    /// The repair lag the decoder may grow to by itself when repairs come later than that
+    /// (`hirt_core::DecoderConfig::repair_lag_limit`; at least `repair_lag`). 0 by default;
+    /// SRv6 mode sets it, since a decoder SID cannot see its peer's segment lists.
+    pub repair_lag_limit: u32,
     /// Recovery deadline (`None`: none): the encoder sizes its window and repairs from it and
     /// answers the decoder's loss reports, which the decoder then sends (see
     /// `hirt_core::EncoderConfig::deadline`, `hirt_core::DecoderConfig::loss_report_gap`).
@@ -40,6 +44,7 @@ impl Default for CoderSettings {
             repair_retry_gap: None,
             in_order: None,
             repair_lag: 0,
+            repair_lag_limit: 0,
             deadline: None,
         }
     }
@@ -87,6 +92,7 @@ impl CoderSettings {
             repair_retry_gap,
             in_order: millis("in-order-ms", in_order_ms)?,
             repair_lag: 0,
+            repair_lag_limit: 0,
             deadline: None,
         })
     }
@@ -116,6 +122,7 @@ impl CoderSettings {
     /// A decoder configuration for `scheme` with these settings.
     pub fn decoder(&self, scheme: SchemeConfig) -> DecoderConfig {
         let mut c = DecoderConfig::new(scheme).with_repair_lag(self.repair_lag);
+        c.repair_lag_limit = self.repair_lag_limit.max(self.repair_lag);
         c.overload_threshold = self.overload_threshold;
         c.in_order = self.in_order;
         c.loss_report_gap = self.deadline.map(|_| hirt_core::DEFAULT_LOSS_REPORT_GAP);
@@ -198,13 +205,19 @@ mod tests {
         assert_eq!(e.overload_threshold, 1.0);
         let d = s.decoder(e.mode.scheme.clone());
         assert_eq!(d.in_order, s.in_order);
-        assert_eq!(d.repair_lag, 0);
+        assert_eq!((d.repair_lag, d.repair_lag_limit), (0, 0));
         let lagged = CoderSettings {
             repair_lag: 1000,
             ..s.clone()
         };
         let d = lagged.decoder(e.mode.scheme.clone());
-        assert_eq!(d.repair_lag, 1000);
+        assert_eq!((d.repair_lag, d.repair_lag_limit), (1000, 1000));
+        let learning = CoderSettings {
+            repair_lag_limit: 1024,
+            ..lagged.clone()
+        };
+        let d = learning.decoder(e.mode.scheme.clone());
+        assert_eq!((d.repair_lag, d.repair_lag_limit), (1000, 1024));
         assert!(
             d.horizon > s.decoder(e.mode.scheme.clone()).horizon,
             "a later repair moves the horizon"

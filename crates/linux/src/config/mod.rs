@@ -572,13 +572,16 @@ impl Srv6Config {
             0
         };
         c.repair_lag = repair_lag(self.repair_lag, default)?;
+        // A decoder SID cannot see the segment lists its peer sends repairs over: it learns
+        // how far they trail their sources, up to what a multi-path node keeps from the start.
+        c.repair_lag_limit = c.repair_lag.max(MULTIPATH_REPAIR_LAG);
         Ok(c)
     }
 
     /// Whether this node's decoder is taken to receive over several paths: it sends over two
     /// or more segment lists itself, as the two ends of a tunnel do alike. A decoder SID
     /// cannot see its peer's segment lists, so a decoder-only node behind an encoder with
-    /// several paths needs `repair-lag`.
+    /// several paths starts without the lag and grows it (`CoderSettings::repair_lag_limit`).
     pub fn receives_over_paths(&self) -> bool {
         self.path.len() >= 2
     }
@@ -929,7 +932,17 @@ mod tests {
         };
         assert!(err(too_much.validate()).contains("repair-lag"));
 
-        assert_eq!(srv6().coder().unwrap().repair_lag, 0, "one segment list");
+        let one = srv6().coder().unwrap();
+        assert_eq!(one.repair_lag, 0, "one segment list");
+        assert_eq!(
+            one.repair_lag_limit, MULTIPATH_REPAIR_LAG,
+            "but it may learn one"
+        );
+        assert_eq!(
+            udp().coder().unwrap().repair_lag_limit,
+            0,
+            "UDP peers know their paths"
+        );
         let two = Srv6Config {
             path: vec!["direct".parse().unwrap(), "sids=fc00:7::1".parse().unwrap()],
             ..srv6()

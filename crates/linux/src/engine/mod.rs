@@ -687,6 +687,8 @@ impl<X> StreamCoder<X> {
                     c.unrecoverable.store(st.residual, Relaxed);
                     c.order_skipped.store(st.order_skipped, Relaxed);
                     c.decoder_restarts.store(st.restarts, Relaxed);
+                    c.repairs_behind.store(st.repairs_behind, Relaxed);
+                    c.repair_lag_grown.store(st.repair_lag, Relaxed);
                     c.loss_reports.store(st.loss_reports, Relaxed);
                     c.ce_marks.store(st.ce_marks, Relaxed);
                     if no_enc {

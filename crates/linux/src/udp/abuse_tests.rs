@@ -370,8 +370,9 @@ fn ip_packet(i: u32) -> Vec<u8> {
 /// ```
 ///
 /// P = 9218 bytes (the largest protected symbol: 9216 + a 2-byte length; longer symbols are
-/// not stored), S = the code's span (the power of two >= 2W + repair lag, at least 64), H = the
-/// history, `streams` = `max_streams` per decoder, I = `in_order_max` with in-order release.
+/// not stored), S = the code's span (the power of two >= 2W + the most repair lag it may grow
+/// to, at least 64), H = the history, `streams` = `max_streams` per decoder, I =
+/// `in_order_max` with in-order release.
 fn memory_bound(dec: &hirt_core::DecoderConfig, slots: usize) -> u64 {
     let p = hirt_fec::MAX_SYMBOL_LEN as u64 + 2;
     let window = match dec.scheme {
@@ -382,7 +383,7 @@ fn memory_bound(dec: &hirt_core::DecoderConfig, slots: usize) -> u64 {
     };
     let s = u64::from(hirt_fec::RlcDecoder::span_with_repair_lag(
         window,
-        dec.repair_lag,
+        dec.repair_lag.max(dec.repair_lag_limit),
     ));
     let h = u64::from(dec.history).next_power_of_two();
     let i = if dec.in_order.is_some() {
