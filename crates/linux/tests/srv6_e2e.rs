@@ -258,26 +258,37 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
     // through the tunnel, so a slow start on a loaded machine is not counted as loss.
     let warm_rx = t.s.spawn(|| {
         let sock = UdpSocket::bind(format!("[{SERVER}]:7002"))?;
-        sock.set_read_timeout(Some(Duration::from_secs(20)))?;
+        sock.set_read_timeout(Some(Duration::from_secs(30)))?;
         sock.recv(&mut [0u8; 64]).map(|_| ())
     });
+    // A send that fails while a hop still resolves its neighbour is tried again; the errors
+    // are reported if nothing gets through.
     let warm_tx = t.c.spawn(move || {
         let sock = UdpSocket::bind("[2001:db8:1::1]:0")?;
-        for _ in 0..200 {
-            sock.send_to(b"warm-up", format!("[{SERVER}]:7002"))?;
+        let mut errors = Vec::new();
+        for _ in 0..500 {
+            if let Err(e) = sock.send_to(b"warm-up", format!("[{SERVER}]:7002")) {
+                errors.push(e.to_string());
+            }
             std::thread::sleep(Duration::from_millis(50));
             if warm_done() {
                 break;
             }
         }
-        Ok(())
+        Ok(errors)
     });
-    warm_rx
-        .join()
-        .unwrap()
-        .expect("no datagram made it through the tunnel");
+    let warmed = warm_rx.join().unwrap();
     WARM.store(true, Ordering::SeqCst);
-    warm_tx.join().unwrap().unwrap();
+    let send_errors = warm_tx.join().unwrap().unwrap();
+    if let Err(e) = warmed {
+        panic!(
+            "no datagram made it through the tunnel: {e}; send errors {send_errors:?}; \
+             link loss {:?}; encoder {:?}; decoder {:?}",
+            t.m.counter("link_loss"),
+            enc.metrics.snapshot(),
+            dec.metrics.snapshot()
+        );
+    }
     std::thread::sleep(Duration::from_millis(300));
 
     const N: u32 = 3000;
