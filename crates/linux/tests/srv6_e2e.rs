@@ -237,6 +237,37 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
             .unwrap()
             .unwrap()
     };
+    // Where warm-up datagrams are seen, should none get through: sent by the client, into the
+    // encoder's node, out of the decoder's node, into the server's.
+    let seen = [
+        (
+            &t.c,
+            Hook::Output,
+            "udp dport 7002".to_string(),
+            "warm_sent",
+        ),
+        (
+            &t.e,
+            Hook::Prerouting,
+            format!("iifname \"{}\" ip6 daddr {ENC}", t.v[1]),
+            "warm_at_encoder",
+        ),
+        (
+            &t.d,
+            Hook::Prerouting,
+            "udp dport 7002".to_string(),
+            "warm_decoded",
+        ),
+        (
+            &t.s,
+            Hook::Prerouting,
+            "udp dport 7002".to_string(),
+            "warm_at_server",
+        ),
+    ];
+    for (ns, hook, rule, name) in &seen {
+        ns.count(*hook, rule, name).unwrap();
+    }
     // tshark on the middle-to-decoder link.
     let pcap = std::env::temp_dir().join(format!("{tag}.pcap"));
     let tshark = Command::new("ip")
@@ -281,9 +312,24 @@ fn tunnel(xdp: bool, kernel_sources: bool) {
     WARM.store(true, Ordering::SeqCst);
     let send_errors = warm_tx.join().unwrap().unwrap();
     if let Err(e) = warmed {
+        let counts: Vec<_> = seen
+            .iter()
+            .map(|(ns, _, _, name)| (*name, ns.counter(name)))
+            .collect();
+        let show = |ns: &NetNs, what: &str| {
+            ns.ip(&["-6", what])
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_else(|e| e.to_string())
+        };
+        eprintln!(
+            "encoder node routes:\n{}\nclient neighbours:\n{}\nclient routes:\n{}",
+            show(&t.e, "route"),
+            show(&t.c, "neigh"),
+            show(&t.c, "route")
+        );
         panic!(
             "no datagram made it through the tunnel: {e}; send errors {send_errors:?}; \
-             link loss {:?}; encoder {:?}; decoder {:?}",
+             {counts:?}; link loss {:?}; encoder {:?}; decoder {:?}",
             t.m.counter("link_loss"),
             enc.metrics.snapshot(),
             dec.metrics.snapshot()
