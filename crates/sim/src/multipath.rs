@@ -1165,17 +1165,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn diverse_repairs_on_a_slower_path_still_recover() {
-        // Sources on a lossy 0.1 ms path, their repairs 10 ms later on the other: at 10 kpps
-        // each repair trails its newest source by ~100 ESIs, past the 64 sources a window of
-        // 32 keeps by itself. The decoder's lag for several paths keeps them useful.
+    /// Sources on a lossy 0.1 ms path, their repairs 10 ms later on the other: at 10 kpps
+    /// each repair trails its newest source by ~100 ESIs, past the 64 sources a window of 32
+    /// keeps by itself.
+    fn repairs_on_a_slower_path() -> MultipathScenario {
         let paths = ["delay=0.1ms,loss=uniform:0.03", "delay=10ms"];
         let mut sc = scenario(&paths, "failover", "diverse", 5);
         sc.scheme = "fixed:w=32,step=4".into();
         sc.rate_pps = 10_000.0;
         sc.duration = Duration::from_secs(3);
-        let r = run(&sc).unwrap();
+        sc
+    }
+
+    #[test]
+    fn diverse_repairs_on_a_slower_path_still_recover() {
+        // The decoder's lag for several paths keeps them useful.
+        let r = run(&repairs_on_a_slower_path()).unwrap();
         assert_clean(&r);
         assert!(r.lost > 500, "{r:?}");
         assert_eq!(r.unrecovered, 0, "{r:?}");
@@ -1183,15 +1188,13 @@ mod tests {
 
     #[test]
     fn a_decoder_told_nothing_learns_how_late_diverse_repairs_come() {
-        // As above with a decoder that starts with no repair lag (an SRv6 decoder SID cannot
-        // see its peer's segment lists): the first repairs are refused, the span grows, and
-        // the rest recover. Without the growth, 40 of 5930 losses were recovered.
-        let paths = ["delay=0.1ms,loss=uniform:0.03", "delay=10ms"];
-        let mut sc = scenario(&paths, "failover", "diverse", 5);
-        sc.scheme = "fixed:w=32,step=4".into();
-        sc.rate_pps = 10_000.0;
-        sc.duration = Duration::from_secs(3);
-        sc.repair_lag = Some(0);
+        // A decoder that starts with no repair lag (an SRv6 decoder SID cannot see its peer's
+        // segment lists): the first repairs are refused, the span grows, and the rest recover.
+        // Without the growth, 40 of 5930 losses were recovered.
+        let sc = MultipathScenario {
+            repair_lag: Some(0),
+            ..repairs_on_a_slower_path()
+        };
         let r = run(&sc).unwrap();
         assert_clean(&r);
         assert!(r.lost > 500, "{r:?}");
