@@ -281,12 +281,20 @@ impl Decoder {
 
     /// The loss history of a stream whose code keeps repair lag `lag`.
     fn new_tracker(cfg: &DecoderConfig, lag: u32) -> LossTracker {
-        let horizon = if lag > cfg.repair_lag {
-            cfg.scheme.recovery_horizon_with_repair_lag(lag)
+        let horizon = Self::horizon_for_lag(cfg, lag);
+        LossTracker::new(cfg.history, horizon, cfg.reorder_tolerance, cfg.loss_window)
+    }
+
+    /// How far back a stream whose code keeps repair lag `lag` may still recover a source: the
+    /// configured horizon, or the reach of a span grown past the configured lag.
+    fn horizon_for_lag(cfg: &DecoderConfig, lag: u32) -> u32 {
+        if lag > cfg.repair_lag {
+            cfg.scheme
+                .recovery_horizon_with_repair_lag(lag)
+                .max(cfg.horizon)
         } else {
             cfg.horizon
-        };
-        LossTracker::new(cfg.history, horizon, cfg.reorder_tolerance, cfg.loss_window)
+        }
     }
 
     fn new_order(cfg: &DecoderConfig) -> Option<Reorder> {
@@ -518,8 +526,7 @@ impl Decoder {
                     if let Some(lag) = s.codec.grow_to_reach(info.first_esi, limit) {
                         s.repair_lag = lag;
                         s.stats.repair_lag = u64::from(lag);
-                        let horizon = self.cfg.scheme.recovery_horizon_with_repair_lag(lag);
-                        s.tracker.set_horizon(horizon.max(self.cfg.horizon));
+                        s.tracker.set_horizon(Self::horizon_for_lag(&self.cfg, lag));
                     }
                 }
                 return Err(e);
