@@ -78,16 +78,18 @@ impl EncCodec {
         self.as_dyn().is_some_and(|c| c.repair_now(out))
     }
 
-    /// A repair over the window that ends just before `end` (sliding RLC); other codes make
-    /// their usual repair.
+    /// A repair over the window that ends just before `end`, and starts no earlier than
+    /// `start` if given (sliding RLC); other codes make their usual repair.
     pub(crate) fn repair_until(
         &mut self,
+        start: Option<Esi>,
         end: Esi,
         out: &mut dyn FnMut(RepairInfo, &[u8]),
     ) -> bool {
-        match self {
-            EncCodec::Rlc(c) => c.repair_until(end, out),
-            _ => self.repair_now(out),
+        match (self, start) {
+            (EncCodec::Rlc(c), Some(start)) => c.repair_between(start, end, out),
+            (EncCodec::Rlc(c), None) => c.repair_until(end, out),
+            (other, _) => other.repair_now(out),
         }
     }
 

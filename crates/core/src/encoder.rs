@@ -151,6 +151,11 @@ struct Stream {
     /// be answered back to back).
     answers_due: u32,
     answers_end: Esi,
+    /// The ESI after the newest loss a report named once no repair could recover it in time
+    /// any more (an explicit deadline): the windows of answers and spares start there. A batch
+    /// whose answers and spares fell short stays unsolved; in the equations of later batches
+    /// its unknowns would hold their losses back too, past their own deadlines.
+    answer_floor: Option<Esi>,
     answer_at: Option<Instant>,
     answer_sources: u32,
     answer_spread: Duration,
@@ -282,6 +287,7 @@ impl Encoder {
             spare_answers: 0,
             answers_due: 0,
             answers_end: 0,
+            answer_floor: None,
             answer_at: None,
             answer_sources: 0,
             answer_spread: Duration::ZERO,
@@ -437,7 +443,7 @@ impl Encoder {
         out: &mut Out,
         rng: &mut ChaCha8Rng,
         trigger: RepairTrigger,
-        end: Option<Esi>,
+        range: Option<(Option<Esi>, Esi)>,
         now: Instant,
     ) {
         if !s.budget.admit(now, rng) {
@@ -473,8 +479,8 @@ impl Encoder {
                 bytes += payload.len() as u64;
             }
         };
-        match end {
-            Some(end) => s.codec.repair_until(end, &mut emit),
+        match range {
+            Some((start, end)) => s.codec.repair_until(start, end, &mut emit),
             None => s.codec.repair_now(&mut emit),
         };
         s.budget.spend(cost * made);
@@ -711,6 +717,10 @@ impl Encoder {
                 let since = |t: Option<Instant>| t.map(|t| now.saturating_duration_since(t));
                 if give_up.zip(since(m.sent)).is_some_and(|(d, age)| age > d) {
                     // Past its deadline (its answer would arrive after it).
+                    let after = esi.wrapping_add(1);
+                    if s.answer_floor.is_none_or(|f| (after.wrapping_sub(f) as i32) > 0) {
+                        s.answer_floor = Some(after);
+                    }
                     continue;
                 }
                 if since(m.answered).is_some_and(|a| a < quiet) {
@@ -929,12 +939,28 @@ impl Encoder {
         s.answers_due -= 1;
         s.answer_sources = 0;
         let end = s.answers_end;
-        Self::repair_until(s, out, rng, RepairTrigger::LossReport, Some(end), now);
+        let start = Self::answer_start(s, end);
+        Self::repair_until(
+            s,
+            out,
+            rng,
+            RepairTrigger::LossReport,
+            Some((start, end)),
+            now,
+        );
         s.answer_at = if s.answers_due > 0 {
             now.checked_add(ANSWER_GAP * Self::answer_spacing(s))
         } else {
             None
         };
+    }
+
+    /// Where the window of an answer ending before `end` starts if it must not reach back to
+    /// the stream's answer floor (see `Stream::answer_floor`); `None`: the full window.
+    fn answer_start(s: &Stream, end: Esi) -> Option<Esi> {
+        let floor = s.answer_floor?;
+        let back = end.wrapping_sub(floor);
+        (back > 0 && back < u32::from(s.codec.window())).then_some(floor)
     }
 
     /// Spare repairs that back up `answers` answers to loss reports, spares and answers sent

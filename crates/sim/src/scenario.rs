@@ -309,6 +309,11 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
             dec_cfg = dec_cfg.with_answer_reach();
         }
     }
+    let debug = std::env::var_os("HIRT_SIM_DEBUG").is_some();
+    // Prints every repair over (or shortly after) this ESI, and its fate.
+    let trace_esi: Option<u32> = std::env::var("HIRT_SIM_TRACE_ESI")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let deadline_ns = sc
         .deadline
         .map(|d| d.resolve(Some(sc.delay * 2)).as_nanos() as u64);
@@ -492,7 +497,19 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     r.repairs += 1;
                     r.repair_bytes += rep.payload.len() as u64;
                 }
-                match fwd.send_marked(now, rep.payload.len()) {
+                let sent = fwd.send_marked(now, rep.payload.len());
+                if let Some(esi) = trace_esi {
+                    let first = rep.info.first_esi;
+                    if esi.wrapping_sub(first) < u32::from(rep.info.nss) + 2000 {
+                        eprintln!(
+                            "repair at {:.4} s over {first}+{}: {}",
+                            t as f64 / 1e9,
+                            rep.info.nss,
+                            if sent.is_some() { "sent" } else { "LOST" }
+                        );
+                    }
+                }
+                match sent {
                     Some((arr, ce)) => {
                         let mut buf = pool.pop().unwrap_or_default();
                         buf.clear();
@@ -553,6 +570,8 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                         let late_by = t.saturating_sub(due);
                         if deadline_ns.is_none_or(|d| late_by <= d) {
                             r.recovered_in_time += 1;
+                        } else if debug {
+                            eprintln!("late: esi {idx} sent {:.3} s, {:.1} ms late", send_ns[idx] as f64 / 1e9, late_by as f64 / 1e6);
                         }
                         delays_ms.push(late_by as f64 / 1e6);
                         latency_ms.push(t.saturating_sub(send_ns[idx]) as f64 / 1e6);
@@ -580,7 +599,7 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     }
 
     r.unrecovered = r.lost - r.recovered;
-    if std::env::var_os("HIRT_SIM_DEBUG").is_some() {
+    if debug {
         let miss: Vec<usize> = (0..n).filter(|&i| fate[i] == Fate::Lost).collect();
         eprintln!("unrecovered ESIs: {miss:?}");
     }

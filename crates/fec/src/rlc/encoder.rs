@@ -119,11 +119,24 @@ impl RlcEncoder {
     /// sent after them (which may be lost too, unreported yet). `false` if `end` is not after
     /// a kept symbol. The symbols after `end` stay unprotected.
     pub fn repair_until(&mut self, end: Esi, repairs: &mut dyn FnMut(RepairInfo, &[u8])) -> bool {
+        self.repair_between(end.wrapping_sub(self.window as u32), end, repairs)
+    }
+
+    /// Like [`Self::repair_until`], over no symbol before `start` either: a window that need
+    /// not reach back to symbols no repair can help any more (past their deadline) leaves
+    /// their unknowns out of the equation. `false` if no kept symbol is in `start..end`.
+    pub fn repair_between(
+        &mut self,
+        start: Esi,
+        end: Esi,
+        repairs: &mut dyn FnMut(RepairInfo, &[u8]),
+    ) -> bool {
         let skip = self.next_esi.wrapping_sub(end) as usize;
-        if skip >= self.count {
+        let span = end.wrapping_sub(start);
+        if skip >= self.count || span == 0 || span > u32::MAX / 2 {
             return false;
         }
-        let n = (self.count - skip).min(self.window);
+        let n = (self.count - skip).min(self.window).min(span as usize);
         let unprotected = self.unprotected;
         let built = self.build_repair_until(skip, n);
         self.unprotected = if skip == 0 { 0 } else { unprotected };
@@ -255,6 +268,28 @@ mod tests {
         assert!(enc.repair_until(15, &mut |i, _| out = Some(i)));
         assert_eq!((out.unwrap().first_esi, out.unwrap().nss), (12, 3));
         assert_eq!(enc.unprotected(), 0);
+    }
+
+    #[test]
+    fn repair_between_leaves_out_the_symbols_before_its_start() {
+        let mut enc = RlcEncoder::new(RlcConfig::xor(5));
+        enc.set_window(4);
+        let mut none = |_: RepairInfo, _: &[u8]| {};
+        for (esi, b) in (10..15).zip([1u8, 2, 4, 8, 16]) {
+            enc.push_source(esi, &[b], &mut none);
+        }
+        let mut out = None;
+        // 12..14: two symbols, though the window would take four.
+        assert!(enc.repair_between(12, 14, &mut |i, p| out = Some((i, p.to_vec()))));
+        let (info, p) = out.take().unwrap();
+        assert_eq!((info.first_esi, info.nss), (12, 2));
+        assert_eq!(p, vec![0, 0, 4 ^ 8]);
+        // A start before the window's: the window still caps it (11..15).
+        assert!(enc.repair_between(0, 15, &mut |i, _| out = Some((i, vec![]))));
+        assert_eq!(out.take().map(|(i, _)| (i.first_esi, i.nss)), Some((11, 4)));
+        // Empty or reversed ranges make nothing.
+        assert!(!enc.repair_between(14, 14, &mut |_, _| panic!()));
+        assert!(!enc.repair_between(15, 14, &mut |_, _| panic!()));
     }
 
     #[test]
