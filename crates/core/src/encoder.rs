@@ -949,7 +949,13 @@ impl Encoder {
             now,
         );
         s.answer_at = if s.answers_due > 0 {
-            now.checked_add(ANSWER_GAP * Self::answer_spacing(s))
+            let spacing = Self::answer_spacing(s);
+            let gap = if spacing > 1 {
+                ANSWER_GAP.max(s.source_gap)
+            } else {
+                ANSWER_GAP
+            };
+            now.checked_add(gap * spacing)
         } else {
             None
         };
