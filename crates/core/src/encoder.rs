@@ -718,7 +718,9 @@ impl Encoder {
                 if give_up.zip(since(m.sent)).is_some_and(|(d, age)| age > d) {
                     // Past its deadline (its answer would arrive after it).
                     let after = esi.wrapping_add(1);
-                    if s.answer_floor.is_none_or(|f| (after.wrapping_sub(f) as i32) > 0) {
+                    if s.answer_floor
+                        .is_none_or(|f| (after.wrapping_sub(f) as i32) > 0)
+                    {
                         s.answer_floor = Some(after);
                     }
                     continue;

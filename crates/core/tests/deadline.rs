@@ -235,6 +235,49 @@ fn a_report_gets_at_most_what_it_names_once_per_rtt_and_nothing_for_unsent_sourc
     assert!(after.report_withheld > before.report_withheld + 1000);
 }
 
+/// A loss a report names once no repair could reach it before its deadline is left out of
+/// the windows of the answers that follow: its unknown would otherwise hold back the losses
+/// that are still in time.
+#[test]
+fn answers_leave_out_losses_past_their_deadline() {
+    let mut l = Loop::new();
+    let mut lost_at = Vec::new();
+    l.run(0, 2000, &mut lost_at);
+    while l.enc.poll_repair().is_some() {}
+    let next = l.enc.next_esi(0);
+    // One source a millisecond and a 50 ms deadline: `next - 52` is past it, `next - 5` not.
+    let mut r = LossReport::default();
+    assert!(r.push(EsiRange {
+        first: next - 52,
+        len: 1
+    }));
+    assert!(r.push(EsiRange {
+        first: next - 5,
+        len: 1
+    }));
+    let fb = Feedback {
+        stream: 0,
+        seq: 60_000,
+        loss_report: r,
+        ..Feedback::default()
+    };
+    l.enc.handle_feedback(&fb, l.now);
+    let mut windows = Vec::new();
+    for _ in 0..50 {
+        while let Some(r) = l.enc.poll_repair() {
+            windows.push((r.info.first_esi, r.info.nss));
+        }
+        l.now += Duration::from_millis(1);
+        l.enc.handle_timeout(l.now);
+    }
+    assert!(!windows.is_empty());
+    for &(first, nss) in &windows {
+        // The window of 50 ending after `next - 5` would start at `next - 54`.
+        assert_eq!(first, next - 51, "{windows:?}");
+        assert_eq!(first + u32::from(nss), next - 4, "{windows:?}");
+    }
+}
+
 #[test]
 fn local_drops_are_not_answered() {
     let mut l = Loop::new();

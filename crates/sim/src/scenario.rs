@@ -571,7 +571,11 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                         if deadline_ns.is_none_or(|d| late_by <= d) {
                             r.recovered_in_time += 1;
                         } else if debug {
-                            eprintln!("late: esi {idx} sent {:.3} s, {:.1} ms late", send_ns[idx] as f64 / 1e9, late_by as f64 / 1e6);
+                            eprintln!(
+                                "late: esi {idx} sent {:.3} s, {:.1} ms late",
+                                send_ns[idx] as f64 / 1e9,
+                                late_by as f64 / 1e6
+                            );
                         }
                         delays_ms.push(late_by as f64 / 1e6);
                         latency_ms.push(t.saturating_sub(send_ns[idx]) as f64 / 1e6);
