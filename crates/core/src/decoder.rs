@@ -57,6 +57,9 @@ struct RecBuf {
     data: Vec<u8>,
 }
 
+/// A repair narrower than the widest recent one shrinks the decoder's idea of how far back
+/// repairs reach by at most this fraction of it (see `Decoder::handle_repair`).
+const REPAIR_SPAN_DECAY: u32 = 64;
 /// Most recycled buffers kept (in-order release holds up to a few hundred at a time).
 const POOL_MAX: usize = 512;
 /// Recycled buffers kept once the output is idle: past it, each feedback the decoder sends
@@ -541,8 +544,12 @@ impl Decoder {
         // A window that begins at the stream's first ESI may be cut short by it (the encoder
         // had fewer sources than its window): it says nothing about how far back repairs
         // reach, and taken for the span it would keep a loss report from naming a loss again.
+        // The span decays slowly rather than following every repair: an answer cut short at
+        // the encoder's answer floor (losses past their deadline left out) says nothing about
+        // how far back its window reaches either, and a lookback taken from it would stop
+        // the reports from naming losses that are still in time.
         if s.tracker.base() != Some(info.first_esi) {
-            s.repair_span = span + 1;
+            s.repair_span = (span + 1).max(s.repair_span - s.repair_span / REPAIR_SPAN_DECAY);
         }
         s.tracker.on_repair(info.first_esi, last);
         s.echo = Some((timestamp, now));
