@@ -235,6 +235,20 @@ fn a_report_gets_at_most_what_it_names_once_per_rtt_and_nothing_for_unsent_sourc
     assert!(after.report_withheld > before.report_withheld + 1000);
 }
 
+/// Feedback of stream 0 whose loss report names `(first, len)` ranges.
+fn report_of(ranges: &[(u32, u16)]) -> Feedback {
+    let mut loss_report = LossReport::default();
+    for &(first, len) in ranges {
+        assert!(loss_report.push(EsiRange { first, len }));
+    }
+    Feedback {
+        stream: 0,
+        seq: 60_000,
+        loss_report,
+        ..Feedback::default()
+    }
+}
+
 /// A loss a report names once no repair could reach it before its deadline is left out of
 /// the windows of the answers that follow: its unknown would otherwise hold back the losses
 /// that are still in time.
@@ -246,21 +260,7 @@ fn answers_leave_out_losses_past_their_deadline() {
     while l.enc.poll_repair().is_some() {}
     let next = l.enc.next_esi(0);
     // One source a millisecond and a 50 ms deadline: `next - 52` is past it, `next - 5` not.
-    let mut r = LossReport::default();
-    assert!(r.push(EsiRange {
-        first: next - 52,
-        len: 1
-    }));
-    assert!(r.push(EsiRange {
-        first: next - 5,
-        len: 1
-    }));
-    let fb = Feedback {
-        stream: 0,
-        seq: 60_000,
-        loss_report: r,
-        ..Feedback::default()
-    };
+    let fb = report_of(&[(next - 52, 1), (next - 5, 1)]);
     l.enc.handle_feedback(&fb, l.now);
     let mut windows = Vec::new();
     for _ in 0..50 {
@@ -285,18 +285,10 @@ fn local_drops_are_not_answered() {
     l.run(0, 2000, &mut lost_at);
     while l.enc.poll_repair().is_some() {}
     let next = l.enc.next_esi(0);
-    let mut r = LossReport::default();
-    r.push(EsiRange {
-        first: next - 10,
-        len: 5,
-    });
     // The decoder's host dropped 5 packets itself: the 5 named losses are set against them.
     let fb = Feedback {
-        stream: 0,
-        seq: 60_000,
         local_drops: 5,
-        loss_report: r,
-        ..Feedback::default()
+        ..report_of(&[(next - 10, 5)])
     };
     l.enc.handle_feedback(&fb, l.now);
     let mut n = 0;
