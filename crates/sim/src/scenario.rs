@@ -310,7 +310,7 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         }
     }
     let debug = std::env::var_os("HIRT_SIM_DEBUG").is_some();
-    // Prints every repair over (or shortly after) this ESI, and its fate.
+    // Prints every repair whose window covers this ESI, and its fate.
     let trace_esi: Option<u32> = std::env::var("HIRT_SIM_TRACE_ESI")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -500,7 +500,7 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                 let sent = fwd.send_marked(now, rep.payload.len());
                 if let Some(esi) = trace_esi {
                     let first = rep.info.first_esi;
-                    if esi.wrapping_sub(first) < u32::from(rep.info.nss) + 2000 {
+                    if esi.wrapping_sub(first) < u32::from(rep.info.nss) {
                         eprintln!(
                             "repair at {:.4} s over {first}+{}: {}",
                             t as f64 / 1e9,
