@@ -135,6 +135,29 @@ impl LossTracker {
         self.top.wrapping_sub(1)
     }
 
+    /// Whether an ESI not classified yet, other than the newest, is neither received nor
+    /// recovered: a gap that `reorder_tolerance` later ESIs have not confirmed yet.
+    /// O(tolerance).
+    pub(crate) fn gap_pending(&self) -> bool {
+        let pending = diff(self.top, self.declared).clamp(0, i64::from(self.tolerance) + 1) as u32;
+        (2..=pending).any(|back| {
+            let esi = self.top.wrapping_sub(back);
+            self.ring[(esi & self.mask) as usize] & (RECEIVED | RECOVERED) == 0
+        })
+    }
+
+    /// Classifies every ESI before `esi` now, whatever the reorder tolerance says (the decoder's
+    /// time rule: a later ESI came long enough ago).
+    pub(crate) fn declare_before(&mut self, esi: Esi) {
+        if diff(esi, self.top) > 0 {
+            return;
+        }
+        while diff(esi, self.declared) > 0 {
+            self.classify();
+        }
+        self.settle();
+    }
+
     /// ESIs before this one are final: delivered, or lost for good (the code can no longer
     /// recover them).
     pub(crate) fn finalized(&self) -> Esi {
@@ -449,6 +472,35 @@ mod tests {
             assert_eq!(t.on_source(e), Arrival::New);
         }
         assert_eq!(t.period.lost, 0);
+    }
+
+    #[test]
+    fn a_gap_is_pending_until_declared_before_the_esi_that_showed_it() {
+        let mut t = tracker();
+        for e in [0, 1, 2] {
+            t.on_source(e);
+        }
+        assert!(!t.gap_pending());
+        // ESI 3 missing; 4 arrived (one later ESI, tolerance 2).
+        t.on_source(4);
+        assert!(t.gap_pending());
+        assert_eq!(t.total_lost, 0);
+        t.declare_before(4);
+        assert_eq!(t.total_lost, 1);
+        assert!(!t.gap_pending());
+        let mut r = crate::feedback::LossReport::default();
+        t.missing(64, &mut r);
+        assert_eq!(
+            r.ranges(),
+            &[crate::feedback::EsiRange { first: 3, len: 1 }]
+        );
+        // An ESI not seen yet is never declared; nor is the newest.
+        t.declare_before(9);
+        assert_eq!(t.total_lost, 1);
+        // A late original of a declared loss is delivered; the loss stays counted.
+        assert_eq!(t.on_source(3), Arrival::New);
+        assert_eq!(t.total_lost, 1);
+        assert!(!t.gap_pending());
     }
 
     #[test]

@@ -620,3 +620,26 @@ fn a_lost_report_is_repeated_after_an_answer_cut_short_by_the_stream_start() {
     assert_eq!(esis, vec![0, 38], "{recovered:?}; {:?}", enc.stats(0));
     assert!(recovered[1].1 <= Duration::from_millis(15), "{recovered:?}");
 }
+
+/// Once an answer delay is measured, a gap is reported when a later source has waited a
+/// quarter of it, not when `reorder_tolerance` (3) later sources came: at 2,000 pps those take
+/// 1.5 ms, more than the round trip of a short path. Sources every 0.5 ms, zero link delay
+/// (so the reorder window is zero), UDP mode's default deadline; ESIs 100 and 300 lost.
+#[test]
+fn a_gap_is_reported_at_the_next_source_once_the_answer_delay_is_known() {
+    let (mut enc, mut dec) = auto_deadline_pair();
+    let mut delays = Vec::new();
+    every_half_ms(
+        &mut enc,
+        &mut dec,
+        400,
+        |k| k == 100 || k == 300,
+        |_| false,
+        |_| true,
+        |esi, delay| delays.push((esi, delay)),
+    );
+    let of = |esi| delays.iter().find(|(e, _)| *e == esi).map(|(_, d)| *d);
+    // Before any answer, three later sources declare the loss.
+    assert_eq!(of(100), Some(Duration::from_micros(1500)), "{delays:?}");
+    assert_eq!(of(300), Some(Duration::from_micros(500)), "{delays:?}");
+}

@@ -74,6 +74,14 @@ impl StreamRun {
             self.quantile(0.999),
             self.quantile(1.0),
         );
+        if std::env::var_os("HIRT_E2E_HISTOGRAM").is_some() {
+            // Arrivals later than 0.3 ms (recoveries, mostly) per quarter of a millisecond.
+            let mut buckets = [0u32; 24];
+            for &d in self.owd_ms.iter().filter(|&&d| d > 0.3) {
+                buckets[((d / 0.25) as usize).min(23)] += 1;
+            }
+            eprintln!("  delays > 0.3 ms per 0.25 ms: {buckets:?}");
+        }
         eprintln!(
             "  loss reports {}, answers {}, congestion signals {}, unrecoverable {}",
             self.loss_reports, self.answers, self.congestion_signals, self.unrecoverable
