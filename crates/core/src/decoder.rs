@@ -603,11 +603,7 @@ impl Decoder {
     /// The time rule of loss detection: declares the ESIs missing below the one that showed a
     /// gap once the reorder window has passed, and notes a new gap.
     fn watch_gap(cfg: &DecoderConfig, s: &mut Stream, now: Instant) {
-        if Self::reorder_window(cfg, s).is_none() {
-            s.gap_seen = None;
-            return;
-        }
-        if !s.tracker.gap_pending() {
+        if Self::reorder_window(cfg, s).is_none() || !s.tracker.gap_pending() {
             s.gap_seen = None;
             return;
         }
