@@ -4,7 +4,9 @@ points and seeds of docs/figures/deadline/deadline.csv) at another source rate a
 delay, and prints each run and the counts against the target (>= 99.9 % in time at overhead
 <= 1.2 p/(1-p) + 0.3 pp, p the measured source loss).
 
-    scripts/deadline-grid.py RATE DELAY [--scheme S] [--jobs N] [--out FILE.json]
+    scripts/deadline-grid.py RATE DELAY [--scheme S] [--jobs N] [--out FILE.json] [--seed-offset K]
+
+`--seed-offset K` adds K to every seed: the same loss points with other draws of the losses.
 """
 import argparse, csv, json, os, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +18,7 @@ ap.add_argument("delay")
 ap.add_argument("--scheme", default="ours")
 ap.add_argument("--jobs", type=int, default=2)
 ap.add_argument("--out")
+ap.add_argument("--seed-offset", type=int, default=0)
 ap.add_argument("--hirt", default=os.path.join(ROOT, "target/release/hirt"))
 a = ap.parse_args()
 
@@ -28,7 +31,7 @@ with open(os.path.join(ROOT, "docs/figures/deadline/deadline.csv")) as f:
 def one(run):
     point, seed, loss = run
     out = subprocess.run([a.hirt, "sim", "--loss", loss, "--scheme", a.scheme, "--deadline", "2rtt",
-                          "--packets", "100000", "--repair-delay", "off", "--seed", seed,
+                          "--packets", "100000", "--repair-delay", "off", "--seed", str(int(seed) + a.seed_offset),
                           "--rate", a.rate, "--delay", a.delay, "--json"],
                          check=True, capture_output=True, text=True).stdout
     r = json.loads(out)
