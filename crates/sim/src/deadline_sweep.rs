@@ -18,7 +18,9 @@ use crate::{Report, Scenario};
 /// Deadlines of the experiment, in RTTs.
 pub const DEADLINES: [f64; 3] = [0.5, 1.0, 2.0];
 /// Fixed margins of the `ours z=..` curve at the shortest deadline.
-pub const OURS_Z: [f64; 11] = [0.3, 0.45, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0];
+pub const OURS_Z: [f64; 16] = [
+    0.1, 0.15, 0.2, 0.3, 0.45, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0,
+];
 
 /// One run of the experiment.
 #[derive(Clone, Debug)]
@@ -127,6 +129,24 @@ fn min_med_max(mut v: Vec<f64>) -> (f64, f64, f64) {
 /// Whether `a` (in time, overhead) is at least as good as `b` in both.
 fn covers(a: (f64, f64), b: (f64, f64)) -> bool {
     a.0 >= b.0 && a.1 <= b.1
+}
+
+/// The in-time share a curve of (in time, overhead) points reaches at `overhead`: linear
+/// between the two points around it, and at least that of any point that costs no more
+/// (spending more than a point needs never has to recover less); `None` below the cheapest
+/// point.
+fn in_time_at(curve: &[(f64, f64)], overhead: f64) -> Option<f64> {
+    let mut c: Vec<(f64, f64)> = curve.iter().map(|&(t, o)| (o, t)).collect();
+    c.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let between = c
+        .windows(2)
+        .filter(|w| w[0].0 <= overhead && overhead <= w[1].0 && w[1].0 > w[0].0)
+        .map(|w| {
+            let ((o1, t1), (o2, t2)) = (w[0], w[1]);
+            t1 + (t2 - t1) * (overhead - o1) / (o2 - o1)
+        });
+    let cheaper = c.iter().filter(|p| p.0 <= overhead).map(|p| p.1);
+    between.chain(cheaper).reduce(f64::max)
 }
 
 /// Runs the experiment; writes `deadline.csv`, `deadline.md` and `deadline.svg` into `out`;
@@ -265,6 +285,9 @@ pub fn markdown(runs: &[Run], reports: &[Report]) -> String {
     let mut curve_ok = 0;
     let mut total = 0;
     let mut misses = Vec::new();
+    let mut ahead_median = 0;
+    let mut ahead_every_seed = 0;
+    let mut behind = Vec::new();
     for (run, v) in g.iter().filter(|(r, _)| {
         r.deadline_rtt == DEADLINES[0] && (r.label == "HIRT" || r.label.starts_with("M:"))
     }) {
@@ -283,6 +306,47 @@ pub fn markdown(runs: &[Run], reports: &[Report]) -> String {
         }
         let mut curve = vec![default];
         curve.extend(OURS_Z.iter().map(|z| ours_of(&format!("ours z={z}"))));
+        // The same comparison at equal overhead, seed by seed (every scheme saw the same
+        // losses at a seed): the curve of the default and the fixed margins of that seed at
+        // the rival's overhead.
+        let ours_seeds: Vec<&Vec<&Report>> = g
+            .iter()
+            .filter(|(r, _)| {
+                r.index == run.index
+                    && r.deadline_rtt == DEADLINES[0]
+                    && (r.label == "ours" || r.label.starts_with("ours z="))
+            })
+            .map(|(_, v)| v)
+            .collect();
+        let gaps: Vec<Option<f64>> = v
+            .iter()
+            .enumerate()
+            .map(|(i, them)| {
+                let curve: Vec<(f64, f64)> = ours_seeds
+                    .iter()
+                    .filter_map(|v| v.get(i))
+                    .map(|r| (r.recovered_in_time_ratio, r.overhead))
+                    .collect();
+                in_time_at(&curve, them.overhead).map(|t| t - them.recovered_in_time_ratio)
+            })
+            .collect();
+        if gaps.iter().all(|g| g.is_some_and(|g| g >= 0.0)) {
+            ahead_every_seed += 1;
+        }
+        let known: Vec<f64> = gaps.iter().flatten().copied().collect();
+        if known.len() == gaps.len() && min_med_max(known.clone()).1 >= 0.0 {
+            ahead_median += 1;
+        } else {
+            behind.push(format!(
+                "{} {}: {} pp",
+                run.point,
+                run.label,
+                gaps.iter()
+                    .map(|g| g.map_or("below".into(), |g| format!("{:+.2}", pct(g))))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ));
+        }
         if curve.iter().flatten().any(|&o| covers(o, them)) {
             curve_ok += 1;
         } else {
@@ -299,6 +363,11 @@ pub fn markdown(runs: &[Run], reports: &[Report]) -> String {
         s,
         "- Deadline 0.5 RTT, (in time, overhead) medians: the default `ours` is at least as good in both as {default_ok} of {total} HIRT / Maelstrom points; `ours` or one of its fixed-margin points is, for {curve_ok} of {total}{}",
         if misses.is_empty() { String::new() } else { format!("; not covered:\n  - {}", misses.join("\n  - ")) }
+    );
+    let _ = writeln!(
+        s,
+        "- Deadline 0.5 RTT, at equal overhead (the curve of the default and the fixed margins of each seed, at the rival's overhead of that seed): `ours` recovers at least as much in time as {ahead_median} of {total} HIRT / Maelstrom points at the median over seeds, in every seed at {ahead_every_seed}{}",
+        if behind.is_empty() { String::new() } else { format!("; behind, or below the curve's cheapest point (per seed):\n  - {}", behind.join("\n  - ")) }
     );
     s
 }
@@ -365,6 +434,28 @@ pub fn figure(runs: &[Run], reports: &[Report]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_curve_is_read_between_its_points_at_an_overhead() {
+        // (in time, overhead), unsorted: 40 % at 2 %, 20 % at 1 %, 60 % at 4 %.
+        let curve = [(0.4, 0.02), (0.2, 0.01), (0.6, 0.04)];
+        let at = |o| in_time_at(&curve, o);
+        assert!((at(0.015).unwrap() - 0.3).abs() < 1e-12);
+        assert!((at(0.03).unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(at(0.02), Some(0.4));
+        assert_eq!(at(0.005), None, "below the cheapest point");
+        assert_eq!(
+            at(0.05),
+            Some(0.6),
+            "beyond the dearest point: what it reaches"
+        );
+        // Two margins at the same overhead: the better one counts.
+        assert_eq!(in_time_at(&[(0.3, 0.02), (0.5, 0.02)], 0.02), Some(0.5));
+        // A cheaper point that recovers more than the segment above it.
+        let dip = [(0.5, 0.01), (0.3, 0.02), (0.7, 0.04)];
+        assert_eq!(in_time_at(&dip, 0.02), Some(0.5));
+        assert!((in_time_at(&dip, 0.03).unwrap() - 0.5).abs() < 1e-12);
+    }
 
     #[test]
     fn every_scheme_sees_the_same_seed_at_a_point() {

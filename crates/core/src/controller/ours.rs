@@ -50,7 +50,8 @@
 //!   sliding-window system takes up to a window to close, so half the deadline is left for
 //!   that), so the margin follows the loss count half a deadline holds (its variance from the
 //!   measured bursts); the repairs span from half the deadline (independent losses) to all of
-//!   it (bursts of 3 and longer), see `Ours::proactive_share`;
+//!   it (bursts of 3 and longer, or deadlines that hold at most two loss events), see
+//!   `Ours::proactive_share`;
 //!   deficit repayment only when D exceeds 1.5 RTT (e.g. the window is capped below a round
 //!   trip of sources at high rates), since it arrives a round trip after the report.
 //!
@@ -75,6 +76,10 @@ const MIN_ANSWER_WINDOW: f64 = 512.0;
 /// Headroom on how far behind the newest source an answer's spares reach (answer spacing,
 /// jitter, the rate estimate).
 const ANSWER_REACH_MARGIN: f64 = 1.1;
+
+/// Loss events (bursts) a proactive window may hold before the share of the deadline it spans
+/// stops growing with sparser losses (`Ours::proactive_share`).
+const SPAN_LOSS_EVENTS: f64 = 2.0;
 /// Smallest extra repair rate (per source) at which a deficit is paid back.
 const DEBT_SPEED: f64 = 0.05;
 
@@ -316,7 +321,10 @@ impl Ours {
             self.deadline_window = Some(w as u16);
         } else {
             self.window = (full / 2.0).round().max(32.0).min(max);
-            let coded = (full * self.proactive_share()).round().max(32.0).min(max);
+            let coded = (full * self.proactive_share(full))
+                .round()
+                .max(32.0)
+                .min(max);
             self.deadline_window = Some(coded as u16);
         }
     }
@@ -350,17 +358,21 @@ impl Ours {
         (w >= full.min(MIN_ANSWER_WINDOW)).then_some((w, Some((behind + w) as u32)))
     }
 
-    /// The share of a deadline's sources the proactive repairs span. A loss is recovered once
-    /// the repairs sent after it outnumber the losses among the sources they cover, which in a
-    /// window of W sources takes up to W sources: with independent losses half the deadline
-    /// is left for that. A burst of b losses needs about b repairs after it, which at the same
-    /// rate a window of the whole deadline still holds and half of it may not. Between the
-    /// two the share follows the mean burst: 0.5 for independent losses, the whole deadline
-    /// from bursts of 3 on (docs/results/2026-11-27-short-deadline.md).
-    fn proactive_share(&self) -> f64 {
-        self.p
-            .deadline_share
-            .unwrap_or_else(|| (0.25 + 0.25 * self.burst()).clamp(0.5, 1.0))
+    /// The share of a deadline's `sources` the proactive repairs span. A loss is recovered once
+    /// the repairs sent after it outnumber the losses among the sources they cover. A burst of
+    /// b losses needs about b repairs after it, which a window of the whole deadline still
+    /// holds and half of it may not: the share grows with the measured mean burst, from half
+    /// the deadline (independent losses) to all of it (bursts of 3 and longer). Where a
+    /// deadline holds few loss events, a shorter window only leaves out repairs: the share
+    /// grows too until the window holds about two events (a burst counts once)
+    /// (docs/results/2026-11-27-short-deadline.md, docs/results/2026-11-28-proactive-span.md).
+    fn proactive_share(&self, sources: f64) -> f64 {
+        self.p.deadline_share.unwrap_or_else(|| {
+            let events = self.loss() * sources / self.burst();
+            (0.25 + 0.25 * self.burst())
+                .max(SPAN_LOSS_EVENTS / events)
+                .clamp(0.5, 1.0)
+        })
     }
 
     fn recompute(&mut self) {
@@ -729,7 +741,7 @@ mod tests {
     }
 
     #[test]
-    fn a_short_deadline_window_spans_more_of_it_for_bursts() {
+    fn a_short_deadline_window_spans_more_of_it_for_bursts_and_sparse_losses() {
         // 10 kpps (200 sources every 20 ms), RTT 50 ms, deadline 25 ms: proactive, and a
         // deadline holds 250 sources.
         let short = |ms| FeedbackContext {
@@ -738,25 +750,32 @@ mod tests {
             deadline: Some(Duration::from_millis(25)),
             ..ctx(ms)
         };
-        let window_after = |p: OursParams, burst| {
+        let window_after = |p: OursParams, lost, burst| {
             let mut c = Ours::new(p, 4095);
             for i in 0..400 {
-                c.on_feedback(&period(200, 6, burst), &short(i * 20));
+                c.on_feedback(&period(200, lost, burst), &short(i * 20));
             }
             assert!(!c.answers_loss_reports());
             c.window().unwrap()
         };
-        // Independent losses: half the deadline; bursts of 2: three quarters; of 3 on: all.
-        assert_eq!(window_after(OursParams::default(), 1), 125);
+        // 3 % loss (a deadline holds 7.5 losses): independent losses, half the deadline;
+        // bursts of 2, three quarters; of 3 on, all of it.
+        assert_eq!(window_after(OursParams::default(), 6, 1), 125);
         // (The burst estimate's prior of one burst of one keeps it a little under 2.)
-        let w = window_after(OursParams::default(), 2);
+        let w = window_after(OursParams::default(), 6, 2);
         assert!((180..=188).contains(&w), "{w}");
-        assert_eq!(window_after(OursParams::default(), 3), 250);
-        assert_eq!(window_after(OursParams::default(), 6), 250);
+        assert_eq!(window_after(OursParams::default(), 6, 3), 250);
+        assert_eq!(window_after(OursParams::default(), 6, 6), 250);
+        // Sparse independent losses: 0.5 % (1.25 per deadline), all of it; 1 % (2.5), the
+        // share that holds two of them (0.8).
+        assert_eq!(window_after(OursParams::default(), 1, 1), 250);
+        let w = window_after(OursParams::default(), 2, 1);
+        assert!((198..=202).contains(&w), "{w}");
         // An explicit share wins.
         let p: OursParams = "share=0.5".parse().unwrap();
         assert_eq!(p.deadline_share, Some(0.5));
-        assert_eq!(window_after(p, 6), 125);
+        assert_eq!(window_after(p.clone(), 6, 6), 125);
+        assert_eq!(window_after(p, 1, 1), 125);
         assert!("share=0".parse::<OursParams>().is_err());
         assert!("share=1.5".parse::<OursParams>().is_err());
     }
