@@ -190,6 +190,8 @@ pub struct ScaleoutReport {
     pub lost_at_rejoin: u64,
     /// Lost datagrams outside every switch and rejoin window.
     pub lost_elsewhere: u64,
+    /// Each of those, against the nearest kill (for a failing run's report).
+    pub elsewhere: Vec<String>,
     /// Summary: `first_moved_ms`, `all_moved_ms` over the events.
     pub first_moved_ms: Stats,
     /// See `first_moved_ms`.
@@ -619,7 +621,8 @@ fn receiver(
 }
 
 /// Sends a datagram per flow every `period`; returns when each tick was sent (tick = sequence
-/// number).
+/// number): the time after its last datagram left, so that a sender held off the CPU in the
+/// middle of a tick does not date datagrams that went out after a kill from before it.
 fn sender(flows: usize, period: Duration, stop: Arc<AtomicBool>) -> std::io::Result<Vec<u64>> {
     tight_timer_slack();
     let socks = (0..flows)
@@ -632,11 +635,11 @@ fn sender(flows: usize, period: Duration, stop: Arc<AtomicBool>) -> std::io::Res
     let mut seq: u32 = 0;
     while !stop.load(Ordering::Relaxed) {
         sleep_until_mono(start + u64::from(seq) * period);
-        ticks.push(mono_ns());
         for (f, s) in socks.iter().enumerate() {
             // A send refused while a route changes is a datagram lost like any other.
             let _ = s.send_to(&payload(f as u16, seq), dst);
         }
+        ticks.push(mono_ns());
         seq += 1;
     }
     Ok(ticks)
@@ -906,6 +909,32 @@ pub fn run(cfg: &ScaleoutConfig) -> anyhow::Result<ScaleoutReport> {
     Ok(report)
 }
 
+/// A lost datagram (flow `f`, sequence `seq`, sent at `t`) against the last kill before it
+/// (or the first): when its flow moved away, was restarted and came back, in ms from the kill.
+fn describe_loss(
+    f: usize,
+    seq: usize,
+    t: u64,
+    kills: &[(usize, u64, HashSet<u16>, u64)],
+    moved_at: &[Vec<Option<u64>>],
+    back_at: &[Vec<Option<u64>>],
+) -> String {
+    let j = kills.iter().rposition(|k| k.1 <= t).unwrap_or(0);
+    let Some((k, t_kill, on_k, t_restart)) = kills.get(j) else {
+        return format!("flow {f} seq {seq}");
+    };
+    let rel = |x: u64| (x as f64 - *t_kill as f64) / 1e6;
+    let opt = |x: Option<u64>| x.map_or("-".to_string(), |x| format!("{:.1}", rel(x)));
+    format!(
+        "flow {f} seq {seq}: sent {:.1} ms after kill {j} (pair {k}, flow on it: {}); moved {}, restart {:.1}, back {}",
+        rel(t),
+        on_k.contains(&(f as u16)),
+        opt(moved_at[j][f]),
+        rel(*t_restart),
+        opt(back_at[j][f]),
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 fn analyse(
     cfg: &ScaleoutConfig,
@@ -978,6 +1007,7 @@ fn analyse(
         })
         .collect();
     let (mut lost_in_switch, mut lost_at_rejoin, mut lost_elsewhere) = (0, 0, 0);
+    let mut elsewhere = Vec::new();
     for (f, got) in seen.iter().enumerate() {
         for (seq, &ok) in got.iter().enumerate().skip(first_tick) {
             if ok {
@@ -1006,6 +1036,7 @@ fn analyse(
                         lost_at_rejoin += 1;
                     } else {
                         lost_elsewhere += 1;
+                        elsewhere.push(describe_loss(f, seq, t, kills, &moved_at, &back_at));
                     }
                 }
             }
@@ -1037,6 +1068,7 @@ fn analyse(
         lost_in_switch,
         lost_at_rejoin,
         lost_elsewhere,
+        elsewhere,
         first_moved_ms: first,
         all_moved_ms: all,
         moved_events,
@@ -1096,6 +1128,9 @@ pub fn print(r: &ScaleoutReport, json: bool) -> anyhow::Result<()> {
         r.moved_events,
         r.events.len()
     );
+    for e in &r.elsewhere {
+        println!("lost elsewhere: {e}");
+    }
     for t in &r.tcp {
         println!(
             "tcp {}: sent {} received {} corrupt at {:?} error {:?}",

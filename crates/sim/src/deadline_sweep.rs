@@ -292,6 +292,7 @@ pub fn markdown(runs: &[Run], reports: &[Report]) -> String {
         r.deadline_rtt == DEADLINES[0] && (r.label == "HIRT" || r.label.starts_with("M:"))
     }) {
         total += 1;
+        let name = format!("{} {}", run.point, run.label);
         let them = median_point(v);
         let ours_of = |label: &str| {
             g.iter()
@@ -338,9 +339,7 @@ pub fn markdown(runs: &[Run], reports: &[Report]) -> String {
             ahead_median += 1;
         } else {
             behind.push(format!(
-                "{} {}: {} pp",
-                run.point,
-                run.label,
+                "{name}: {} pp",
                 gaps.iter()
                     .map(|g| g.map_or("below".into(), |g| format!("{:+.2}", pct(g))))
                     .collect::<Vec<_>>()
@@ -351,9 +350,7 @@ pub fn markdown(runs: &[Run], reports: &[Report]) -> String {
             curve_ok += 1;
         } else {
             misses.push(format!(
-                "{} {}: {:.2} % in time at {:.2} %",
-                run.point,
-                run.label,
+                "{name}: {:.2} % in time at {:.2} %",
                 pct(them.0),
                 pct(them.1)
             ));
