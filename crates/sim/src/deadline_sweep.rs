@@ -335,7 +335,7 @@ pub fn markdown(runs: &[Run], reports: &[Report]) -> String {
             ahead_every_seed += 1;
         }
         let known: Vec<f64> = gaps.iter().flatten().copied().collect();
-        if known.len() == gaps.len() && min_med_max(known.clone()).1 >= 0.0 {
+        if known.len() == gaps.len() && min_med_max(known).1 >= 0.0 {
             ahead_median += 1;
         } else {
             behind.push(format!(

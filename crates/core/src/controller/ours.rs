@@ -368,8 +368,9 @@ impl Ours {
     /// (docs/results/2026-11-27-short-deadline.md, docs/results/2026-11-28-proactive-span.md).
     fn proactive_share(&self, sources: f64) -> f64 {
         self.p.deadline_share.unwrap_or_else(|| {
-            let events = self.loss() * sources / self.burst();
-            (0.25 + 0.25 * self.burst())
+            let burst = self.burst();
+            let events = self.loss() * sources / burst;
+            (0.25 + 0.25 * burst)
                 .max(SPAN_LOSS_EVENTS / events)
                 .clamp(0.5, 1.0)
         })
