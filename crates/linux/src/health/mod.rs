@@ -14,7 +14,8 @@
 //!   process itself, so a process killed with SIGKILL is told apart from a slow one (its port is
 //!   closed: the node's kernel refuses the connection at once) as well as a dead host (no answer);
 //! - [`run`](run()): the loop: a probe round every interval, every target in parallel; the route
-//!   replaced in one netlink request whenever the set changes.
+//!   replaced in one netlink request whenever the set changes, the next hops already in it
+//!   first (the kernel applies a multipath replace one next hop at a time).
 
 pub mod config;
 pub mod probe;

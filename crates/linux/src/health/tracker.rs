@@ -116,6 +116,29 @@ pub struct RouteSet {
     pub all_down: bool,
 }
 
+impl RouteSet {
+    /// The next hops in the order to install them after `installed`: the nodes already in the
+    /// route first (in their installed order), then the new ones. The kernel replaces an IPv6
+    /// multipath route one next hop at a time (the first replaces the old route, the others
+    /// are appended), and a lookup between two steps sees only the first ones: with the
+    /// installed nodes first, that partial route sends every flow to a node that was already
+    /// carrying traffic, never to one that is only now coming up.
+    pub fn install_order(&self, installed: &[usize]) -> Vec<usize> {
+        let kept = installed.iter().copied().filter(|n| self.nodes.contains(n));
+        let new = self
+            .nodes
+            .iter()
+            .copied()
+            .filter(|n| !installed.contains(n));
+        kept.chain(new).collect()
+    }
+
+    /// Whether `installed` holds exactly these nodes (in any order).
+    pub fn is_installed(&self, installed: &[usize]) -> bool {
+        installed.len() == self.nodes.len() && self.nodes.iter().all(|n| installed.contains(n))
+    }
+}
+
 impl Checker {
     /// `nodes` nodes, none probed yet.
     pub fn new(nodes: usize, thresholds: Thresholds) -> Checker {
@@ -320,6 +343,25 @@ mod tests {
         assert_eq!(c.state(2), NodeState::Down);
         assert_eq!(c.state(9), NodeState::Unknown);
         assert!(c.observe(9, Answered, now).is_none(), "no such node");
+    }
+
+    #[test]
+    fn nodes_already_installed_come_first() {
+        let set = |nodes: &[usize]| RouteSet {
+            nodes: nodes.to_vec(),
+            all_down: false,
+        };
+        // Node 0 comes back beside node 1: 1 stays first, so a lookup between the kernel's
+        // replace of the first hop and the append of the second still finds node 1.
+        assert_eq!(set(&[0, 1]).install_order(&[1]), vec![1, 0]);
+        assert_eq!(set(&[0, 1, 2]).install_order(&[2, 0]), vec![2, 0, 1]);
+        assert_eq!(set(&[1]).install_order(&[0, 1]), vec![1]);
+        assert_eq!(set(&[0, 2]).install_order(&[]), vec![0, 2]);
+        assert_eq!(set(&[2]).install_order(&[0, 1]), vec![2]);
+        assert!(set(&[0, 1]).is_installed(&[1, 0]));
+        assert!(!set(&[0, 1]).is_installed(&[1]));
+        assert!(!set(&[0]).is_installed(&[0, 1]));
+        assert!(!set(&[0]).is_installed(&[]));
     }
 
     #[test]
