@@ -185,8 +185,9 @@ pub struct ScaleoutReport {
     /// Lost datagrams of the killed pairs' flows between a kill and their move.
     pub lost_in_switch: u64,
     /// Lost datagrams of a restarted encoder's flows between its restart and 50 ms after their
-    /// first delivery through it: its decoder refuses the first 32 sources of a restarted
-    /// encoder (ESIs from 0 again) until it takes it for restarted (docs/core.md).
+    /// first delivery through it. Its decoder restarts the stream at the restarted encoder's
+    /// first source (ESI 0 again, docs/core.md), so none are expected; if that source is lost,
+    /// the decoder refuses sources until 32 in a row tell it.
     pub lost_at_rejoin: u64,
     /// Lost datagrams outside every switch and rejoin window.
     pub lost_elsewhere: u64,
@@ -335,8 +336,9 @@ const METRICS_PORT: u16 = 9469;
 const BEFORE_KILL_NS: u64 = 20_000_000;
 
 /// Losses of a flow up to this long after its first datagram through a restarted encoder are
-/// the rejoin's: its decoder refuses the first 32 sources of the restarted encoder (they carry
-/// ESIs from 0 again, docs/core.md), and a few of them may arrive among the first delivered.
+/// the rejoin's: should its decoder miss the restarted encoder's first source, it refuses the
+/// next ones until 32 in a row tell it the encoder restarted (docs/core.md), and a few of them
+/// may arrive among the first delivered.
 const AFTER_REJOIN_NS: u64 = 50_000_000;
 
 /// The datagram `seq` of flow `flow`: flow, sequence number, then bytes that depend on both.
@@ -1028,7 +1030,8 @@ fn analyse(
                 }
                 None => {
                     // A restarted encoder's flows, back on it, until just after their first
-                    // delivery through it (its decoder refuses a few dozen sources first).
+                    // delivery through it (what its decoder refuses before it takes the encoder for
+                    // restarted).
                     let rejoin = back_at.iter().zip(kills).any(|(at, (_, _, _, t_restart))| {
                         at[f].is_some_and(|back| t >= *t_restart && t <= back + AFTER_REJOIN_NS)
                     });

@@ -73,6 +73,13 @@ const POOL_KEEP: usize = 32;
 /// delivers new ones in between; with authentication on, nobody else can send them.
 const RESTART_RUN: u32 = 32;
 
+/// An encoder numbers its sources from 0. A source 0 refused as a duplicate or as too old while
+/// the stream is more than this many ESIs past it is a restarted encoder's first packet: no
+/// network delays a duplicate by that many packets (1 s at 1,000 pps), and a late original is
+/// taken (it was lost or recovered, not received). The stream starts afresh at once and the
+/// packet is delivered, instead of after [`RESTART_RUN`] refused ones.
+const RESTART_FIRST_ESI_BEHIND: i64 = 1024;
+
 /// With loss reports on, a missing ESI is declared lost once a later one came this fraction of
 /// the measured answer delay (about a round trip) ago, even before `reorder_tolerance` later
 /// ones came: RACK's reordering window (RFC 8985, a quarter of the minimum RTT). At low packet
@@ -340,10 +347,11 @@ impl Decoder {
     /// delivers `packet` at once; then drain [`Decoder::poll_recovered`] (it may have completed
     /// a recovery, or released held sources) and [`Decoder::poll_feedback`].
     ///
-    /// After 32 sources in a row refused as duplicates or as older than the history, the
-    /// stream's encoder is taken for restarted (its ESIs began again) and the stream starts
-    /// afresh at the next one (`restarts` in the stats): a peer that restarts loses a few dozen
-    /// packets, not its stream.
+    /// The stream's encoder is taken for restarted (its ESIs began again) and the stream starts
+    /// afresh with this source (`restarts` in the stats) when source 0 is refused as a duplicate
+    /// or as older than the history more than 1024 ESIs behind the newest, or after 32 sources
+    /// in a row so refused: a peer that restarts loses nothing when its first packet arrives,
+    /// a few dozen packets otherwise, never its stream.
     pub fn handle_source(
         &mut self,
         stream: StreamId,
@@ -382,7 +390,8 @@ impl Decoder {
             s.refused_run = 0;
         } else {
             s.refused_run += 1;
-            if s.refused_run >= RESTART_RUN {
+            let first_again = esi == 0 && s.tracker.behind_top(esi) > RESTART_FIRST_ESI_BEHIND;
+            if s.refused_run >= RESTART_RUN || first_again {
                 Self::restart(&self.cfg, s, out);
                 s.period_start = Some(now);
                 arrival = s.tracker.on_source(esi);

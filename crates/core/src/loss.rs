@@ -158,6 +158,15 @@ impl LossTracker {
         self.settle();
     }
 
+    /// How many ESIs `esi` lies behind the newest one seen (0 or less: it is the newest or
+    /// beyond; 0 before any packet).
+    pub(crate) fn behind_top(&self, esi: Esi) -> i64 {
+        if !self.started {
+            return 0;
+        }
+        diff(self.top, esi.wrapping_add(1))
+    }
+
     /// ESIs before this one are final: delivered, or lost for good (the code can no longer
     /// recover them).
     pub(crate) fn finalized(&self) -> Esi {

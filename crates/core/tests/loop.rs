@@ -1156,12 +1156,22 @@ fn in_order_release_gives_a_hole_up_after_the_hold_time() {
     );
 }
 
-/// An encoder that restarts (its ESIs begin again at 0) is followed after a few dozen refused
-/// sources, whether the old ESIs are still in the decoder's history (duplicates) or long gone
-/// (stale), and with in-order release on or off.
+/// An encoder that restarts (its ESIs begin again at 0) is followed at once when its first
+/// source arrives and the stream was more than 1024 ESIs past it; otherwise (a short old run,
+/// or the first source lost) after a few dozen refused sources. Whether the old ESIs are still
+/// in the decoder's history (duplicates) or long gone (stale), with in-order release on or off.
 #[test]
-fn a_restarted_encoder_is_followed_after_a_few_dozen_packets() {
-    for (before, in_order) in [(1_000u32, false), (100_000, false), (100_000, true)] {
+fn a_restarted_encoder_is_followed_from_its_first_source() {
+    let cases = [
+        // (sources before the restart, in-order release, first source lost, first delivered)
+        (1_000u32, false, false, 31),
+        (2_000, false, false, 0),
+        (2_000, true, false, 0),
+        (100_000, false, false, 0),
+        (100_000, true, false, 0),
+        (100_000, false, true, 32),
+    ];
+    for (before, in_order, first_lost, first_delivered) in cases {
         let mode: FecMode = "ours:w=200".parse().unwrap();
         let mut cfg = DecoderConfig::new(mode.scheme.clone());
         if in_order {
@@ -1179,7 +1189,7 @@ fn a_restarted_encoder_is_followed_after_a_few_dozen_packets() {
         }
         // The encoder restarts: ESIs from 0 again, new contents.
         let mut delivered = Vec::new();
-        for esi in 0..200u32 {
+        for esi in u32::from(first_lost)..200u32 {
             now += Duration::from_micros(10);
             let data = payload(1, esi);
             match dec.handle_source(0, esi, &data, now) {
@@ -1192,11 +1202,40 @@ fn a_restarted_encoder_is_followed_after_a_few_dozen_packets() {
                 delivered.push(r.esi);
             }
         }
+        let case = format!("before {before}, in order {in_order}, first lost {first_lost}");
         let st = dec.stats(0).unwrap();
-        assert_eq!(st.restarts, 1, "before {before}, in order {in_order}");
-        // The 32nd refused source restarted the stream and was delivered itself.
-        assert_eq!(delivered, (31..200).collect::<Vec<_>>(), "before {before}");
+        assert_eq!(st.restarts, 1, "{case}");
+        // The source that restarted the stream was delivered itself, and every one after it.
+        assert_eq!(
+            delivered,
+            (first_delivered..200).collect::<Vec<_>>(),
+            "{case}"
+        );
     }
+}
+
+/// A duplicate of source 0 that arrives soon after it (a network that duplicates packets) is
+/// refused and does not restart the stream.
+#[test]
+fn an_early_duplicate_of_the_first_source_is_not_a_restart() {
+    let mode: FecMode = "ours:w=200".parse().unwrap();
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 1);
+    let now = t0();
+    for esi in 0..1000u32 {
+        assert_eq!(
+            dec.handle_source(0, esi, &payload(0, esi), now),
+            Verdict::Deliver
+        );
+    }
+    assert_eq!(
+        dec.handle_source(0, 0, &payload(0, 0), now),
+        Verdict::Duplicate
+    );
+    assert_eq!(
+        dec.handle_source(0, 1000, &payload(0, 1000), now),
+        Verdict::Deliver
+    );
+    assert_eq!(dec.stats(0).unwrap().restarts, 0);
 }
 
 /// Originals that arrive after their recovery, as over a path slower than the repairs', come

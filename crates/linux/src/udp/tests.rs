@@ -877,6 +877,21 @@ fn a_restarted_client_is_followed() {
     assert_eq!(count(&n.server.m.stream(0).decoder_restarts), 1);
 }
 
+/// A client that restarts after more than 1024 sources: its first source restarts the server's
+/// stream, and every datagram after the restart is delivered.
+#[test]
+fn a_client_restarted_after_a_long_run_loses_nothing() {
+    let mut n = net(b"key", b"key", true);
+    let got = n.c2s(0..2000, |_| false, |_| vec![]);
+    exactly_once(&got, 0..2000);
+    n.client = side(cfg(Role::Client, b"key", true), 1, n.now);
+    assert!(n.connect());
+    let got = n.c2s(2000..2200, |_| false, |_| vec![]);
+    exactly_once(&got, 2000..2200);
+    n.server.workers[0].coder().publish_stats();
+    assert_eq!(count(&n.server.m.stream(0).decoder_restarts), 1);
+}
+
 /// One client and one server worker with the given configurations, after their handshake.
 fn net_cfg(c: PeerConfig, s: PeerConfig) -> Net {
     let now = Instant::now();
