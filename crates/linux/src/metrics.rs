@@ -474,16 +474,38 @@ pub fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
+/// The body that opens an answer to `GET /watch` ([`serve_prometheus`]).
+pub const WATCH_BODY: &[u8] = b"watching\n";
+
+/// Watch connections kept open at most; a new one past it closes the oldest.
+const MAX_WATCHERS: usize = 256;
+
 /// Serves `GET /metrics` (any path) on `addr` from a background thread. Returns the bound address.
+///
+/// `GET /watch` is answered with a status line, a blank line and [`WATCH_BODY`], and the
+/// connection is then held open, silent, for as long as the process lives: its kernel closes it
+/// when the process ends, however it ends (SIGKILL included), so a watcher (`hirt health`)
+/// learns of the end within a round trip instead of at its next probe.
 pub fn serve_prometheus(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
     std::thread::Builder::new().name("hirt-metrics".into()).spawn(move || {
+        let mut watchers = std::collections::VecDeque::new();
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
             let mut req = [0u8; 1024];
-            let _ = conn.read(&mut req);
+            let n = conn.read(&mut req).unwrap_or(0);
+            if req[..n].starts_with(b"GET /watch ") {
+                let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n");
+                if conn.write_all(WATCH_BODY).is_ok() {
+                    if watchers.len() == MAX_WATCHERS {
+                        watchers.pop_front();
+                    }
+                    watchers.push_back(conn);
+                }
+                continue;
+            }
             let body = metrics.prometheus();
             let _ = write!(
                 conn,

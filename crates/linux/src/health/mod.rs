@@ -15,7 +15,9 @@
 //!   closed: the node's kernel refuses the connection at once) as well as a dead host (no answer);
 //! - [`run`](run()): the loop: a probe round every interval, every target in parallel; the route
 //!   replaced in one netlink request whenever the set changes, the next hops already in it
-//!   first (the kernel applies a multipath replace one next hop at a time).
+//!   first (the kernel applies a multipath replace one next hop at a time); between rounds, a
+//!   watch per target of an up node (a connection the hirt process holds open until it ends),
+//!   whose end counts as a refused probe at once.
 
 pub mod config;
 pub mod probe;

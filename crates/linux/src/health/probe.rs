@@ -13,6 +13,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use super::tracker::ProbeResult;
+use crate::metrics::WATCH_BODY;
 
 /// Probes one target, waiting at most `timeout` in all.
 pub fn probe(target: SocketAddr, timeout: Duration) -> ProbeResult {
@@ -75,6 +76,80 @@ pub fn round(targets: &[SocketAddr], timeout: Duration) -> Vec<ProbeResult> {
             .map(|h| h.join().unwrap_or(ProbeResult::NoAnswer))
             .collect()
     })
+}
+
+/// Opens a watch on one target (`GET /watch`, see `crate::metrics::serve_prometheus`): a
+/// connection the hirt process holds open, silent, until it ends. `None` if the target does not
+/// answer with a watch within `timeout` (an endpoint that only serves metrics answers with those
+/// and closes: no watch). The stream returned is non-blocking.
+pub fn watch(target: SocketAddr, timeout: Duration) -> Option<TcpStream> {
+    let deadline = Instant::now() + timeout;
+    let mut conn = TcpStream::connect_timeout(&target, timeout).ok()?;
+    let _ = conn.set_nodelay(true);
+    conn.set_write_timeout(Some(timeout)).ok()?;
+    conn.write_all(b"GET /watch HTTP/1.0\r\n\r\n").ok()?;
+    let mut buf = [0u8; 256];
+    let mut got = 0;
+    loop {
+        let head_end = buf[..got].windows(4).position(|w| w == b"\r\n\r\n");
+        if let Some(end) = head_end {
+            let body = &buf[end + 4..got];
+            if body.len() >= WATCH_BODY.len() {
+                let status_ok = buf.starts_with(b"HTTP/1.")
+                    && buf[..end]
+                        .split(|&b| b == b'\n')
+                        .next()?
+                        .windows(5)
+                        .any(|w| w == b" 200 ");
+                if !status_ok || body != WATCH_BODY {
+                    return None;
+                }
+                conn.set_nonblocking(true).ok()?;
+                return Some(conn);
+            }
+        }
+        let now = Instant::now();
+        if got == buf.len() || now >= deadline {
+            return None;
+        }
+        conn.set_read_timeout(Some(deadline - now)).ok()?;
+        match conn.read(&mut buf[got..]) {
+            Ok(0) => return None,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+/// [`watch`] on every target at once (a thread each); results in the order of `targets`.
+pub fn watch_round(targets: &[SocketAddr], timeout: Duration) -> Vec<Option<TcpStream>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|&t| s.spawn(move || watch(t, timeout)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().ok().flatten())
+            .collect()
+    })
+}
+
+/// Whether a watch opened by [`watch`] has ended (the process closed it, the connection was
+/// reset); `false` while it is open and silent.
+pub fn watch_ended(conn: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    loop {
+        match conn.read(&mut buf) {
+            Ok(0) => return true,
+            // Nothing is sent on a watch; whatever comes is read and dropped.
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -156,5 +231,56 @@ mod tests {
                 ProbeResult::Answered
             ]
         );
+    }
+    /// A fake endpoint that answers one connection with `reply`, then holds it for `hold`.
+    fn answer_once(reply: &'static [u8], hold: Duration) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut req = [0u8; 256];
+            let _ = c.read(&mut req);
+            c.write_all(reply).unwrap();
+            std::thread::sleep(hold);
+        });
+        addr
+    }
+
+    #[test]
+    fn a_watch_stays_open_while_the_endpoint_runs() {
+        let addr = serve_prometheus(
+            "127.0.0.1:0".parse().unwrap(),
+            Metrics::new(1, "srv6 encoder"),
+        )
+        .unwrap();
+        let mut w = watch(addr, T).expect("the endpoint holds a watch");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!watch_ended(&mut w));
+        // Probes still work beside it.
+        assert_eq!(probe(addr, T), ProbeResult::Answered);
+        assert!(!watch_ended(&mut w));
+    }
+
+    #[test]
+    fn a_watch_ends_when_the_endpoint_closes_it() {
+        let addr = answer_once(
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nwatching\n",
+            Duration::from_millis(100),
+        );
+        let mut w = watch(addr, T).expect("a watch");
+        assert!(!watch_ended(&mut w), "open while the endpoint holds it");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(watch_ended(&mut w), "closed with the endpoint");
+    }
+
+    #[test]
+    fn an_endpoint_that_only_serves_metrics_gives_no_watch() {
+        let addr = answer_once(
+            b"HTTP/1.0 200 OK\r\nContent-Length: 15\r\n\r\n# HELP x help\n",
+            Duration::ZERO,
+        );
+        assert!(watch(addr, T).is_none());
+        let addr = answer_once(b"HTTP/1.0 404 Not Found\r\n\r\nwatching\n", Duration::ZERO);
+        assert!(watch(addr, T).is_none(), "a watch needs status 200");
     }
 }

@@ -2,7 +2,8 @@
 //! next hops changes.
 
 use std::io;
-use std::net::{Ipv6Addr, SocketAddr};
+use std::net::{Ipv6Addr, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -55,6 +56,22 @@ pub fn run_until(cfg: HealthConfig, stop: impl Fn() -> bool) -> anyhow::Result<(
         "checking {} nodes every {interval:?} for {prefix}/{prefix_len}",
         cfg.node.len()
     );
+    let key = (prefix, prefix_len, cfg.table);
+    let update_route = |nl: &mut Netlink, checker: &Checker, installed: &mut Vec<usize>| {
+        let Some(set) = checker.route_set() else {
+            return;
+        };
+        match install(nl, key, &hops, &set, installed) {
+            Ok(false) => {}
+            Ok(true) if set.all_down => tracing::error!(
+                "no node is up: {prefix}/{prefix_len} over every node until one answers"
+            ),
+            Ok(true) => tracing::info!("{prefix}/{prefix_len} over nodes {:?}", set.nodes),
+            // Tried again next round.
+            Err(e) => tracing::error!("{e}"),
+        }
+    };
+    let mut watches: Vec<Option<TcpStream>> = targets.iter().map(|_| None).collect();
     let mut next = Instant::now();
     while !stop() {
         let results = probe::round(&targets, timeout);
@@ -82,21 +99,28 @@ pub fn run_until(cfg: HealthConfig, stop: impl Fn() -> bool) -> anyhow::Result<(
                 }
             }
         }
-        if let Some(set) = checker.route_set() {
-            match install(
-                &mut nl,
-                (prefix, prefix_len, cfg.table),
-                &hops,
-                &set,
-                &mut installed,
-            ) {
-                Ok(false) => {}
-                Ok(true) if set.all_down => tracing::error!(
-                    "no node is up: {prefix}/{prefix_len} over every node until one answers"
-                ),
-                Ok(true) => tracing::info!("{prefix}/{prefix_len} over nodes {:?}", set.nodes),
-                // Tried again next round.
-                Err(e) => tracing::error!("{e}"),
+        update_route(&mut nl, &checker, &mut installed);
+        // A watch on every target of an up node: its end (the process died) is a refused probe
+        // at once, not at the next round.
+        for (w, &o) in watches.iter_mut().zip(&owner) {
+            if checker.state(o) != NodeState::Up {
+                *w = None;
+            }
+        }
+        let unwatched: Vec<usize> = (0..targets.len())
+            .filter(|&i| watches[i].is_none() && checker.state(owner[i]) == NodeState::Up)
+            .collect();
+        if !unwatched.is_empty() {
+            let addrs: Vec<SocketAddr> = unwatched.iter().map(|&i| targets[i]).collect();
+            for (i, w) in unwatched
+                .into_iter()
+                .zip(probe::watch_round(&addrs, timeout))
+            {
+                if w.is_none() {
+                    // Tried again after the next round; the probes still cover the target.
+                    tracing::debug!("no watch on {}", targets[i]);
+                }
+                watches[i] = w;
             }
         }
         next += interval;
@@ -111,10 +135,55 @@ pub fn run_until(cfg: HealthConfig, stop: impl Fn() -> bool) -> anyhow::Result<(
             if left.is_zero() {
                 break;
             }
-            std::thread::sleep(left.min(Duration::from_millis(50)));
+            let ended = wait_for_watches(&mut watches, left.min(Duration::from_millis(50)));
+            if ended.is_empty() {
+                continue;
+            }
+            let now = Instant::now();
+            for i in ended {
+                watches[i] = None;
+                if let Some(t) = checker.observe(owner[i], ProbeResult::Refused, now) {
+                    tracing::warn!("{t}; its watch from {} closed", targets[i]);
+                }
+            }
+            update_route(&mut nl, &checker, &mut installed);
         }
     }
     Ok(())
+}
+
+/// Waits up to `timeout` for a watch to end; returns the indices of those that ended (none if
+/// the time ran out). Without watches it sleeps the whole time.
+fn wait_for_watches(watches: &mut [Option<TcpStream>], timeout: Duration) -> Vec<usize> {
+    let (mut fds, mut index) = (Vec::new(), Vec::new());
+    for (i, w) in watches.iter().enumerate() {
+        if let Some(w) = w {
+            fds.push(libc::pollfd {
+                fd: w.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            });
+            index.push(i);
+        }
+    }
+    let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+    if fds.is_empty() {
+        std::thread::sleep(timeout);
+        return Vec::new();
+    }
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd for the duration of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n <= 0 {
+        return Vec::new();
+    }
+    fds.iter()
+        .zip(index)
+        .filter(|(f, _)| f.revents != 0)
+        .filter_map(|(_, i)| {
+            let w = watches[i].as_mut()?;
+            probe::watch_ended(w).then_some(i)
+        })
+        .collect()
 }
 
 /// Replaces the route `(prefix, length, table)` with the next hops of `set` unless `installed`
