@@ -6,10 +6,12 @@
 //! Workers own their streams, so every counter has a single writer: relaxed atomic adds are
 //! enough and cost no more than a plain increment on x86.
 
+use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
@@ -480,18 +482,40 @@ pub const WATCH_BODY: &[u8] = b"watching\n";
 /// Watch connections kept open at most; a new one past it closes the oldest.
 const MAX_WATCHERS: usize = 256;
 
+/// One endpoint served by [`serve_prometheus`], as [`close_endpoints`] reaches it.
+struct Endpoint {
+    listener: TcpListener,
+    watchers: Mutex<VecDeque<TcpStream>>,
+    closed: AtomicBool,
+}
+
+/// Every endpoint this process serves.
+static ENDPOINTS: Mutex<Vec<Arc<Endpoint>>> = Mutex::new(Vec::new());
+
 /// Serves `GET /metrics` (any path) on `addr` from a background thread. Returns the bound address.
 ///
 /// `GET /watch` is answered with a status line, a blank line and [`WATCH_BODY`], and the
-/// connection is then held open, silent, for as long as the process lives: its kernel closes it
-/// when the process ends, however it ends (SIGKILL included), so a watcher (`hirt health`)
-/// learns of the end within a round trip instead of at its next probe.
+/// connection is then held open, silent, for as long as the process lives or until
+/// [`close_endpoints`]: its kernel closes it when the process ends, however it ends (SIGKILL
+/// included), so a watcher (`hirt health`) learns of the end within a round trip instead of at
+/// its next probe.
 pub fn serve_prometheus(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
     let local = listener.local_addr()?;
+    let ep = Arc::new(Endpoint {
+        listener,
+        watchers: Mutex::new(VecDeque::new()),
+        closed: AtomicBool::new(false),
+    });
+    ENDPOINTS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(ep.clone());
     std::thread::Builder::new().name("hirt-metrics".into()).spawn(move || {
-        let mut watchers = std::collections::VecDeque::new();
-        for conn in listener.incoming() {
+        for conn in ep.listener.incoming() {
+            if ep.closed.load(Ordering::SeqCst) {
+                break;
+            }
             let Ok(mut conn) = conn else { continue };
             let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(2)));
             let mut req = [0u8; 1024];
@@ -499,10 +523,14 @@ pub fn serve_prometheus(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Res
             if req[..n].starts_with(b"GET /watch ") {
                 let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n");
                 if conn.write_all(WATCH_BODY).is_ok() {
-                    if watchers.len() == MAX_WATCHERS {
-                        watchers.pop_front();
+                    let mut w = ep.watchers.lock().unwrap_or_else(|e| e.into_inner());
+                    if ep.closed.load(Ordering::SeqCst) {
+                        break;
                     }
-                    watchers.push_back(conn);
+                    if w.len() == MAX_WATCHERS {
+                        w.pop_front();
+                    }
+                    w.push_back(conn);
                 }
                 continue;
             }
@@ -516,6 +544,30 @@ pub fn serve_prometheus(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Res
         }
     })?;
     Ok(local)
+}
+
+/// Closes every endpoint [`serve_prometheus`] serves in this process: their watches end and
+/// new connections are refused, as if the process had gone, while it goes on forwarding (the
+/// drain before a clean stop).
+pub fn close_endpoints() {
+    close_where(|_| true);
+}
+
+/// [`close_endpoints`] for the endpoint bound to `addr` only.
+pub fn close_endpoint(addr: SocketAddr) {
+    close_where(|ep| ep.listener.local_addr().ok() == Some(addr));
+}
+
+fn close_where(which: impl Fn(&Endpoint) -> bool) {
+    let eps = ENDPOINTS.lock().unwrap_or_else(|e| e.into_inner());
+    for ep in eps.iter().filter(|ep| which(ep)) {
+        let mut w = ep.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        ep.closed.store(true, Ordering::SeqCst);
+        w.clear();
+        // SAFETY: shutdown(2) on the listener's descriptor, which `ep` keeps open. A listening
+        // socket shut down refuses new connections and wakes the thread blocked in accept.
+        unsafe { libc::shutdown(ep.listener.as_raw_fd(), libc::SHUT_RDWR) };
+    }
 }
 
 #[cfg(test)]

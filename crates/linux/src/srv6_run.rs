@@ -70,7 +70,13 @@ impl Drop for Srv6Handle {
 
 /// Runs `hirt srv6` until SIGINT/SIGTERM.
 pub fn run(cfg: Srv6Config) -> anyhow::Result<()> {
-    runtime::install_signal_handlers();
+    let drain = cfg.drain();
+    if drain.is_zero() {
+        runtime::install_signal_handlers();
+    } else {
+        runtime::install_draining_signal_handlers(drain, crate::metrics::close_endpoints)
+            .context("signal handlers")?;
+    }
     let h = start(cfg)?;
     tracing::info!("hirt srv6 running");
     h.wait();

@@ -39,6 +39,38 @@ pub fn on_termination(f: impl FnOnce(i32) + Send + 'static) -> std::io::Result<(
     Ok(())
 }
 
+/// Installs SIGINT/SIGTERM handlers that drain before the shutdown: at the first signal,
+/// `first` runs (it tells the outside that this process is going, e.g. closes the endpoint a
+/// health check watches), then the process goes on working for `drain`, then the shutdown is
+/// requested as by [`install_signal_handlers`]. A second signal requests it at once.
+pub fn install_draining_signal_handlers(
+    drain: Duration,
+    first: impl FnOnce() + Send + 'static,
+) -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])?;
+    std::thread::Builder::new()
+        .name("drain".into())
+        .spawn(move || {
+            let mut pending = signals.forever();
+            if pending.next().is_none() {
+                return;
+            }
+            tracing::info!("stopping: draining for {drain:?} first (a second signal stops now)");
+            first();
+            std::thread::spawn(move || {
+                std::thread::sleep(drain);
+                request_shutdown();
+            });
+            if pending.next().is_some() {
+                request_shutdown();
+            }
+        })?;
+    Ok(())
+}
+
 /// Whether a shutdown was requested (signal or [`request_shutdown`]).
 #[inline]
 pub fn shutdown_requested() -> bool {

@@ -70,6 +70,11 @@ pub struct Srv6Args {
     /// Do not install routes for the SIDs (the operator routes them to --dev).
     #[arg(long)]
     pub no_routes: bool,
+    /// On SIGINT/SIGTERM, go on forwarding this long after closing the --metrics endpoint (its
+    /// `hirt health` watches end and its probes are refused, so the ingress moves the flows
+    /// away first), then stop. Default 100 with --metrics, 0 without.
+    #[arg(long)]
+    pub drain_ms: Option<u64>,
     /// DSCP for repair and feedback packets (0-63).
     #[arg(long)]
     pub repair_dscp: Option<u8>,
@@ -124,7 +129,7 @@ impl Srv6Args {
         apply_shared_flags!(c, a.coder, a.ops);
         apply_flags!(c, a;
             set: role, behavior, dev, threads, key_id, repair_dscp, mtu, xdp, xdp_mode;
-            some: enc_sid, dec_sid, table, hmac_key, hmac_key_file, repair_lag, tlv_types;
+            some: enc_sid, dec_sid, table, hmac_key, hmac_key_file, repair_lag, tlv_types, drain_ms;
             flag: rfc8754_hmac, auth_sources, no_routes, kernel_sources);
         if !a.path.is_empty() {
             c.path = a

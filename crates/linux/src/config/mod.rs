@@ -323,6 +323,10 @@ pub struct Srv6Config {
     pub repair_lag: Option<u32>,
     /// Do not install routes for the SIDs.
     pub no_routes: bool,
+    /// On SIGINT/SIGTERM, how long to go on forwarding after closing the metrics endpoint (its
+    /// watches end and its probes are refused, so `hirt health` moves the flows away) before
+    /// stopping, in ms (100 with `metrics`, else 0).
+    pub drain_ms: Option<u64>,
     /// Mark recovered packets ECN-CE (if ECN-capable).
     pub ecn_ce: bool,
     /// DSCP of repair and feedback packets (0).
@@ -351,6 +355,15 @@ pub struct Srv6Config {
     pub paths: hirt_core::path::PathManagerConfig,
 }
 
+impl Srv6Config {
+    /// [`Self::drain_ms`] with its default: 100 ms when a metrics endpoint is served (a health
+    /// check can watch it), none otherwise.
+    pub fn drain(&self) -> std::time::Duration {
+        let default = if self.metrics.is_some() { 100 } else { 0 };
+        std::time::Duration::from_millis(self.drain_ms.unwrap_or(default))
+    }
+}
+
 impl Default for Srv6Config {
     fn default() -> Self {
         Srv6Config {
@@ -377,6 +390,7 @@ impl Default for Srv6Config {
             deadline: None,
             repair_lag: None,
             no_routes: false,
+            drain_ms: None,
             ecn_ce: false,
             repair_dscp: 0,
             tlv_types: None,

@@ -261,6 +261,27 @@ mod tests {
         assert!(!watch_ended(&mut w));
     }
 
+    /// The drain before a clean stop: the endpoint is closed while the process goes on. Its
+    /// watches end and its probes are refused, as for a process that is gone.
+    #[test]
+    fn a_closed_endpoint_ends_its_watches_and_refuses_probes() {
+        let addr = serve_prometheus(
+            "127.0.0.1:0".parse().unwrap(),
+            Metrics::new(1, "srv6 encoder"),
+        )
+        .unwrap();
+        let mut w = watch(addr, T).expect("a watch");
+        assert!(!watch_ended(&mut w));
+        crate::metrics::close_endpoint(addr);
+        let until = Instant::now() + T;
+        while !watch_ended(&mut w) {
+            assert!(Instant::now() < until, "the watch ended");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(probe(addr, T), ProbeResult::Refused);
+        assert!(watch(addr, T).is_none());
+    }
+
     #[test]
     fn a_watch_ends_when_the_endpoint_closes_it() {
         let addr = answer_once(
