@@ -25,10 +25,7 @@ pub fn install_signal_handlers() {
 /// namespaces down there, then exits). Handlers installed by [`install_signal_handlers`] still
 /// run too.
 pub fn on_termination(f: impl FnOnce(i32) + Send + 'static) -> std::io::Result<()> {
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])?;
+    let mut signals = termination_signals()?;
     std::thread::Builder::new()
         .name("on-termination".into())
         .spawn(move || {
@@ -47,10 +44,7 @@ pub fn install_draining_signal_handlers(
     drain: Duration,
     first: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])?;
+    let mut signals = termination_signals()?;
     std::thread::Builder::new()
         .name("drain".into())
         .spawn(move || {
@@ -69,6 +63,11 @@ pub fn install_draining_signal_handlers(
             }
         })?;
     Ok(())
+}
+
+/// SIGINT and SIGTERM, delivered to an iterator instead of their default action.
+fn termination_signals() -> std::io::Result<signal_hook::iterator::Signals> {
+    signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
 }
 
 /// Whether a shutdown was requested (signal or [`request_shutdown`]).
