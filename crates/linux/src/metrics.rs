@@ -479,6 +479,9 @@ pub fn add(c: &AtomicU64, n: u64) {
 /// The body that opens an answer to `GET /watch` ([`serve_prometheus`]).
 pub const WATCH_BODY: &[u8] = b"watching\n";
 
+/// The whole answer to `GET /watch`, ending with [`WATCH_BODY`].
+const WATCH_ANSWER: &[u8] = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nwatching\n";
+
 /// Watch connections kept open at most; a new one past it closes the oldest.
 const MAX_WATCHERS: usize = 256;
 
@@ -521,8 +524,7 @@ pub fn serve_prometheus(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Res
             let mut req = [0u8; 1024];
             let n = conn.read(&mut req).unwrap_or(0);
             if req[..n].starts_with(b"GET /watch ") {
-                let _ = conn.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n");
-                if conn.write_all(WATCH_BODY).is_ok() {
+                if conn.write_all(WATCH_ANSWER).is_ok() {
                     let mut w = ep.watchers.lock().unwrap_or_else(|e| e.into_inner());
                     if ep.closed.load(Ordering::SeqCst) {
                         break;

@@ -55,8 +55,7 @@ pub fn probe(target: SocketAddr, timeout: Duration) -> ProbeResult {
             Err(_) => return ProbeResult::NoAnswer,
         }
     }
-    let status = &head[..got];
-    if status.starts_with(b"HTTP/1.") && status.ends_with(b" 200") {
+    if is_ok_status(&head[..got]) {
         ProbeResult::Answered
     } else {
         ProbeResult::NoAnswer
@@ -78,6 +77,11 @@ pub fn round(targets: &[SocketAddr], timeout: Duration) -> Vec<ProbeResult> {
     })
 }
 
+/// Whether an answer begins with an HTTP/1.x status line of code 200 (`HTTP/1.0 200`).
+fn is_ok_status(head: &[u8]) -> bool {
+    head.starts_with(b"HTTP/1.") && head.get(8..12) == Some(&b" 200"[..])
+}
+
 /// Opens a watch on one target (`GET /watch`, see `crate::metrics::serve_prometheus`): a
 /// connection the hirt process holds open, silent, until it ends. `None` if the target does not
 /// answer with a watch within `timeout` (an endpoint that only serves metrics answers with those
@@ -95,13 +99,7 @@ pub fn watch(target: SocketAddr, timeout: Duration) -> Option<TcpStream> {
         if let Some(end) = head_end {
             let body = &buf[end + 4..got];
             if body.len() >= WATCH_BODY.len() {
-                let status_ok = buf.starts_with(b"HTTP/1.")
-                    && buf[..end]
-                        .split(|&b| b == b'\n')
-                        .next()?
-                        .windows(5)
-                        .any(|w| w == b" 200 ");
-                if !status_ok || body != WATCH_BODY {
+                if !is_ok_status(&buf[..end]) || body != WATCH_BODY {
                     return None;
                 }
                 conn.set_nonblocking(true).ok()?;
