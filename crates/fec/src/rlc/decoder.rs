@@ -5,8 +5,9 @@
 //! - *Columns*: one per ESI of the tracked span `[head - S, head)` (S = a power of two >= 2W), in
 //!   a ring indexed by `esi & (S - 1)`. A column is *known* (received or recovered: its protected
 //!   bytes are stored) or *unknown*.
-//! - *Rows*: the stored equations, each a payload plus a coefficient vector over unknown columns
-//!   (same ring indexing). They are kept in **reduced row-echelon form** with leading pivots:
+//! - *Rows*: the stored equations, each a payload plus a coefficient vector over unknown columns,
+//!   stored from the row's first column up to its last non-zero one (not over the whole span: a
+//!   row covers about a repair's window, and the span may be many windows long). They are kept in **reduced row-echelon form** with leading pivots:
 //!   every row's pivot is its lowest non-zero column, its coefficient there is 1, and no other row
 //!   has a non-zero in a pivot column. Hence at most S rows are pivoted inside the span.
 //!
@@ -60,6 +61,8 @@ pub struct DecoderStats {
     /// Of `recovered`, symbols solved after they had left the tracked span (through a detached
     /// equation, see the module docs): delivered late.
     pub recovered_late: u64,
+    /// Repairs refused because the pending equations hold `COEF_BUDGET` bytes of coefficients.
+    pub repairs_refused: u64,
 }
 
 #[derive(Debug, Default)]
@@ -75,8 +78,11 @@ struct Column {
 #[derive(Debug)]
 struct Row {
     payload: Vec<u8>,
-    /// Ring-indexed coefficients; all zero outside `[lo, hi]`.
+    /// Coefficients of columns `start, start + 1, ...`; zero outside `[lo, hi]` and past the
+    /// end (whose length is at least `hi - start + 1`).
     coef: Vec<u8>,
+    /// Column of `coef[0]`: at or before the pivot, which only moves up.
+    start: Esi,
     /// Pivot (lowest non-zero column) once installed.
     lo: Esi,
     /// Upper bound of the non-zero columns (inclusive).
@@ -84,6 +90,45 @@ struct Row {
     /// The pivot column has left the span (its coefficient, 1, is implicit).
     detached: bool,
 }
+
+impl Row {
+    /// Coefficient of column `e`.
+    #[inline]
+    fn at(&self, e: Esi) -> u8 {
+        self.coef
+            .get(e.wrapping_sub(self.start) as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Sets the coefficient of a column the row covers (see [`Row::reach`]); a zero may be
+    /// set anywhere.
+    #[inline]
+    fn set(&mut self, e: Esi, c: u8) {
+        match self.coef.get_mut(e.wrapping_sub(self.start) as usize) {
+            Some(x) => *x = c,
+            None => debug_assert_eq!(c, 0),
+        }
+    }
+
+    /// Makes the coefficients cover column `e` (at or after `start`); the bytes added.
+    #[inline]
+    fn reach(&mut self, e: Esi) -> usize {
+        let n = e.wrapping_sub(self.start) as usize + 1;
+        debug_assert!(n <= 1 << 20, "a column before the row's start");
+        let added = n.saturating_sub(self.coef.len());
+        if added > 0 {
+            self.coef.resize(n, 0);
+        }
+        added
+    }
+}
+
+/// Most coefficient bytes the pending equations may hold before further repairs are refused
+/// (`DecoderStats::repairs_refused`). A row covers its repair's window and grows only as far as
+/// the rows it is reduced by reach, so the steady state holds a few windows per pending
+/// equation; the bound is for pile-ups (long outages, floods of repairs over a long span).
+const COEF_BUDGET: usize = 256 << 20;
 
 /// Free rows that keep their buffers for reuse; more free rows give them back.
 const KEPT_FREE_ROWS: usize = 64;
@@ -113,6 +158,8 @@ pub struct RlcDecoder {
     active: Vec<u32>,
     /// Number of detached rows among `active`.
     detached: usize,
+    /// Coefficient bytes of the active rows.
+    coef_bytes: usize,
     /// After [`Self::grow_repair_lag`], the old span's base until the span's base passes it:
     /// the sources before it were forgotten, so repairs over them stay refused.
     floor: Option<Esi>,
@@ -161,6 +208,7 @@ impl RlcDecoder {
             free_rows: Vec::new(),
             active: Vec::new(),
             detached: 0,
+            coef_bytes: 0,
             floor: None,
             coefs: vec![0; cfg.window as usize],
             terms: Vec::with_capacity(cfg.window as usize),
@@ -221,19 +269,6 @@ impl RlcDecoder {
             cols[(e & mask) as usize] = std::mem::take(&mut self.cols[(e & old_mask) as usize]);
         }
         self.cols = cols;
-        for &r in &self.active {
-            let row = &mut self.rows[r as usize];
-            let mut coef = vec![0; span as usize];
-            for k in 0..old_span {
-                let e = old_base.wrapping_add(k);
-                coef[(e & mask) as usize] = row.coef[(e & old_mask) as usize];
-            }
-            row.coef = coef;
-        }
-        for &r in &self.free_rows {
-            // Sized anew by `alloc_row`.
-            self.rows[r as usize].coef = Vec::new();
-        }
         self.span = span;
         self.mask = mask;
         if self.started {
@@ -368,7 +403,7 @@ impl RlcDecoder {
                     while a < self.active.len() {
                         let r = self.active[a];
                         let row = &self.rows[r as usize];
-                        if row.detached && row.coef[i] != 0 {
+                        if row.detached && row.at(c) != 0 {
                             self.stats.rows_evicted += 1;
                             self.free_row(r); // swap_remove: `a` now holds another row
                             continue;
@@ -384,7 +419,7 @@ impl RlcDecoder {
                 let p = self.cols[i].pivot;
                 if p != NONE {
                     // Keep the equation: once its other unknowns are solved it yields `c`.
-                    self.rows[p as usize].coef[i] = 0;
+                    self.rows[p as usize].set(c, 0);
                     self.rows[p as usize].detached = true;
                     self.detached += 1;
                     self.cols[i].pivot = NONE;
@@ -400,18 +435,12 @@ impl RlcDecoder {
 
     fn alloc_row(&mut self) -> u32 {
         let r = match self.free_rows.pop() {
-            Some(r) => {
-                let row = &mut self.rows[r as usize];
-                if row.coef.len() != self.span as usize {
-                    // A row that gave its buffers back (see `free_row`).
-                    row.coef = vec![0; self.span as usize];
-                }
-                r
-            }
+            Some(r) => r,
             None => {
                 self.rows.push(Row {
                     payload: Vec::new(),
-                    coef: vec![0; self.span as usize],
+                    coef: Vec::new(),
+                    start: 0,
                     lo: 0,
                     hi: 0,
                     detached: false,
@@ -424,19 +453,12 @@ impl RlcDecoder {
         r
     }
 
-    /// Returns a row to the pool: zeroes its coefficients, unlinks its pivot.
+    /// Returns a row to the pool: drops its coefficients, unlinks its pivot.
     fn free_row(&mut self, r: u32) {
-        let (lo, hi) = (self.rows[r as usize].lo, self.rows[r as usize].hi);
-        let n = hi.wrapping_sub(lo) as usize + 1;
-        let mask = self.mask;
+        let lo = self.rows[r as usize].lo;
         let row = &mut self.rows[r as usize];
-        if row.detached || n >= self.span as usize {
-            row.coef.fill(0);
-        } else {
-            for k in 0..n {
-                row.coef[(lo as usize + k) & mask as usize] = 0;
-            }
-        }
+        self.coef_bytes -= row.coef.len();
+        row.coef.clear();
         if row.detached {
             row.detached = false;
             self.detached -= 1;
@@ -468,10 +490,12 @@ impl RlcDecoder {
             d.payload.resize(s.payload.len(), 0);
         }
         mul_add_any(&mut d.payload, &s.payload, a);
-        let n = s.hi.wrapping_sub(s.lo) + 1;
-        for (i0, len) in ring_pieces(s.lo & self.mask, n, self.span) {
-            mul_add_any(&mut d.coef[i0..i0 + len], &s.coef[i0..i0 + len], a);
-        }
+        // `dst` involves the pivot of `src` (its lowest column), so it starts no later.
+        let from = s.lo.wrapping_sub(s.start) as usize;
+        let to = s.hi.wrapping_sub(s.start) as usize + 1;
+        self.coef_bytes += d.reach(s.hi);
+        let at = s.lo.wrapping_sub(d.start) as usize;
+        mul_add_any(&mut d.coef[at..at + to - from], &s.coef[from..to], a);
         let base = self.head.wrapping_sub(self.span);
         let dh = d.hi.wrapping_sub(base);
         // (A detached row's bound may lie below the span: any in-span bound is higher.)
@@ -484,7 +508,7 @@ impl RlcDecoder {
     /// Lowers `hi` past trailing zero coefficients; true if the row is now a singleton (only
     /// its pivot left, in the span or detached).
     fn trim(&mut self, r: u32) -> bool {
-        let (mask, span, base) = (self.mask, self.span, self.base());
+        let (span, base) = (self.span, self.base());
         let row = &mut self.rows[r as usize];
         if row.detached {
             // Non-zeros can only be in [base, hi].
@@ -493,7 +517,7 @@ impl RlcDecoder {
                 return true;
             }
             loop {
-                if row.coef[(base.wrapping_add(off) & mask) as usize] != 0 {
+                if row.at(base.wrapping_add(off)) != 0 {
                     row.hi = base.wrapping_add(off);
                     return false;
                 }
@@ -503,7 +527,7 @@ impl RlcDecoder {
                 off -= 1;
             }
         }
-        while row.hi != row.lo && row.coef[(row.hi & mask) as usize] == 0 {
+        while row.hi != row.lo && row.at(row.hi) == 0 {
             row.hi = row.hi.wrapping_sub(1);
         }
         row.hi == row.lo
@@ -518,7 +542,7 @@ impl RlcDecoder {
         }
         (0..n)
             .map(|k| from.wrapping_add(k))
-            .find(|&e| row.coef[self.idx(e)] != 0)
+            .find(|&e| row.at(e) != 0)
     }
 
     /// Makes `q` (row `r`'s lowest non-zero column, unknown and unpivoted) the pivot of `r`:
@@ -526,7 +550,7 @@ impl RlcDecoder {
     /// that may have become singletons are appended to `touched`.
     fn install_pivot(&mut self, r: u32, q: Esi, touched: &mut Vec<u32>) {
         let qi = self.idx(q);
-        let c = self.rows[r as usize].coef[qi];
+        let c = self.rows[r as usize].at(q);
         debug_assert!(c != 0);
         {
             let row = &mut self.rows[r as usize];
@@ -534,10 +558,9 @@ impl RlcDecoder {
             if c != 1 {
                 let ic = hirt_gf::inv(c);
                 hirt_gf::scale(&mut row.payload, ic);
-                let n = row.hi.wrapping_sub(q) + 1;
-                for (i0, len) in ring_pieces(q & self.mask, n, self.span) {
-                    hirt_gf::scale(&mut row.coef[i0..i0 + len], ic);
-                }
+                let from = q.wrapping_sub(row.start) as usize;
+                let to = row.hi.wrapping_sub(row.start) as usize + 1;
+                hirt_gf::scale(&mut row.coef[from..to], ic);
                 self.ops += 1;
             }
         }
@@ -548,7 +571,7 @@ impl RlcDecoder {
             if o == r {
                 continue;
             }
-            let a = self.rows[o as usize].coef[qi];
+            let a = self.rows[o as usize].at(q);
             if a != 0 {
                 self.row_op(o, r, a);
                 touched.push(o);
@@ -739,7 +762,7 @@ impl FecDecoder for RlcDecoder {
         // Remove the now-known column from every row that involves it.
         for k in 0..self.active.len() {
             let r = self.active[k];
-            let a = self.rows[r as usize].coef[ci];
+            let a = self.rows[r as usize].at(esi);
             if a == 0 {
                 continue;
             }
@@ -749,7 +772,7 @@ impl FecDecoder for RlcDecoder {
                 row.payload.resize(src.len(), 0); // only with inconsistent input
             }
             mul_add_any(&mut row.payload, src, a);
-            row.coef[ci] = 0;
+            row.set(esi, 0);
             self.ops += 1;
             if r != p {
                 touched.push(r);
@@ -778,6 +801,10 @@ impl FecDecoder for RlcDecoder {
         recovered: &mut dyn FnMut(Esi, &[u8]),
     ) -> Result<(), DecodeError> {
         self.check_repair(info, payload.len())?;
+        if self.coef_bytes > COEF_BUDGET {
+            self.stats.repairs_refused += 1;
+            return Ok(());
+        }
         let nss = info.nss as u32;
         let first = info.first_esi;
         let last = first.wrapping_add(nss - 1);
@@ -822,7 +849,12 @@ impl FecDecoder for RlcDecoder {
             if self.cols[ci].known {
                 terms.push((ci as u32, c));
             } else {
-                self.rows[r as usize].coef[ci] = c;
+                let row = &mut self.rows[r as usize];
+                if lo.is_none() {
+                    row.start = e;
+                }
+                self.coef_bytes += row.reach(e);
+                row.set(e, c);
                 lo.get_or_insert(e);
                 hi = e;
             }
@@ -853,7 +885,7 @@ impl FecDecoder for RlcDecoder {
         for k in 0..n {
             let e = lo.wrapping_add(k);
             let ci = self.idx(e);
-            let a = self.rows[r as usize].coef[ci];
+            let a = self.rows[r as usize].at(e);
             let p = self.cols[ci].pivot;
             if a != 0 && p != NONE {
                 self.row_op(r, p, a);
@@ -887,16 +919,6 @@ fn mul_add_any(dst: &mut [u8], src: &[u8], a: u8) {
         1 => hirt_gf::xor(dst, src),
         a => hirt_gf::mul_add(dst, src, a),
     }
-}
-
-/// The (start, len) pieces of `n` ring slots starting at index `i0` in a ring of `span`.
-#[inline]
-fn ring_pieces(i0: u32, n: u32, span: u32) -> impl Iterator<Item = (usize, usize)> {
-    let n = n.min(span);
-    let first = n.min(span - i0);
-    [(i0 as usize, first as usize), (0, (n - first) as usize)]
-        .into_iter()
-        .filter(|p| p.1 > 0)
 }
 
 /// Mutable `a` and shared `b` from one slice (`a != b`).
