@@ -724,13 +724,27 @@ pub struct DecoderConfig {
 /// Default [`DecoderConfig::loss_report_gap`] when loss reports are on.
 pub const DEFAULT_LOSS_REPORT_GAP: Duration = Duration::from_millis(1);
 
-/// Repair lag of a decoder whose loss reports are answered from far back
-/// ([`DecoderConfig::with_answer_reach`]):
-/// an answer covers a loss a round trip old and the window before it, and its spares come up
-/// to half a deadline later, which at high rates or long round trips is more than twice the
-/// largest window of sources. The most lag the code allows: the decoder keeps 16384 sources
-/// (a window of 4095), and a 600 ms round trip at 10 kpps still fits.
-pub const LOSS_REPORT_REPAIR_LAG: u32 = hirt_fec::rlc::MAX_REPAIR_LAG;
+/// Least repair lag of a decoder whose loss reports are answered from far back
+/// ([`DecoderConfig::with_answer_reach`], [`answer_reach_lag`]): the decoder keeps 16384
+/// sources (a window of 4095), which a 600 ms round trip at 10 kpps still fits.
+pub const LOSS_REPORT_REPAIR_LAG: u32 = 1 << 13;
+
+/// The repair lag that lets answers to loss reports reach back as far as a stream at `pps`
+/// sources per second, round trip `rtt` and recovery deadline `deadline` needs: an answer
+/// covers a loss a round trip (plus detection) old and the window before it, and its spares
+/// come up to half the remaining slack later, so the decoder must still hold the sources of
+/// `pps x (RTT + detection + (D - RTT)/2)` (with a fifth of headroom for the rate's and the
+/// round trip's variation) behind its newest. At least [`LOSS_REPORT_REPAIR_LAG`], at most
+/// `hirt_fec::rlc::MAX_REPAIR_LAG` (100 kpps at a 600 ms round trip and a 2 RTT deadline needs
+/// about 110000). The encoder's [`EncoderConfig::answer_reach_lag`] must match.
+pub fn answer_reach_lag(pps: f64, rtt: Duration, deadline: Duration) -> u32 {
+    let pps = pps.max(0.0);
+    let round = rtt.as_secs_f64() + 4.0 / pps.max(1.0) + 0.001;
+    let d = deadline.as_secs_f64().max(round);
+    let behind = (1.2 * pps * (round + (d - round) / 2.0)).ceil();
+    let max = hirt_fec::rlc::MAX_REPAIR_LAG;
+    (behind.min(f64::from(max)) as u32).clamp(LOSS_REPORT_REPAIR_LAG, max)
+}
 
 impl DecoderConfig {
     /// Defaults derived from the scheme. Loss window (HIRT's n_f) and feedback period: the
@@ -774,13 +788,13 @@ impl DecoderConfig {
         self
     }
 
-    /// This configuration with the repair lag that lets answers to loss reports reach a
-    /// round trip of sources beyond the window ([`LOSS_REPORT_REPAIR_LAG`], or more if set;
-    /// the encoder's [`EncoderConfig::answer_reach_lag`] must match): a sliding-window decoder
-    /// then keeps up to 16384 sources per stream (four largest windows), where a window of
-    /// 4095 alone keeps 8192.
-    pub fn with_answer_reach(self) -> Self {
-        let lag = self.repair_lag.max(LOSS_REPORT_REPAIR_LAG);
+    /// This configuration with a repair lag of at least `lag` ([`answer_reach_lag`]): answers
+    /// to loss reports may then reach that many sources beyond the window (the encoder's
+    /// [`EncoderConfig::answer_reach_lag`] must match). The decoder keeps the power of two
+    /// above twice the window plus `lag` sources per stream (16384 with
+    /// [`LOSS_REPORT_REPAIR_LAG`] and a window of 4095, where a window of 4095 alone keeps 8192).
+    pub fn with_answer_reach(self, lag: u32) -> Self {
+        let lag = self.repair_lag.max(lag);
         self.with_repair_lag(lag)
     }
 }
@@ -816,6 +830,30 @@ mod tests {
         );
         assert_eq!(ms(7).resolve(rtt), Duration::from_millis(7));
         assert_eq!(Deadline::Rtt(0.5).resolve(None), INITIAL_RTT / 2);
+    }
+
+    #[test]
+    fn the_answer_reach_follows_a_round_trip_of_sources() {
+        let ms = Duration::from_millis;
+        // 10 kpps, 50 ms RTT, 2 RTT: 1.2 x 10000 x (0.0514 + 0.0243) ~ 909: the least lag.
+        assert_eq!(
+            answer_reach_lag(10_000.0, ms(50), ms(100)),
+            LOSS_REPORT_REPAIR_LAG
+        );
+        // 100 kpps, 600 ms RTT, 2 RTT: 1.2 x 100000 x (0.60104 + 0.29948) = 108062.4.
+        assert_eq!(answer_reach_lag(100_000.0, ms(600), ms(1200)), 108_063);
+        // Beyond what the decoder allows, or with no rate measured: the bounds.
+        let max = hirt_fec::rlc::MAX_REPAIR_LAG;
+        assert_eq!(answer_reach_lag(1e6, ms(600), ms(1200)), max);
+        assert_eq!(
+            answer_reach_lag(0.0, ms(600), ms(1200)),
+            LOSS_REPORT_REPAIR_LAG
+        );
+        // A deadline shorter than the round trip asks for no more than the round trip.
+        assert_eq!(
+            answer_reach_lag(100_000.0, ms(600), ms(300)),
+            answer_reach_lag(100_000.0, ms(600), ms(601))
+        );
     }
 
     #[test]

@@ -41,9 +41,10 @@ mod streams;
 mod timestamp;
 
 pub use config::{
-    ConfigError, ControllerConfig, Deadline, DecoderConfig, EncoderConfig, FecMode, SchemeConfig,
-    AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP, DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY,
-    DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW, INITIAL_RTT, LOSS_REPORT_REPAIR_LAG,
+    answer_reach_lag, ConfigError, ControllerConfig, Deadline, DecoderConfig, EncoderConfig,
+    FecMode, SchemeConfig, AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP,
+    DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY, DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW,
+    INITIAL_RTT, LOSS_REPORT_REPAIR_LAG,
 };
 pub use decoder::{Decoder, DecoderBuffers, Recovered, Verdict};
 pub use encoder::{Encoder, Repair, SourceTag};

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use hirt_channel::{Link, LinkConfig, LossSpec, QueueLimit};
 use hirt_core::{
-    Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, RepairInfo,
-    StreamId, Verdict, DEFAULT_LOSS_REPORT_GAP, LOSS_REPORT_REPAIR_LAG,
+    answer_reach_lag, Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback,
+    RepairInfo, StreamId, Verdict, DEFAULT_LOSS_REPORT_GAP,
 };
 use serde::Serialize;
 
@@ -305,8 +305,10 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         // one would also move the horizon their residual-loss loop counts against).
         let rtt = sc.delay * 2;
         if sc.deadline.is_some_and(|d| d.resolve(Some(rtt)) > rtt) {
-            enc_cfg.answer_reach_lag = LOSS_REPORT_REPAIR_LAG;
-            dec_cfg = dec_cfg.with_answer_reach();
+            let deadline = sc.deadline.map_or(rtt, |d| d.resolve(Some(rtt)));
+            let lag = answer_reach_lag(sc.rate_pps, rtt, deadline);
+            enc_cfg.answer_reach_lag = lag;
+            dec_cfg = dec_cfg.with_answer_reach(lag);
         }
     }
     let debug = std::env::var_os("HIRT_SIM_DEBUG").is_some();
@@ -345,7 +347,14 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     let ns_of = |t: Instant| t.saturating_duration_since(base).as_nanos() as u64;
 
     let n = sc.packets as usize;
-    let total = sc.packets + if sc.packets > 0 { sc.tail } else { 0 };
+    // With a deadline the tail lasts at least a round trip plus the deadline: the last
+    // measured losses are answered a round trip after they are reported, within a budget that
+    // the sources sent meanwhile earn (as in a long-lived tunnel).
+    let tail = deadline_ns.map_or(sc.tail, |d| {
+        let ns = (2 * sc.delay.as_nanos() as u64).saturating_add(d);
+        sc.tail.max((ns as f64 * sc.rate_pps / 1e9).ceil() as u64)
+    });
+    let total = sc.packets + if sc.packets > 0 { tail } else { 0 };
     let n_all = total as usize;
     let mut fate = vec![Fate::InFlight; n_all];
     let mut send_ns = vec![0u64; n_all];

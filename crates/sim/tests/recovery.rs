@@ -225,6 +225,31 @@ fn answers_reach_a_round_trip_of_sources_beyond_the_largest_window() {
     assert!(r.overhead <= 1.2 * p / (1.0 - p) + 0.003, "{r:?}");
 }
 
+/// 100 kpps at a 600 ms RTT: a round trip is 60000 sources, fifteen largest windows. The
+/// decoder's span and the encoder's history follow what the answers need
+/// (`answer_reach_lag`, ~110000 sources), so loss reports are still answered: recovered in
+/// time at about the loss rate in overhead, where proactive repair needed 1.9x the target.
+#[test]
+fn answers_reach_a_round_trip_of_sixty_thousand_sources() {
+    let r = hirt_sim::run(&Scenario {
+        scheme: "ours".into(),
+        loss: "uniform:0.03".parse().unwrap(),
+        packets: 300_000,
+        repair_delay: None,
+        seed: 1,
+        rate_pps: 100_000.0,
+        delay: std::time::Duration::from_millis(300),
+        deadline: Some("2rtt".parse().unwrap()),
+        ..Scenario::default()
+    })
+    .unwrap();
+    assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
+    assert!(r.repairs_report > r.lost / 2, "{r:?}");
+    assert!(r.recovered_in_time_ratio >= 0.999, "{r:?}");
+    let p = r.lost as f64 / r.sources as f64;
+    assert!(r.overhead <= 1.2 * p / (1.0 - p) + 0.003, "{r:?}");
+}
+
 /// A deadline shorter than the RTT: recoveries after it count as late, the bound is the
 /// proactive one (above p/(1-p)), and HIRT (no deadline mode) recovers the same as without it.
 #[test]

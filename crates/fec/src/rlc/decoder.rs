@@ -174,9 +174,10 @@ pub struct RlcDecoder {
 }
 
 /// The largest repair lag [`RlcDecoder::with_repair_lag`] takes into account: the span stays
-/// within 2^14 ESIs, so the worst case of pending rows (2S, each with an S-byte coefficient
-/// vector) stays within 512 MiB even at W = 4095.
-pub const MAX_REPAIR_LAG: u32 = 1 << 13;
+/// within 2^18 ESIs (its columns hold a source each: ~380 MiB at 1500 bytes, as much as a
+/// sender keeps of a 1.2 Gbit/s path with a 2.4 s round trip). The pending equations'
+/// coefficients are bounded apart from the span (`COEF_BUDGET`).
+pub const MAX_REPAIR_LAG: u32 = 1 << 17;
 
 impl RlcDecoder {
     /// A decoder for `cfg` (window clamped to 1..=4095). It tracks S = the power of two >= 2W
@@ -1111,6 +1112,40 @@ mod tests {
         );
         assert_eq!(run(lagged, head), vec![(20, sym(20))]);
         assert_eq!(RlcDecoder::with_repair_lag(cfg, 0).span(), span);
+    }
+
+    #[test]
+    fn a_repair_a_hundred_thousand_sources_late_solves_with_rows_of_its_window() {
+        // Answers to loss reports on a long fast path trail their sources by a round trip of
+        // them. Two losses, two repairs over 10..42 that arrive ~110000 sources later: the span
+        // holds them, and the pending equation's coefficients cover its window, not the span.
+        let cfg = RlcConfig::rlc(32);
+        let reps = stream(cfg, 32, 2);
+        let mut dec = RlcDecoder::with_repair_lag(cfg, MAX_REPAIR_LAG);
+        assert_eq!(dec.span(), 1 << 18);
+        let head = 110_000;
+        for e in (10..42).filter(|&e| e != 20 && e != 33).chain(42..head) {
+            dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+        }
+        let mut got = Vec::new();
+        dec.on_repair(&reps[0].0, &reps[0].1, &mut |e, d| {
+            got.push((e, d.to_vec()))
+        })
+        .unwrap();
+        assert!(got.is_empty());
+        assert_eq!(dec.pending_equations(), 1);
+        assert!(
+            dec.buffer_bytes().rows < 4096,
+            "{:?}: an equation over 20..33 holds 14 coefficients",
+            dec.buffer_bytes()
+        );
+        dec.on_repair(&reps[1].0, &reps[1].1, &mut |e, d| {
+            got.push((e, d.to_vec()))
+        })
+        .unwrap();
+        got.sort();
+        assert_eq!(got, vec![(20, sym(20)), (33, sym(33))]);
+        assert_eq!(dec.pending_equations(), 0);
     }
 
     #[test]

@@ -5,9 +5,10 @@ use crate::coefficients::generate_coding_coefficients;
 use crate::symbol::{encode_into, MAX_PROTECTED_LEN};
 use crate::{Esi, FecEncoder, RepairInfo, MAX_SYMBOL_LEN};
 
-/// Most symbols [`RlcEncoder::set_history`] keeps: four times the largest window, as far back
-/// as a decoder's span reaches with the most repair lag it allows (`RlcDecoder::with_repair_lag`).
-pub const MAX_HISTORY: usize = 1 << 14;
+/// Most symbols [`RlcEncoder::set_history`] keeps: as far back as the answers to loss reports
+/// reach with the most repair lag a decoder allows (`RlcDecoder::with_repair_lag`,
+/// `MAX_REPAIR_LAG`). Kept only when a stream's round trip of sources asks for it.
+pub const MAX_HISTORY: usize = 1 << 17;
 
 /// RFC 8681 sliding-window encoder: keeps the last W source symbols and makes repair symbols over
 /// them on demand.
