@@ -5,11 +5,13 @@ delay, and prints each run and the counts against the target (>= 99.9 % in time 
 <= 1.2 p/(1-p) + 0.3 pp, p the measured source loss).
 
     scripts/deadline-grid.py RATE DELAY [--scheme S] [--jobs N] [--out FILE.json] [--seed-offset K]
-                             [--packets N]
+                             [--packets N] [--window W] [--answer-reach path|grown|window]
 
 `--seed-offset K` adds K to every seed: the same loss points with other draws of the losses.
 `--packets N` (default 100000) measures N sources per run: at 100 kpps and a 600 ms RTT,
 100000 sources last less than two round trips, mostly the start before the first feedback.
+`--window W` caps the window (the dataplanes' default is 200); `--answer-reach` is `hirt sim`'s
+(`grown`: the decoder's span grows as the dataplanes' does).
 """
 import argparse, csv, json, os, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +25,8 @@ ap.add_argument("--jobs", type=int, default=2)
 ap.add_argument("--out")
 ap.add_argument("--seed-offset", type=int, default=0)
 ap.add_argument("--packets", type=int, default=100000)
+ap.add_argument("--window", type=int)
+ap.add_argument("--answer-reach", default="path")
 ap.add_argument("--hirt", default=os.path.join(ROOT, "target/release/hirt"))
 a = ap.parse_args()
 
@@ -36,7 +40,8 @@ def one(run):
     point, seed, loss = run
     out = subprocess.run([a.hirt, "sim", "--loss", loss, "--scheme", a.scheme, "--deadline", "2rtt",
                           "--packets", str(a.packets), "--repair-delay", "off", "--seed", str(int(seed) + a.seed_offset),
-                          "--rate", a.rate, "--delay", a.delay, "--json"],
+                          "--rate", a.rate, "--delay", a.delay, "--answer-reach", a.answer_reach, "--json"]
+                         + (["--window", str(a.window)] if a.window else []),
                          check=True, capture_output=True, text=True).stdout
     r = json.loads(out)
     p = r["lost"] / max(r["sources"], 1)

@@ -634,8 +634,16 @@ pub struct EncoderConfig {
     /// The repair lag of the peer's decoder ([`DecoderConfig::repair_lag`]): answers to its
     /// loss reports may reach as far behind the newest source as it keeps sources
     /// ([`SchemeConfig::answer_reach`]). 0 (default): the span of the window alone;
-    /// [`LOSS_REPORT_REPAIR_LAG`] with a decoder made by [`DecoderConfig::with_answer_reach`].
+    /// [`answer_reach_lag`] with a decoder made by [`DecoderConfig::with_answer_reach`], or the
+    /// most a decoder grows to ([`DecoderConfig::repair_lag_limit`], with
+    /// [`Self::answer_reach_grows`]).
     pub answer_reach_lag: u32,
+    /// The peer's decoder keeps the window's span at first and grows it to
+    /// [`Self::answer_reach_lag`] when an answer reaches past it (for a tunnel that cannot know
+    /// its path before measuring its rate and round trip). The encoder then keeps
+    /// sources for the answers only as its controller asks, not the whole reach from the
+    /// stream's first source. Default false: the decoder keeps the reach from the start.
+    pub answer_reach_grows: bool,
 }
 
 impl EncoderConfig {
@@ -653,6 +661,7 @@ impl EncoderConfig {
             overload_threshold: DEFAULT_OVERLOAD_THRESHOLD,
             deadline: None,
             answer_reach_lag: 0,
+            answer_reach_grows: false,
         }
     }
 }

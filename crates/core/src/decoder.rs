@@ -300,10 +300,15 @@ impl Decoder {
         Some(i)
     }
 
-    /// The loss history of a stream whose code keeps repair lag `lag`.
+    /// The loss history of a stream whose code keeps repair lag `lag`. It remembers as far
+    /// back as the code may grow to reach (`repair_lag_limit`), so that a grown horizon still
+    /// fits: one byte per ESI.
     fn new_tracker(cfg: &DecoderConfig, lag: u32) -> LossTracker {
         let horizon = Self::horizon_for_lag(cfg, lag);
-        LossTracker::new(cfg.history, horizon, cfg.reorder_tolerance, cfg.loss_window)
+        let history = cfg
+            .history
+            .max(Self::horizon_for_lag(cfg, cfg.repair_lag_limit).saturating_add(2));
+        LossTracker::new(history, horizon, cfg.reorder_tolerance, cfg.loss_window)
     }
 
     /// How far back a stream whose code keeps repair lag `lag` may still recover a source: the

@@ -303,7 +303,10 @@ impl Encoder {
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
-        if self.cfg.deadline.is_some() && self.cfg.answer_reach_lag > 0 {
+        if self.cfg.deadline.is_some()
+            && self.cfg.answer_reach_lag > 0
+            && !self.cfg.answer_reach_grows
+        {
             // The first loss reports come a round trip after the first sources, before the
             // encoder has measured the round trip or the rate that size the history: it keeps
             // as many sources as the decoder's reach from the start, or the losses of the first

@@ -66,6 +66,9 @@ pub struct SimConfig {
     pub seed: u64,
     /// Recovery deadline: `30ms`, `2rtt` (multiple of the RTT), `auto` (two RTTs, at least 10 ms), or `off`.
     pub deadline: String,
+    /// How far back answers to loss reports reach: path | grown | window
+    /// (`crate::AnswerReach`).
+    pub answer_reach: String,
     /// Print the report as JSON.
     pub json: bool,
     /// Print the report as CSV (header + row).
@@ -109,6 +112,7 @@ impl Default for SimConfig {
             tail: 5_000,
             seed: 1,
             deadline: "off".into(),
+            answer_reach: "path".into(),
             json: false,
             csv: false,
             sweep: None,
@@ -218,6 +222,10 @@ fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
                     .map_err(|e| anyhow::anyhow!("--deadline {d}: {e}"))?,
             ),
         },
+        answer_reach: a
+            .answer_reach
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--answer-reach {e}"))?,
     })
 }
 

@@ -19,4 +19,4 @@ pub mod scenario;
 pub mod traffic;
 
 pub use command::SimConfig;
-pub use scenario::{run, Report, Scenario};
+pub use scenario::{run, AnswerReach, Report, Scenario};

@@ -71,6 +71,36 @@ pub struct Scenario {
     /// deadline, loss reports answered when it exceeds a round trip, the decoder sends them).
     /// `None`: no deadline (every recovery is in time; `ours` as without one).
     pub deadline: Option<Deadline>,
+    /// How far back `ours`'s answers to loss reports may reach, with a deadline past the
+    /// round trip.
+    pub answer_reach: AnswerReach,
+}
+
+/// How far behind its newest source the decoder keeps sources for answers to loss reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AnswerReach {
+    /// The path's need ([`hirt_core::answer_reach_lag`] of the rate, the RTT and the deadline)
+    /// from the start, and the encoder keeps as much from the first source.
+    #[default]
+    Path,
+    /// Learned: the window's span at first, grown by the decoder up to the most it allows when
+    /// an answer reaches past it (`hirt_core::EncoderConfig::answer_reach_grows`); the encoder
+    /// keeps what its controller asks.
+    Grown,
+    /// The window's span only.
+    Window,
+}
+
+impl std::str::FromStr for AnswerReach {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "path" => Ok(AnswerReach::Path),
+            "grown" => Ok(AnswerReach::Grown),
+            "window" => Ok(AnswerReach::Window),
+            other => Err(format!("{other:?}: path | grown | window")),
+        }
+    }
 }
 
 impl Default for Scenario {
@@ -98,6 +128,7 @@ impl Default for Scenario {
             seed: 1,
             tail: 5_000,
             deadline: None,
+            answer_reach: AnswerReach::Path,
         }
     }
 }
@@ -306,9 +337,20 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
         let rtt = sc.delay * 2;
         if sc.deadline.is_some_and(|d| d.resolve(Some(rtt)) > rtt) {
             let deadline = sc.deadline.map_or(rtt, |d| d.resolve(Some(rtt)));
-            let lag = answer_reach_lag(sc.rate_pps, rtt, deadline);
-            enc_cfg.answer_reach_lag = lag;
-            dec_cfg = dec_cfg.with_answer_reach(lag);
+            match sc.answer_reach {
+                AnswerReach::Path => {
+                    let lag = answer_reach_lag(sc.rate_pps, rtt, deadline);
+                    enc_cfg.answer_reach_lag = lag;
+                    dec_cfg = dec_cfg.with_answer_reach(lag);
+                }
+                AnswerReach::Grown => {
+                    let limit = hirt_fec::rlc::MAX_REPAIR_LAG;
+                    enc_cfg.answer_reach_lag = limit;
+                    enc_cfg.answer_reach_grows = true;
+                    dec_cfg.repair_lag_limit = limit;
+                }
+                AnswerReach::Window => {}
+            }
         }
     }
     let debug = std::env::var_os("HIRT_SIM_DEBUG").is_some();

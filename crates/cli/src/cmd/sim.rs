@@ -83,6 +83,12 @@ pub struct SimArgs {
     /// and repairs from it (`--window` then caps the window).
     #[arg(long, default_value = "off")]
     pub deadline: String,
+    /// How far back `ours`'s answers to loss reports reach (deadline past the RTT): `path`
+    /// (what the rate and RTT need, kept from the start), `grown` (the window's span, grown by
+    /// the decoder when an answer reaches past it) or `window` (the window's span only, as the
+    /// dataplanes keep).
+    #[arg(long, default_value = "path")]
+    pub answer_reach: String,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -134,6 +140,7 @@ impl From<SimArgs> for SimConfig {
             tail: a.tail,
             seed: a.seed,
             deadline: a.deadline,
+            answer_reach: a.answer_reach,
             json: a.json,
             csv: a.csv,
             sweep: a.sweep,
