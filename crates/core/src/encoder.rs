@@ -99,6 +99,25 @@ struct SourceMemo {
     answered: Option<Instant>,
 }
 
+/// Answers queued for one loss report: the oldest loss they answer, the end of their window
+/// (just after the newest loss the report named), how many are left.
+#[derive(Clone, Copy, Debug)]
+struct AnswerRun {
+    oldest: Esi,
+    end: Esi,
+    n: u32,
+}
+
+/// The spares behind a batch of answers whose losses one window covers: the oldest loss
+/// answered, the end of the newest answer's window, the answers they back up, when they go.
+#[derive(Clone, Copy, Debug)]
+struct SpareBatch {
+    oldest: Esi,
+    end: Esi,
+    answers: u32,
+    due: Instant,
+}
+
 #[derive(Debug)]
 struct Stream {
     id: StreamId,
@@ -139,18 +158,17 @@ struct Stream {
     report_drop_credit: u32,
     /// Smoothed time between two sources.
     source_gap: Duration,
-    /// Spare repairs behind the answers to loss reports: when they are due, the end of the
-    /// window they cover (that of the latest answer), and the answers they back up.
-    spare_due: Option<Instant>,
-    spare_end: Esi,
-    spare_answers: u32,
+    /// Spare repairs behind the answers to loss reports, one batch per window of answers
+    /// (see `SpareBatch`), oldest first.
+    spares: VecDeque<SpareBatch>,
     /// Answers (and spares) not sent yet, the window end they cover, when the next may go,
     /// the sources sent since the last one, and the time the queue must drain in: they are
     /// spaced (see `answer_spacing`) so that a burst of link losses does not take a whole
     /// batch of them (a burst of losses on the link is reported at once and would otherwise
     /// be answered back to back).
     answers_due: u32,
-    answers_end: Esi,
+    /// The queued answers: the oldest loss they answer, the end of their window, how many.
+    answer_queue: VecDeque<AnswerRun>,
     /// The ESI after the newest loss a report named once no repair could recover it in time
     /// any more (an explicit deadline): the windows of answers and spares start there. A batch
     /// whose answers and spares fell short stays unsolved; in the equations of later batches
@@ -282,11 +300,9 @@ impl Encoder {
             memo: Vec::new(),
             report_drop_credit: 0,
             source_gap: Duration::ZERO,
-            spare_due: None,
-            spare_end: 0,
-            spare_answers: 0,
+            spares: VecDeque::new(),
             answers_due: 0,
-            answers_end: 0,
+            answer_queue: VecDeque::new(),
             answer_floor: None,
             answer_at: None,
             answer_sources: 0,
@@ -706,6 +722,7 @@ impl Encoder {
         };
         let end = newest.wrapping_add(1);
         let mut want = 0u32;
+        let mut oldest = newest;
 
         for r in report.ranges() {
             // Distance from `end`: 1..=w are covered by a repair that ends there.
@@ -740,6 +757,9 @@ impl Encoder {
                 }
                 m.answered = Some(now);
                 want += 1;
+                if end.wrapping_sub(esi) > end.wrapping_sub(oldest) {
+                    oldest = esi;
+                }
             }
         }
         let drops = s.report_drop_credit.min(want);
@@ -752,20 +772,33 @@ impl Encoder {
             let rtt = s.srtt.unwrap_or(INITIAL_RTT);
             s.answer_spread = d.saturating_sub(rtt).mul_f64(ANSWER_SPREAD);
         }
-        Self::queue_answers(s, out, rng, allowed, end, now);
+        Self::queue_answers(s, out, rng, allowed, (oldest, end), now);
         if allowed > 0 && deadline.is_some() {
             // An answer is lost with the link's loss probability, and asking again takes a
             // round trip more than the deadline leaves: spare repairs over the window of the
             // answers follow half the remaining time later, as many as the answers sent by then
-            // need (see `spares_needed`). Later answers join the batch, so
-            // the spares cover them too.
-            s.spare_end = end;
-            s.spare_answers += allowed;
-            if s.spare_due.is_none() {
-                let rtt = s.srtt.unwrap_or(INITIAL_RTT);
-                let slack = deadline.unwrap_or(rtt).saturating_sub(rtt);
-                let wait = Self::spare_wait(s, slack, rtt);
-                s.spare_due = now.checked_add(wait.max(Duration::from_micros(100)));
+            // need (see `spares_needed`). Later answers join the batch while one window still
+            // covers all its losses, so the spares cover them too; past that they start a
+            // batch of their own.
+            let w = u32::from(s.codec.window());
+            match s.spares.back_mut() {
+                Some(b) if end.wrapping_sub(b.oldest) <= w => {
+                    b.end = end;
+                    b.answers += allowed;
+                }
+                _ => {
+                    let rtt = s.srtt.unwrap_or(INITIAL_RTT);
+                    let slack = deadline.unwrap_or(rtt).saturating_sub(rtt);
+                    let wait = Self::spare_wait(s, slack, rtt);
+                    if let Some(due) = now.checked_add(wait.max(Duration::from_micros(100))) {
+                        s.spares.push_back(SpareBatch {
+                            oldest,
+                            end,
+                            answers: allowed,
+                            due,
+                        });
+                    }
+                }
             }
         }
     }
@@ -850,24 +883,28 @@ impl Encoder {
         s.queue_until = now.checked_add(srtt * 2);
         s.report_tokens = 0.0;
         s.answers_due = 0;
+        s.answer_queue.clear();
         s.answer_at = None;
     }
 
-    /// Queues `n` answers over the window ending before `end` (a newer end replaces an older
-    /// one: its window covers the older losses too) and sends the first at once.
+    /// Queues `n` answers to losses from `oldest` up to `end` (exclusive) and sends the first
+    /// at once. Answers go out oldest first, each over the window ending at the newest end
+    /// queued whose window still reaches back to its losses (a newer end covers newer losses
+    /// too), else at its own end.
     fn queue_answers(
         s: &mut Stream,
         out: &mut Out,
         rng: &mut ChaCha8Rng,
         n: u32,
-        end: Esi,
+        (oldest, end): (Esi, Esi),
         now: Instant,
     ) {
         if n == 0 {
             return;
         }
-        if s.answers_due == 0 || (end.wrapping_sub(s.answers_end) as i32) > 0 {
-            s.answers_end = end;
+        match s.answer_queue.back_mut() {
+            Some(run) if run.oldest == oldest && run.end == end => run.n += n,
+            _ => s.answer_queue.push_back(AnswerRun { oldest, end, n }),
         }
         s.answers_due += n;
         if s.answer_at.is_none_or(|t| t <= now) {
@@ -945,12 +982,23 @@ impl Encoder {
 
     /// Sends one queued answer and schedules the next.
     fn send_answer(s: &mut Stream, out: &mut Out, rng: &mut ChaCha8Rng, now: Instant) {
-        if s.answers_due == 0 {
+        let Some(run) = s.answer_queue.front_mut() else {
             return;
+        };
+        let oldest = run.oldest;
+        let mut end = run.end;
+        run.n -= 1;
+        if run.n == 0 {
+            s.answer_queue.pop_front();
         }
         s.answers_due -= 1;
         s.answer_sources = 0;
-        let end = s.answers_end;
+        let w = u32::from(s.codec.window());
+        for later in &s.answer_queue {
+            if (later.end.wrapping_sub(end) as i32) > 0 && later.end.wrapping_sub(oldest) <= w {
+                end = later.end;
+            }
+        }
         let start = Self::answer_start(s, end);
         Self::repair_until(
             s,
@@ -1077,7 +1125,13 @@ impl Encoder {
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.streams
             .iter()
-            .flat_map(|s| [self.timer_due(s), s.spare_due, s.answer_at])
+            .flat_map(|s| {
+                [
+                    self.timer_due(s),
+                    s.spares.front().map(|b| b.due),
+                    s.answer_at,
+                ]
+            })
             .flatten()
             .min()
     }
@@ -1089,18 +1143,19 @@ impl Encoder {
             if s.answer_at.is_some_and(|t| t <= now) {
                 Self::send_answer(s, &mut self.out, &mut self.rng, now);
             }
-            if s.spare_due.is_some_and(|t| t <= now) {
-                s.spare_due = None;
-                let answers = std::mem::take(&mut s.spare_answers);
+            while s.spares.front().is_some_and(|b| b.due <= now) {
+                let Some(b) = s.spares.pop_front() else {
+                    break;
+                };
                 // The spares go out at the spacing the answers get now.
                 let k = if s.queue_until.is_some_and(|t| now < t) {
                     0
                 } else {
                     let spacing = Self::answer_spacing(s);
-                    Self::spares_needed(answers, s.controller.loss_estimate(), spacing)
+                    Self::spares_needed(b.answers, s.controller.loss_estimate(), spacing)
                 };
-                let end = s.spare_end;
-                Self::queue_answers(s, &mut self.out, &mut self.rng, k, end, now);
+                let span = (b.oldest, b.end);
+                Self::queue_answers(s, &mut self.out, &mut self.rng, k, span, now);
             }
         }
         for i in 0..self.streams.len() {

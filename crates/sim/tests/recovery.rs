@@ -280,6 +280,31 @@ fn a_decoder_grows_its_span_for_answers_past_a_small_window() {
     assert!(grown.overhead < 0.8 * small.overhead, "{grown:?} {small:?}");
 }
 
+/// A window of 200 at 100 kpps over a 50 ms RTT: a round trip is 25 windows of sources, so the
+/// reports of one round trip name losses many windows apart. Each answer covers its own
+/// report's losses and each window of answers gets its own spares (95.0 % in time); with every
+/// queued answer and spare over the window of the newest report, 90.2 %.
+#[test]
+fn answers_and_spares_cover_their_own_window_of_losses() {
+    let r = hirt_sim::run(&Scenario {
+        scheme: "ours".into(),
+        window: Some(200),
+        loss: "uniform:0.03".parse().unwrap(),
+        packets: 100_000,
+        repair_delay: None,
+        seed: 1,
+        rate_pps: 100_000.0,
+        deadline: Some("2rtt".parse().unwrap()),
+        answer_reach: AnswerReach::Grown,
+        ..Scenario::default()
+    })
+    .unwrap();
+    assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
+    assert!(r.recovered_in_time_ratio >= 0.94, "{r:?}");
+    let p = r.lost as f64 / r.sources as f64;
+    assert!(r.overhead <= 1.2 * p / (1.0 - p) + 0.003, "{r:?}");
+}
+
 /// A deadline shorter than the RTT: recoveries after it count as late, the bound is the
 /// proactive one (above p/(1-p)), and HIRT (no deadline mode) recovers the same as without it.
 #[test]
