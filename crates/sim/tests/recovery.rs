@@ -175,6 +175,40 @@ fn with_deadline(scheme: &str, loss: &str, deadline: &str, seed: u64) -> Report 
     hirt_sim::run(&sc).unwrap()
 }
 
+/// `ours` at a 2 RTT deadline on 3 % uniform loss, `packets` sources at `rate_pps` over a
+/// one-way `delay_ms`, with `window` (or the default) and `answer_reach`.
+fn ours_two_rtt(
+    rate_pps: f64,
+    delay_ms: u64,
+    window: Option<u16>,
+    answer_reach: AnswerReach,
+    (packets, seed): (u64, u64),
+) -> Report {
+    hirt_sim::run(&Scenario {
+        scheme: "ours".into(),
+        window,
+        loss: "uniform:0.03".parse().unwrap(),
+        packets,
+        repair_delay: None,
+        seed,
+        rate_pps,
+        delay: Duration::from_millis(delay_ms),
+        deadline: Some("2rtt".parse().unwrap()),
+        answer_reach,
+        ..Scenario::default()
+    })
+    .unwrap()
+}
+
+/// Whether `r` meets the 2 RTT targets: every recovery exact, >= 99.9 % in time, overhead at
+/// most 1.2 p/(1-p) + 0.3 pp.
+fn assert_meets_two_rtt_targets(r: &Report) {
+    assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
+    assert!(r.recovered_in_time_ratio >= 0.999, "{r:?}");
+    let p = r.lost as f64 / r.sources as f64;
+    assert!(r.overhead <= 1.2 * p / (1.0 - p) + 0.003, "{r:?}");
+}
+
 /// Deadline 2 RTT on 3 % uniform loss: loss-triggered repair recovers every loss in time, at
 /// an overhead close to the bound p/(1-p), and the report carries the new keys.
 #[test]
@@ -207,22 +241,9 @@ fn ours_with_a_deadline_recovers_in_time_near_the_bound() {
 /// overhead, where proactive repair recovered ~96 %.
 #[test]
 fn answers_reach_a_round_trip_of_sources_beyond_the_largest_window() {
-    let r = hirt_sim::run(&Scenario {
-        scheme: "ours".into(),
-        loss: "uniform:0.03".parse().unwrap(),
-        packets: 100_000,
-        repair_delay: None,
-        seed: 3,
-        rate_pps: 100_000.0,
-        deadline: Some("2rtt".parse().unwrap()),
-        ..Scenario::default()
-    })
-    .unwrap();
-    assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
+    let r = ours_two_rtt(100_000.0, 25, None, AnswerReach::Path, (100_000, 3));
     assert!(r.repairs_report > 0 && r.loss_reports > 0, "{r:?}");
-    assert!(r.recovered_in_time_ratio >= 0.999, "{r:?}");
-    let p = r.lost as f64 / r.sources as f64;
-    assert!(r.overhead <= 1.2 * p / (1.0 - p) + 0.003, "{r:?}");
+    assert_meets_two_rtt_targets(&r);
 }
 
 /// 100 kpps at a 600 ms RTT: a round trip is 60000 sources, fifteen largest windows. The
@@ -231,23 +252,9 @@ fn answers_reach_a_round_trip_of_sources_beyond_the_largest_window() {
 /// time at about the loss rate in overhead, where proactive repair needed 1.9x the target.
 #[test]
 fn answers_reach_a_round_trip_of_sixty_thousand_sources() {
-    let r = hirt_sim::run(&Scenario {
-        scheme: "ours".into(),
-        loss: "uniform:0.03".parse().unwrap(),
-        packets: 300_000,
-        repair_delay: None,
-        seed: 1,
-        rate_pps: 100_000.0,
-        delay: std::time::Duration::from_millis(300),
-        deadline: Some("2rtt".parse().unwrap()),
-        ..Scenario::default()
-    })
-    .unwrap();
-    assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
+    let r = ours_two_rtt(100_000.0, 300, None, AnswerReach::Path, (300_000, 1));
     assert!(r.repairs_report > r.lost / 2, "{r:?}");
-    assert!(r.recovered_in_time_ratio >= 0.999, "{r:?}");
-    let p = r.lost as f64 / r.sources as f64;
-    assert!(r.overhead <= 1.2 * p / (1.0 - p) + 0.003, "{r:?}");
+    assert_meets_two_rtt_targets(&r);
 }
 
 /// A window of 200 (the dataplanes' default) at 10 kpps over a 50 ms RTT: an answer reaches ~830 sources
@@ -256,20 +263,7 @@ fn answers_reach_a_round_trip_of_sixty_thousand_sources() {
 /// (`AnswerReach::Grown`), the loss reports are answered: 100 % in time at 4.5 %.
 #[test]
 fn a_decoder_grows_its_span_for_answers_past_a_small_window() {
-    let run = |answer_reach| {
-        hirt_sim::run(&Scenario {
-            scheme: "ours".into(),
-            window: Some(200),
-            loss: "uniform:0.03".parse().unwrap(),
-            packets: 100_000,
-            repair_delay: None,
-            seed: 1,
-            deadline: Some("2rtt".parse().unwrap()),
-            answer_reach,
-            ..Scenario::default()
-        })
-        .unwrap()
-    };
+    let run = |reach| ours_two_rtt(10_000.0, 25, Some(200), reach, (100_000, 1));
     let small = run(AnswerReach::Window);
     let grown = run(AnswerReach::Grown);
     assert!(small.repairs_report < small.lost / 20, "{small:?}");
@@ -286,19 +280,7 @@ fn a_decoder_grows_its_span_for_answers_past_a_small_window() {
 /// queued answer and spare over the window of the newest report, 90.2 %.
 #[test]
 fn answers_and_spares_cover_their_own_window_of_losses() {
-    let r = hirt_sim::run(&Scenario {
-        scheme: "ours".into(),
-        window: Some(200),
-        loss: "uniform:0.03".parse().unwrap(),
-        packets: 100_000,
-        repair_delay: None,
-        seed: 1,
-        rate_pps: 100_000.0,
-        deadline: Some("2rtt".parse().unwrap()),
-        answer_reach: AnswerReach::Grown,
-        ..Scenario::default()
-    })
-    .unwrap();
+    let r = ours_two_rtt(100_000.0, 25, Some(200), AnswerReach::Grown, (100_000, 1));
     assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
     assert!(r.recovered_in_time_ratio >= 0.94, "{r:?}");
     let p = r.lost as f64 / r.sources as f64;
