@@ -300,15 +300,11 @@ impl Decoder {
         Some(i)
     }
 
-    /// The loss history of a stream whose code keeps repair lag `lag`. It remembers as far
-    /// back as the code may grow to reach (`repair_lag_limit`), so that a grown horizon still
-    /// fits: one byte per ESI.
+    /// The loss history of a stream whose code keeps repair lag `lag` (it grows with the
+    /// code's span: `LossTracker::grow_to_horizon`).
     fn new_tracker(cfg: &DecoderConfig, lag: u32) -> LossTracker {
         let horizon = Self::horizon_for_lag(cfg, lag);
-        let history = cfg
-            .history
-            .max(Self::horizon_for_lag(cfg, cfg.repair_lag_limit).saturating_add(2));
-        LossTracker::new(history, horizon, cfg.reorder_tolerance, cfg.loss_window)
+        LossTracker::new(cfg.history, horizon, cfg.reorder_tolerance, cfg.loss_window)
     }
 
     /// How far back a stream whose code keeps repair lag `lag` may still recover a source: the
@@ -555,7 +551,8 @@ impl Decoder {
                     if let Some(lag) = s.codec.grow_to_reach(info.first_esi, limit) {
                         s.repair_lag = lag;
                         s.stats.repair_lag = u64::from(lag);
-                        s.tracker.set_horizon(Self::horizon_for_lag(&self.cfg, lag));
+                        s.tracker
+                            .grow_to_horizon(Self::horizon_for_lag(&self.cfg, lag));
                     }
                 }
                 return Err(e);

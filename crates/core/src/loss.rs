@@ -126,6 +126,34 @@ impl LossTracker {
             .min(self.mask - 1);
     }
 
+    /// Remembers at least `horizon` ESIs (plus the reorder tolerance) from now on, keeping
+    /// what it knows of the last ones, then sets the horizon: for a code whose span grew
+    /// (`Decoder`'s repair lag), so a longer horizon is not cut to the history it had.
+    /// Allocates when it grows, a few times per stream at most.
+    pub(crate) fn grow_to_horizon(&mut self, horizon: u32) {
+        let want = (horizon.min(1 << 20) + self.tolerance + 3)
+            .clamp(64, 1 << 24)
+            .next_power_of_two();
+        let old = self.mask + 1;
+        if want > old {
+            let mut ring = vec![0u8; want as usize];
+            // ESIs older than the old history count as delivered: their state is forgotten, and
+            // a late copy of one must stay a duplicate, as it was (stale) before.
+            let oldest = self.top.wrapping_sub(want);
+            for k in 0..want - old {
+                ring[(oldest.wrapping_add(k) & (want - 1)) as usize] = RECEIVED;
+            }
+            let kept = self.top.wrapping_sub(old);
+            for k in 0..old {
+                let esi = kept.wrapping_add(k);
+                ring[(esi & (want - 1)) as usize] = self.ring[(esi & self.mask) as usize];
+            }
+            self.ring = ring;
+            self.mask = want - 1;
+        }
+        self.set_horizon(horizon);
+    }
+
     fn size(&self) -> i64 {
         i64::from(self.mask) + 1
     }
@@ -562,6 +590,30 @@ mod tests {
             (2, 4, 10, 3)
         );
         assert_eq!((p.bursts, p.burst_sum, p.burst_max), (2, 4, 3));
+    }
+
+    #[test]
+    fn a_grown_history_keeps_what_it_knew_and_stays_a_duplicate_filter() {
+        let mut t = LossTracker::new(64, 8, 2, 10);
+        for e in (0..100).filter(|&e| e != 90) {
+            t.on_source(e);
+        }
+        assert_eq!(t.on_source(20), Arrival::Stale, "history 64");
+        t.grow_to_horizon(200);
+        assert_eq!(t.size(), 256);
+        // Older than the old history: forgotten, and a late copy is not delivered again.
+        assert_eq!(t.on_source(20), Arrival::Duplicate);
+        // Within it: as known before.
+        assert_eq!(t.on_source(95), Arrival::Duplicate);
+        assert_ne!(t.on_source(90), Arrival::Duplicate, "90 was missing");
+        for e in 100..400 {
+            t.on_source(e);
+        }
+        assert_eq!(
+            t.on_source(200),
+            Arrival::Duplicate,
+            "now 256 ESIs are remembered"
+        );
     }
 
     #[test]
