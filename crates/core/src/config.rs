@@ -646,7 +646,21 @@ pub struct EncoderConfig {
     pub answer_reach_grows: bool,
 }
 
+/// The most a learned answer reach grows to ([`EncoderConfig::learning_answer_reach`],
+/// [`DecoderConfig::learning_answer_reach`]): a stream pays the memory of its own path only
+/// (100 kpps over 600 ms needs ~110000 sources, [`answer_reach_lag`]).
+pub const LEARNED_ANSWER_REACH_LIMIT: u32 = hirt_fec::rlc::MAX_REPAIR_LAG;
+
 impl EncoderConfig {
+    /// This configuration answering loss reports as far back as a decoder made with
+    /// [`DecoderConfig::learning_answer_reach`] grows to, keeping sources only as its
+    /// controller asks ([`Self::answer_reach_grows`]).
+    pub fn learning_answer_reach(mut self) -> Self {
+        self.answer_reach_lag = LEARNED_ANSWER_REACH_LIMIT;
+        self.answer_reach_grows = true;
+        self
+    }
+
     /// Defaults: `repair_delay` 5 ms with 1 re-send, no work budget (period 1 ms). Encoder
     /// streams are created on first use: their ids come from the local caller, not from the
     /// network.
@@ -805,6 +819,15 @@ impl DecoderConfig {
     pub fn with_answer_reach(self, lag: u32) -> Self {
         let lag = self.repair_lag.max(lag);
         self.with_repair_lag(lag)
+    }
+
+    /// This configuration starting with its own span and growing it, up to
+    /// [`LEARNED_ANSWER_REACH_LIMIT`], when an answer to its loss reports reaches past it (the
+    /// encoder: [`EncoderConfig::learning_answer_reach`]): for a tunnel that cannot know its
+    /// path before it measures it.
+    pub fn learning_answer_reach(mut self) -> Self {
+        self.repair_lag_limit = self.repair_lag_limit.max(LEARNED_ANSWER_REACH_LIMIT);
+        self
     }
 }
 

@@ -161,13 +161,11 @@ struct Stream {
     /// Spare repairs behind the answers to loss reports, one batch per window of answers
     /// (see `SpareBatch`), oldest first.
     spares: VecDeque<SpareBatch>,
-    /// Answers (and spares) not sent yet, the window end they cover, when the next may go,
-    /// the sources sent since the last one, and the time the queue must drain in: they are
-    /// spaced (see `answer_spacing`) so that a burst of link losses does not take a whole
-    /// batch of them (a burst of losses on the link is reported at once and would otherwise
-    /// be answered back to back).
-    answers_due: u32,
-    /// The queued answers: the oldest loss they answer, the end of their window, how many.
+    /// Answers (and spares) not sent yet (the oldest loss they answer, the end of their
+    /// window, how many), when the next may go, the sources sent since the last one, and the
+    /// time the queue must drain in: they are spaced (see `answer_spacing`) so that a burst of
+    /// link losses does not take a whole batch of them (a burst of losses on the link is
+    /// reported at once and would otherwise be answered back to back).
     answer_queue: VecDeque<AnswerRun>,
     /// The ESI after the newest loss a report named once no repair could recover it in time
     /// any more (an explicit deadline): the windows of answers and spares start there. A batch
@@ -301,7 +299,6 @@ impl Encoder {
             report_drop_credit: 0,
             source_gap: Duration::ZERO,
             spares: VecDeque::new(),
-            answers_due: 0,
             answer_queue: VecDeque::new(),
             answer_floor: None,
             answer_at: None,
@@ -406,7 +403,7 @@ impl Encoder {
         }
 
         s.answer_sources = s.answer_sources.saturating_add(1);
-        if s.answers_due > 0 && s.answer_sources >= Self::answer_spacing(s) {
+        if !s.answer_queue.is_empty() && s.answer_sources >= Self::answer_spacing(s) {
             Self::send_answer(s, out, &mut self.rng, now);
         }
         let wanted = s.controller.on_source();
@@ -882,7 +879,6 @@ impl Encoder {
         let srtt = s.srtt.unwrap_or(INITIAL_RTT);
         s.queue_until = now.checked_add(srtt * 2);
         s.report_tokens = 0.0;
-        s.answers_due = 0;
         s.answer_queue.clear();
         s.answer_at = None;
     }
@@ -906,7 +902,6 @@ impl Encoder {
             Some(run) if run.oldest == oldest && run.end == end => run.n += n,
             _ => s.answer_queue.push_back(AnswerRun { oldest, end, n }),
         }
-        s.answers_due += n;
         if s.answer_at.is_none_or(|t| t <= now) {
             Self::send_answer(s, out, rng, now);
         }
@@ -962,9 +957,10 @@ impl Encoder {
     fn answer_spacing(s: &Stream) -> u32 {
         let (p, burst) = s.controller.loss_estimate();
         let mut cap = (0.5 / p.max(1e-3)).floor();
-        if s.answers_due > 0 && !s.source_gap.is_zero() {
+        let due: u32 = s.answer_queue.iter().map(|r| r.n).sum();
+        if due > 0 && !s.source_gap.is_zero() {
             let sources = s.answer_spread.as_secs_f64() / s.source_gap.as_secs_f64();
-            cap = cap.min((sources / f64::from(s.answers_due)).floor());
+            cap = cap.min((sources / f64::from(due)).floor());
         }
         // Independent losses (bursts of 1) need no spacing.
         (1.0 + (ANSWER_SPACING_BURSTS * (burst - 1.0)).ceil())
@@ -991,7 +987,6 @@ impl Encoder {
         if run.n == 0 {
             s.answer_queue.pop_front();
         }
-        s.answers_due -= 1;
         s.answer_sources = 0;
         let w = u32::from(s.codec.window());
         for later in &s.answer_queue {
@@ -1008,7 +1003,7 @@ impl Encoder {
             Some((start, end)),
             now,
         );
-        s.answer_at = if s.answers_due > 0 {
+        s.answer_at = if !s.answer_queue.is_empty() {
             let spacing = Self::answer_spacing(s);
             let gap = if spacing > 1 {
                 ANSWER_GAP.max(s.source_gap)

@@ -344,10 +344,8 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
                     dec_cfg = dec_cfg.with_answer_reach(lag);
                 }
                 AnswerReach::Grown => {
-                    let limit = hirt_fec::rlc::MAX_REPAIR_LAG;
-                    enc_cfg.answer_reach_lag = limit;
-                    enc_cfg.answer_reach_grows = true;
-                    dec_cfg.repair_lag_limit = limit;
+                    enc_cfg = enc_cfg.learning_answer_reach();
+                    dec_cfg = dec_cfg.learning_answer_reach();
                 }
                 AnswerReach::Window => {}
             }

@@ -101,7 +101,7 @@ impl Row {
             .unwrap_or(0)
     }
 
-    /// Sets the coefficient of a column the row covers (see [`Row::reach`]); a zero may be
+    /// Sets the coefficient of a column the row covers (see [`Row::extend_to`]); a zero may be
     /// set anywhere.
     #[inline]
     fn set(&mut self, e: Esi, c: u8) {
@@ -113,7 +113,7 @@ impl Row {
 
     /// Makes the coefficients cover column `e` (at or after `start`); the bytes added.
     #[inline]
-    fn reach(&mut self, e: Esi) -> usize {
+    fn extend_to(&mut self, e: Esi) -> usize {
         let n = e.wrapping_sub(self.start) as usize + 1;
         debug_assert!(n <= 1 << 20, "a column before the row's start");
         let added = n.saturating_sub(self.coef.len());
@@ -494,7 +494,7 @@ impl RlcDecoder {
         // `dst` involves the pivot of `src` (its lowest column), so it starts no later.
         let from = s.lo.wrapping_sub(s.start) as usize;
         let to = s.hi.wrapping_sub(s.start) as usize + 1;
-        self.coef_bytes += d.reach(s.hi);
+        self.coef_bytes += d.extend_to(s.hi);
         let at = s.lo.wrapping_sub(d.start) as usize;
         mul_add_any(&mut d.coef[at..at + to - from], &s.coef[from..to], a);
         let base = self.head.wrapping_sub(self.span);
@@ -854,7 +854,7 @@ impl FecDecoder for RlcDecoder {
                 if lo.is_none() {
                     row.start = e;
                 }
-                self.coef_bytes += row.reach(e);
+                self.coef_bytes += row.extend_to(e);
                 row.set(e, c);
                 lo.get_or_insert(e);
                 hi = e;
@@ -942,6 +942,16 @@ mod tests {
 
     fn sym(esi: u32) -> Vec<u8> {
         (0..(esi % 7) as u8 + 1).map(|b| b ^ esi as u8).collect()
+    }
+
+    /// Hands `rep` to `dec` (it must be accepted), collecting what it recovers in `got`.
+    fn repair_into(
+        dec: &mut RlcDecoder,
+        rep: &(RepairInfo, Vec<u8>),
+        got: &mut Vec<(Esi, Vec<u8>)>,
+    ) {
+        dec.on_repair(&rep.0, &rep.1, &mut |e, d| got.push((e, d.to_vec())))
+            .unwrap();
     }
 
     /// Encoder over ESIs 10..10+n, then `k` repairs over the whole window.
@@ -1128,10 +1138,7 @@ mod tests {
             dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
         }
         let mut got = Vec::new();
-        dec.on_repair(&reps[0].0, &reps[0].1, &mut |e, d| {
-            got.push((e, d.to_vec()))
-        })
-        .unwrap();
+        repair_into(&mut dec, &reps[0], &mut got);
         assert!(got.is_empty());
         assert_eq!(dec.pending_equations(), 1);
         assert!(
@@ -1139,10 +1146,7 @@ mod tests {
             "{:?}: an equation over 20..33 holds 14 coefficients",
             dec.buffer_bytes()
         );
-        dec.on_repair(&reps[1].0, &reps[1].1, &mut |e, d| {
-            got.push((e, d.to_vec()))
-        })
-        .unwrap();
+        repair_into(&mut dec, &reps[1], &mut got);
         got.sort();
         assert_eq!(got, vec![(20, sym(20)), (33, sym(33))]);
         assert_eq!(dec.pending_equations(), 0);
@@ -1159,10 +1163,7 @@ mod tests {
             dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
         }
         let mut got = Vec::new();
-        dec.on_repair(&reps[0].0, &reps[0].1, &mut |e, d| {
-            got.push((e, d.to_vec()))
-        })
-        .unwrap();
+        repair_into(&mut dec, &reps[0], &mut got);
         assert!(got.is_empty());
         assert_eq!(dec.behind(10), Some(32));
         assert!(dec.grow_repair_lag(100));
@@ -1173,10 +1174,7 @@ mod tests {
         }
         // 110 behind the newest source: past the old span of 64, inside the new one.
         assert_eq!(dec.behind(10), Some(110));
-        dec.on_repair(&reps[1].0, &reps[1].1, &mut |e, d| {
-            got.push((e, d.to_vec()))
-        })
-        .unwrap();
+        repair_into(&mut dec, &reps[1], &mut got);
         got.sort();
         assert_eq!(got, vec![(20, sym(20)), (21, sym(21))]);
         assert_eq!(dec.pending_equations(), 0);
@@ -1235,10 +1233,7 @@ mod tests {
         for e in [10, 11, 13] {
             dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
         }
-        dec.on_repair(&reps[0].0, &reps[0].1, &mut |e, d| {
-            got.push((e, d.to_vec()))
-        })
-        .unwrap();
+        repair_into(&mut dec, &reps[0], &mut got);
         assert_eq!(got, vec![(12, sym(12))]);
         let ops = dec.symbol_ops();
         dec.on_repair(&reps[1].0, &reps[1].1, &mut |_, _| panic!("nothing left"))
@@ -1341,10 +1336,7 @@ mod tests {
             dec.on_source(e, &[0], &mut |_, _| {}).unwrap();
         }
         assert_eq!(dec.pending_equations(), 1, "R1 kept, detached");
-        dec.on_repair(&reps[1].0, &reps[1].1, &mut |e, d| {
-            got.push((e, d.to_vec()))
-        })
-        .unwrap();
+        repair_into(&mut dec, &reps[1], &mut got);
         got.sort();
         assert_eq!(got, vec![(10, sym(10)), (11, sym(11))]);
         assert_eq!(dec.stats().recovered_late, 1);

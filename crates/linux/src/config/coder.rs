@@ -7,15 +7,6 @@ use hirt_core::{Deadline, DecoderConfig, EncoderConfig, FecMode, SchemeConfig};
 
 use super::ConfigError;
 
-/// How far behind its newest source a decoder with a recovery deadline may keep sources for the
-/// answers to its loss reports: an answer covers a loss a round trip old (plus half the slack
-/// for its spares), which where a round trip of sources exceeds the window (10 kpps over a
-/// 50 ms round trip at the default window of 200) is past the window's span. Both ends start
-/// with the window's span; the decoder grows it when an answer reaches past it, so a stream
-/// pays the memory of its own path only (`hirt_core::answer_reach_lag`: 100 kpps over 600 ms
-/// needs ~110000 sources).
-pub const ANSWER_REACH_LIMIT: u32 = hirt_fec::rlc::MAX_REPAIR_LAG;
-
 /// Settings of every encoder and decoder an instance runs, besides its FEC mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CoderSettings {
@@ -118,8 +109,8 @@ impl CoderSettings {
     }
 
     /// An encoder configuration for `fec` with these settings. With a deadline, answers to
-    /// loss reports may reach as far back as the peer's decoder grows to
-    /// ([`ANSWER_REACH_LIMIT`]).
+    /// loss reports may reach as far back as the peer's decoder grows to (a tunnel learns its
+    /// path: `EncoderConfig::learning_answer_reach`).
     pub fn encoder(&self, fec: FecMode) -> EncoderConfig {
         let mut c = EncoderConfig::new(fec);
         c.overload_threshold = self.overload_threshold;
@@ -128,19 +119,19 @@ impl CoderSettings {
         c.repair_retry_gap = self.repair_retry_gap;
         c.deadline = self.deadline;
         if self.deadline.is_some() {
-            c.answer_reach_lag = ANSWER_REACH_LIMIT;
-            c.answer_reach_grows = true;
+            c = c.learning_answer_reach();
         }
         c
     }
 
-    /// A decoder configuration for `scheme` with these settings. With a deadline, its span may
-    /// grow to [`ANSWER_REACH_LIMIT`] when answers to its loss reports reach past it.
+    /// A decoder configuration for `scheme` with these settings. With a deadline, its span
+    /// grows when answers to its loss reports reach past it
+    /// (`DecoderConfig::learning_answer_reach`).
     pub fn decoder(&self, scheme: SchemeConfig) -> DecoderConfig {
         let mut c = DecoderConfig::new(scheme).with_repair_lag(self.repair_lag);
         c.repair_lag_limit = self.repair_lag_limit.max(self.repair_lag);
         if self.deadline.is_some() {
-            c.repair_lag_limit = c.repair_lag_limit.max(ANSWER_REACH_LIMIT);
+            c = c.learning_answer_reach();
         }
         c.overload_threshold = self.overload_threshold;
         c.in_order = self.in_order;
@@ -246,10 +237,13 @@ mod tests {
         let e = timely.encoder("ours".parse().unwrap());
         assert_eq!(
             (e.answer_reach_lag, e.answer_reach_grows),
-            (ANSWER_REACH_LIMIT, true)
+            (hirt_core::LEARNED_ANSWER_REACH_LIMIT, true)
         );
         let d = timely.decoder(e.mode.scheme.clone());
-        assert_eq!((d.repair_lag, d.repair_lag_limit), (0, ANSWER_REACH_LIMIT));
+        assert_eq!(
+            (d.repair_lag, d.repair_lag_limit),
+            (0, hirt_core::LEARNED_ANSWER_REACH_LIMIT)
+        );
         assert_eq!(d.horizon, s.decoder(e.mode.scheme.clone()).horizon);
     }
 }
