@@ -176,9 +176,13 @@ struct Stream {
     answer_sources: u32,
     answer_spread: Duration,
     /// Repairs per source of a block code (`SchemeConfig::block_rate`); `None`: sliding.
-    /// The fraction of a repair a time-driven flush owes to the next one.
     block_rate: Option<f64>,
+    /// What a block code has earned and not yet sent, in repairs: a time-driven flush earns its
+    /// sources' share and sends at least one repair, the rest (or the debt, at most one
+    /// repair) is carried to the next block, full or not.
     block_credit: f64,
+    /// The partial block's flush already waited once (see `handle_timeout`).
+    block_flush_waited: bool,
     /// Base RTT of the path (smallest recent sample, and when it was taken), and until when
     /// a queue on the path pauses loss-triggered repairs (see `watch_queue`).
     base_rtt: Option<(Duration, Instant)>,
@@ -306,6 +310,7 @@ impl Encoder {
             answer_spread: Duration::ZERO,
             block_rate: scheme.block_rate(),
             block_credit: 0.0,
+            block_flush_waited: false,
             base_rtt: None,
             rttvar: Duration::ZERO,
             queue_until: None,
@@ -381,11 +386,23 @@ impl Encoder {
             controller,
             skip_credit,
             skip_credit_at,
+            block_credit,
+            block_rate,
             ..
         } = &mut *s;
         let mut emitted = 0u32;
+        let pays_by_credit = block_rate.is_some();
         codec.push_source(esi, packet, &mut |info, payload| {
             emitted += 1;
+            // Each repair a full block makes earns itself; one owed by an earlier flush's
+            // rounded-up repair is withheld, never a block's only one.
+            if pays_by_credit {
+                *block_credit += 1.0;
+                if *block_credit < 1.0 && emitted > 1 {
+                    return;
+                }
+                *block_credit = (*block_credit - 1.0).max(-1.0);
+            }
             if budget.admit(now, rng) {
                 budget.spend(cost);
                 out.push(stream, info, payload, now);
@@ -442,6 +459,7 @@ impl Encoder {
             s.unprotected_since = None;
         } else if s.unprotected_since.is_none() {
             s.unprotected_since = Some(now);
+            s.block_flush_waited = false;
         }
         // A pending re-send stays armed: it is due before this source's own timer would be (it
         // fires at most `repair_delay` after a timer repair that preceded this source) and its
@@ -490,7 +508,7 @@ impl Encoder {
             (RepairTrigger::Timer, Some(rate)) => {
                 s.block_credit += rate * s.codec.unprotected() as f64;
                 let n = s.block_credit.floor().max(1.0);
-                s.block_credit = (s.block_credit - n).max(0.0);
+                s.block_credit = (s.block_credit - n).max(-1.0);
                 n as u64
             }
             _ => u64::MAX,
@@ -1170,6 +1188,17 @@ impl Encoder {
                 .zip(delay)
                 .and_then(|(since, d)| since.checked_add(d))
                 .is_some_and(|due| due <= now);
+            if let (Some(rate), true) = (s.block_rate, fresh) {
+                // A flush whose sources have not earned a whole repair sends one anyway, so
+                // lone sources between blocks would cost a repair each; a source that is just
+                // late joins the flushed block if the flush waits one more delay (once).
+                let earned = s.block_credit + rate * s.codec.unprotected() as f64;
+                if earned < 1.0 && !s.block_flush_waited {
+                    s.block_flush_waited = true;
+                    s.unprotected_since = Some(now);
+                    continue;
+                }
+            }
             if Self::yielding_to_queue(s, self.load_skip, now) {
                 // The path queues: a timer repair would add to it (see `yielding_to_queue`).
                 s.stats.queue_skips += 1;

@@ -310,21 +310,36 @@ fn block_overhead(mode: &str, n: u32, gap: Duration) -> f64 {
 
 /// [`block_overhead`] with a recovery deadline.
 fn block_overhead_with(mode: &str, n: u32, gap: Duration, deadline: Option<Deadline>) -> f64 {
+    block_overhead_spaced(mode, n, |_| gap, deadline)
+}
+
+/// [`block_overhead_with`] with source `i` sent `gap(i)` after the one before it.
+fn block_overhead_spaced(
+    mode: &str,
+    n: u32,
+    gap: impl Fn(u32) -> Duration,
+    deadline: Option<Deadline>,
+) -> f64 {
     let mode: FecMode = mode.parse().unwrap();
     let mut cfg = EncoderConfig::new(mode);
     cfg.deadline = deadline;
     let mut enc = Encoder::new(cfg, 1);
     let mut now = t0();
     for i in 0..n {
-        now += gap;
-        if enc.poll_timeout().is_some_and(|t| t <= now) {
-            enc.handle_timeout(now);
+        now += gap(i);
+        // Timers fire when due, as a dataplane's would.
+        while let Some(t) = enc.poll_timeout().filter(|&t| t <= now) {
+            enc.handle_timeout(t);
+            while enc.poll_repair().is_some() {}
         }
         enc.handle_source(0, &payload(i), now);
         while enc.poll_repair().is_some() {}
     }
     now += Duration::from_secs(1);
-    enc.handle_timeout(now);
+    while let Some(t) = enc.poll_timeout().filter(|&t| t <= now) {
+        enc.handle_timeout(t);
+        while enc.poll_repair().is_some() {}
+    }
     let st = enc.stats(0).unwrap();
     st.repairs as f64 / st.sources as f64
 }
@@ -349,6 +364,30 @@ fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
     assert!((sparse - 1.0).abs() < 1e-9, "{sparse}");
     let sparse = block_overhead("rs:2:6", 200, Duration::from_millis(20));
     assert!((sparse - 3.0).abs() < 1e-9, "{sparse}");
+}
+
+/// Full blocks between lone sources flushed by the timer: the lone source's rounded-up repair
+/// (one, where its share is m/k = 1/2) is paid back by the next full block, so the code still
+/// costs m/k. Forgiving it would cost 11 repairs per 21 sources (0.524).
+#[test]
+fn a_flushed_lone_source_is_paid_back_by_the_next_full_block() {
+    // 20 sources 100 us apart fill a block; the 21st is followed by a 20 ms pause.
+    let gap = |i: u32| {
+        if i > 0 && i % 21 == 0 {
+            Duration::from_millis(20)
+        } else {
+            Duration::from_micros(100)
+        }
+    };
+    for mode in ["rs:20:10", "rs:10:3"] {
+        let (k, m) = if mode == "rs:20:10" {
+            (20.0, 10.0)
+        } else {
+            (10.0, 3.0)
+        };
+        let r = block_overhead_spaced(mode, 21 * 200, gap, None);
+        assert!((r / (m / k) - 1.0).abs() < 0.01, "{mode}: {r}");
+    }
 }
 
 /// UDP mode's default deadline (`auto`: 10 ms on a short path) leaves a block code's flush
@@ -642,4 +681,20 @@ fn a_gap_is_reported_at_the_next_source_once_the_answer_delay_is_known() {
     // Before any answer, three later sources declare the loss.
     assert_eq!(of(100), Some(Duration::from_micros(1500)), "{delays:?}");
     assert_eq!(of(300), Some(Duration::from_micros(500)), "{delays:?}");
+}
+
+/// Sources about one repair timer apart (200 pps against the 5 ms timer, gaps jittered by up
+/// to +-4 ms): a flush that would send a repair its lone source has not earned waits one more
+/// delay for the late next source, so the blocks flushed hold two sources or more and the code
+/// costs m/k, not up to one repair per source.
+#[test]
+fn sources_a_timer_apart_cost_m_over_k() {
+    for jitter_us in [0u32, 500, 2000, 4000] {
+        let gap = |i: u32| {
+            let x = (i.wrapping_mul(2_654_435_761) >> 8) % (2 * jitter_us + 1);
+            Duration::from_micros(u64::from(5000 - jitter_us + x))
+        };
+        let r = block_overhead_spaced("rs:20:10", 4000, gap, None);
+        assert!((r - 0.5).abs() < 0.025, "jitter {jitter_us} us: {r}");
+    }
 }
