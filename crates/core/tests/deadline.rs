@@ -373,7 +373,7 @@ fn a_pinned_block_code_costs_m_over_k_at_any_rate() {
 fn a_flushed_lone_source_is_paid_back_by_the_next_full_block() {
     // 20 sources 100 us apart fill a block; the 21st is followed by a 20 ms pause.
     let gap = |i: u32| {
-        if i > 0 && i % 21 == 0 {
+        if i > 0 && i.is_multiple_of(21) {
             Duration::from_millis(20)
         } else {
             Duration::from_micros(100)
