@@ -206,6 +206,24 @@ impl DecCodec {
         }
     }
 
+    /// Grows a sliding-window decoder's span, if repair lag `limit` allows, so that source
+    /// `esi` and the window before it stay in it while the head moves on by as much again
+    /// (the lag doubles as `esi` falls behind, so growing costs amortized copies). Returns the
+    /// new lag.
+    pub(crate) fn keep_in_reach(&mut self, esi: Esi, limit: u32) -> Option<u32> {
+        let DecCodec::Rlc(c) = self else {
+            return None;
+        };
+        let behind = c.behind(esi)?;
+        let window = u32::from(c.config().window);
+        let needed = behind.saturating_add(2 * window);
+        if needed < c.span() / 2 {
+            return None;
+        }
+        let lag = needed.saturating_mul(2).min(limit);
+        c.grow_repair_lag(lag).then_some(lag)
+    }
+
     /// Grows a sliding-window decoder's span so that a repair whose window begins at `first`
     /// (refused: behind the span) would be taken, if repair lag `limit` suffices for it.
     /// Returns the new lag.

@@ -87,6 +87,10 @@ const RESTART_FIRST_ESI_BEHIND: i64 = 1024;
 /// takes (1.5 ms at 2,000 pps on a 0.1 ms path).
 const REORDER_WINDOW_DIVISOR: u32 = 4;
 
+/// How long a decoder that learns its reach keeps a named loss in its span before it measured
+/// how long answers take: a round trip of up to 600 ms and a deadline of two.
+const ASKED_HOLD_UNMEASURED: Duration = Duration::from_millis(1500);
+
 #[derive(Debug)]
 struct Stream {
     id: StreamId,
@@ -122,6 +126,9 @@ struct Stream {
     answer_delay: Option<Duration>,
     answer_probe: Option<(Esi, Instant)>,
     newest_named: Option<Esi>,
+    /// The oldest loss a report named, and when: while its answers may still come, a decoder
+    /// that learns its reach keeps it in its span (see [`Decoder::keep_asked_in_reach`]).
+    asked: Option<(Esi, Instant)>,
     /// The newest ESI when a gap below it was first seen, and when (see
     /// `REORDER_WINDOW_DIVISOR`).
     gap_seen: Option<(Esi, Instant)>,
@@ -293,6 +300,7 @@ impl Decoder {
             answer_delay: None,
             answer_probe: None,
             newest_named: None,
+            asked: None,
             gap_seen: None,
         });
         let i = self.streams.len() - 1;
@@ -340,6 +348,7 @@ impl Decoder {
         s.refused_run = 0;
         s.newest_named = None;
         s.answer_probe = None;
+        s.asked = None;
         s.gap_seen = None;
         s.stats.restarts += 1;
     }
@@ -580,10 +589,42 @@ impl Decoder {
         Ok(())
     }
 
+    /// How long a named loss is kept in reach for its answers: three answer delays once one
+    /// was measured (the answer, and spares up to half a deadline's slack later), before
+    /// that [`ASKED_HOLD_UNMEASURED`].
+    fn asked_hold(s: &Stream) -> Duration {
+        s.answer_delay.map_or(ASKED_HOLD_UNMEASURED, |d| {
+            (d * 3).min(ASKED_HOLD_UNMEASURED)
+        })
+    }
+
+    /// A decoder that learns how far back answers reach ([`DecoderConfig::repair_lag_limit`])
+    /// grows its span before the sources a named loss needs leave it, not once the first
+    /// answer that needed them was refused: otherwise the losses of the first round trip of a
+    /// path longer than the window's span stay unrecovered.
+    fn keep_asked_in_reach(cfg: &DecoderConfig, s: &mut Stream, now: Instant) {
+        let Some((oldest, at)) = s.asked else {
+            return;
+        };
+        if now.saturating_duration_since(at) > Self::asked_hold(s) {
+            s.asked = None;
+            return;
+        }
+        if s.repair_lag >= cfg.repair_lag_limit {
+            return;
+        }
+        if let Some(lag) = s.codec.keep_in_reach(oldest, cfg.repair_lag_limit) {
+            s.repair_lag = lag;
+            s.stats.repair_lag = u64::from(lag);
+            s.tracker.grow_to_horizon(Self::horizon_for_lag(cfg, lag));
+        }
+    }
+
     /// Updates cumulative stats and the feedback schedule of stream `i` after an input, and
     /// releases what waited behind losses that became final.
     fn after_input(&mut self, i: usize, now: Instant) {
         let s = &mut self.streams[i];
+        Self::keep_asked_in_reach(&self.cfg, s, now);
         Self::watch_gap(&self.cfg, s, now);
         if let Some(o) = &mut s.order {
             let (out, stream) = (&mut self.out, s.id);
@@ -748,6 +789,14 @@ impl Decoder {
             if s.report_open {
                 s.report_at = Some(now);
                 s.stats.loss_reports += 1;
+                if let Some(r) = loss_report.ranges().last() {
+                    let hold = Self::asked_hold(s);
+                    if s.asked
+                        .is_none_or(|(_, at)| now.saturating_duration_since(at) > hold)
+                    {
+                        s.asked = Some((r.first, now));
+                    }
+                }
             }
         }
         let fb = Feedback {

@@ -1556,3 +1556,58 @@ fn a_decoder_learns_how_far_its_repairs_trail_their_sources() {
     assert!((1..=500 / 4).contains(&st.repairs_behind), "{st:?}");
     assert_eq!(st.residual, missed.len() as u64);
 }
+
+#[test]
+fn a_learning_decoder_keeps_a_named_loss_in_reach_for_an_answer_a_long_round_trip_later() {
+    // `fixed:w=32,step=4` (the decoder's span: 64 sources), ESI 50 lost at 10 kpps and named
+    // in a loss report; the repair that covers it arrives 3000 sources later, as an answer
+    // over a 300 ms round trip would. A decoder that learns its reach keeps the sources the
+    // answer needs from the report on; one with a fixed span has forgotten them.
+    let mode: FecMode = "fixed:w=32,step=4".parse().unwrap();
+    let run = |dec_cfg: DecoderConfig| {
+        let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 1);
+        let mut dec = Decoder::new(dec_cfg, 1);
+        let mut now = t0();
+        let mut answer = None;
+        let mut named = false;
+        for k in 0..3100u32 {
+            now += Duration::from_micros(100);
+            let data = payload(0, k);
+            let tag = enc.handle_source(0, &data, now);
+            if tag.esi != 50 {
+                dec.handle_source(0, tag.esi, &data, now);
+            }
+            while let Some(r) = enc.poll_repair() {
+                let covers =
+                    r.info.first_esi <= 50 && 50 < r.info.first_esi + u32::from(r.info.nss);
+                if answer.is_none() && covers {
+                    answer = Some((r.info, r.timestamp, r.payload.to_vec()));
+                }
+            }
+            while let Some(fb) = dec.poll_feedback(now) {
+                named |= fb
+                    .loss_report
+                    .ranges()
+                    .iter()
+                    .any(|r| r.first <= 50 && 50 < r.first + u32::from(r.len));
+            }
+        }
+        assert!(named, "the loss was reported");
+        let (info, ts, pl) = answer.expect("a repair over the loss");
+        let _ = dec.handle_repair(0, &info, ts, &pl, now);
+        let mut got = Vec::new();
+        while let Some(rec) = dec.poll_recovered() {
+            got.push((rec.esi, rec.data.to_vec()));
+        }
+        (got, dec.stats(0).unwrap())
+    };
+    let reports = DecoderConfig {
+        loss_report_gap: Some(Duration::from_millis(1)),
+        ..DecoderConfig::new(mode.scheme.clone())
+    };
+    let (got, _) = run(reports.clone());
+    assert!(got.is_empty(), "{got:?}");
+    let (got, st) = run(reports.learning_answer_reach());
+    assert_eq!(got, vec![(50, payload(0, 50))]);
+    assert!(st.repair_lag >= 3000, "{st:?}");
+}
