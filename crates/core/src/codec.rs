@@ -121,6 +121,14 @@ impl EncCodec {
         }
     }
 
+    /// Lets repairs between explicit bounds cover up to `n` sources (sliding RLC; see
+    /// `RlcEncoder::allow_wide_repairs`); other codes ignore it.
+    pub(crate) fn allow_wide_repairs(&mut self, n: u16) {
+        if let EncCodec::Rlc(c) = self {
+            c.allow_wide_repairs(n);
+        }
+    }
+
     /// Keeps at least `n` sources for repairs over windows that end in the past (sliding RLC;
     /// see `RlcEncoder::set_history`); other codes keep what they keep.
     pub(crate) fn set_history(&mut self, n: u32) {
@@ -203,6 +211,14 @@ impl DecCodec {
                 DecCodec::Rs(RsDecoder::new((*k).clamp(1, 128), (*m).clamp(1, 128)))
             }
             SchemeConfig::None => DecCodec::None,
+        }
+    }
+
+    /// Accepts repairs over up to `nss` sources (sliding RLC; see
+    /// `RlcDecoder::accept_repairs_up_to`); other codes ignore it.
+    pub(crate) fn accept_repairs_up_to(&mut self, nss: u16) {
+        if let DecCodec::Rlc(c) = self {
+            c.accept_repairs_up_to(nss);
         }
     }
 

@@ -716,6 +716,10 @@ pub struct DecoderConfig {
     /// per stream like `repair_lag` does: a peer (or a forger, without authentication) can
     /// make it grow up to this. Default 0: the span stays that of `repair_lag`.
     pub repair_lag_limit: u32,
+    /// Most sources a repair may cover (sliding-window codes): 0 takes the window. Spares that
+    /// back up answers to loss reports spread over more than a window cover all of them
+    /// (`EncoderConfig::answer_reach_lag`); set with the answer reach, up to 4095.
+    pub max_repair_nss: u16,
     /// Path id written into feedback.
     pub path: PathId,
     /// Overload control, as in [`EncoderConfig::work_budget`] (decoder work = row operations).
@@ -792,6 +796,7 @@ impl DecoderConfig {
             history: 8192,
             repair_lag: 0,
             repair_lag_limit: 0,
+            max_repair_nss: 0,
             path: 0,
             work_budget: None,
             budget_period: Duration::from_millis(1),
@@ -816,8 +821,9 @@ impl DecoderConfig {
     /// [`EncoderConfig::answer_reach_lag`] must match). The decoder keeps the power of two
     /// above twice the window plus `lag` sources per stream (16384 with
     /// [`LOSS_REPORT_REPAIR_LAG`] and a window of 4095, where a window of 4095 alone keeps 8192).
-    pub fn with_answer_reach(self, lag: u32) -> Self {
+    pub fn with_answer_reach(mut self, lag: u32) -> Self {
         let lag = self.repair_lag.max(lag);
+        self.max_repair_nss = hirt_fec::rlc::MAX_WINDOW;
         self.with_repair_lag(lag)
     }
 
@@ -827,6 +833,7 @@ impl DecoderConfig {
     /// path before it measures it.
     pub fn learning_answer_reach(mut self) -> Self {
         self.repair_lag_limit = self.repair_lag_limit.max(LEARNED_ANSWER_REACH_LIMIT);
+        self.max_repair_nss = hirt_fec::rlc::MAX_WINDOW;
         self
     }
 }

@@ -280,7 +280,7 @@ impl Decoder {
         budget.set_load_skip(self.load_skip);
         self.streams.push(Stream {
             id,
-            codec: DecCodec::new(&self.cfg.scheme, self.cfg.repair_lag),
+            codec: Self::new_codec(&self.cfg, self.cfg.repair_lag),
             tracker: Self::new_tracker(&self.cfg, self.cfg.repair_lag),
             budget,
             stats: DecoderStats::default(),
@@ -317,6 +317,14 @@ impl Decoder {
 
     /// How far back a stream whose code keeps repair lag `lag` may still recover a source: the
     /// configured horizon, or the reach of a span grown past the configured lag.
+    fn new_codec(cfg: &DecoderConfig, repair_lag: u32) -> DecCodec {
+        let mut codec = DecCodec::new(&cfg.scheme, repair_lag);
+        if cfg.max_repair_nss > 0 {
+            codec.accept_repairs_up_to(cfg.max_repair_nss);
+        }
+        codec
+    }
+
     fn horizon_for_lag(cfg: &DecoderConfig, lag: u32) -> u32 {
         if lag > cfg.repair_lag {
             cfg.scheme
@@ -342,7 +350,7 @@ impl Decoder {
             }
             s.stats.order_skipped = o.skipped;
         }
-        s.codec = DecCodec::new(&cfg.scheme, s.repair_lag);
+        s.codec = Self::new_codec(cfg, s.repair_lag);
         s.tracker = Self::new_tracker(cfg, s.repair_lag);
         s.order = Self::new_order(cfg);
         s.refused_run = 0;

@@ -181,6 +181,9 @@ struct Stream {
     /// sources' share and sends at least one repair, the rest (or the debt, at most one
     /// repair) is carried to the next block, full or not.
     block_credit: f64,
+    /// Most sources an answer or a spare may cover when the losses it backs up are spread
+    /// over more than the window (0: the window); see `RlcEncoder::allow_wide_repairs`.
+    wide_repairs: u32,
     /// The partial block's flush already waited once (see `handle_timeout`).
     block_flush_waited: bool,
     /// Base RTT of the path (smallest recent sample, and when it was taken), and until when
@@ -310,6 +313,7 @@ impl Encoder {
             answer_spread: Duration::ZERO,
             block_rate: scheme.block_rate(),
             block_credit: 0.0,
+            wide_repairs: 0,
             block_flush_waited: false,
             base_rtt: None,
             rttvar: Duration::ZERO,
@@ -321,6 +325,14 @@ impl Encoder {
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
+        if self.cfg.deadline.is_some() && self.cfg.answer_reach_lag > 0 && scheme.is_sliding() {
+            // The decoder takes repairs as wide as the largest window
+            // (`DecoderConfig::with_answer_reach`, `learning_answer_reach`): spares that back
+            // up the answers of a round trip then cover them all, whatever the window.
+            let s = &mut self.streams[i];
+            s.codec.allow_wide_repairs(hirt_fec::rlc::MAX_WINDOW);
+            s.wide_repairs = u32::from(hirt_fec::rlc::MAX_WINDOW);
+        }
         if self.cfg.deadline.is_some()
             && self.cfg.answer_reach_lag > 0
             && !self.cfg.answer_reach_grows
@@ -795,7 +807,7 @@ impl Encoder {
             // need (see `spares_needed`). Later answers join the batch while one window still
             // covers all its losses, so the spares cover them too; past that they start a
             // batch of their own.
-            let w = u32::from(s.codec.window());
+            let w = u32::from(s.codec.window()).max(s.wide_repairs);
             match s.spares.back_mut() {
                 Some(b) if end.wrapping_sub(b.oldest) <= w => {
                     b.end = end;
@@ -935,7 +947,7 @@ impl Encoder {
     /// `TRAILING_SPARE_SHARE` of that time later (docs/results/2026-11-27-answer-reach.md).
     fn spare_wait(s: &Stream, slack: Duration, rtt: Duration) -> Duration {
         let wanted = s.controller.history_wanted().unwrap_or(0);
-        if wanted > 2 * u32::from(s.codec.window()) {
+        if wanted > 2 * u32::from(s.codec.window()).max(s.wide_repairs) {
             slack.saturating_sub(rtt / 2).mul_f64(TRAILING_SPARE_SHARE)
         } else {
             slack / 2
@@ -1012,7 +1024,14 @@ impl Encoder {
                 end = later.end;
             }
         }
-        let start = Self::answer_start(s, end);
+        let start = if end.wrapping_sub(oldest) > w && s.wide_repairs > w {
+            // Losses spread over more than a window (a report's, or a batch's that spares
+            // back up): one repair over all of them, from the oldest, not past the floor.
+            let from = newer(oldest, end.wrapping_sub(s.wide_repairs));
+            Some(s.answer_floor.map_or(from, |f| newer(from, f)))
+        } else {
+            Self::answer_start(s, end)
+        };
         Self::repair_until(
             s,
             out,
@@ -1291,6 +1310,15 @@ impl Encoder {
             }
             Self::refresh_code_stats(s);
         }
+    }
+}
+
+/// The later of two ESIs (serial order).
+fn newer(a: Esi, b: Esi) -> Esi {
+    if (a.wrapping_sub(b) as i32) > 0 {
+        a
+    } else {
+        b
     }
 }
 

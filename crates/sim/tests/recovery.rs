@@ -259,8 +259,10 @@ fn answers_reach_a_round_trip_of_sixty_thousand_sources() {
 
 /// A window of 200 (the dataplanes' default) at 10 kpps over a 50 ms RTT: an answer reaches ~830 sources
 /// back, past the window's span (512). Kept to that span, `ours` repairs proactively (96.8 % in
-/// time at 5.9 % overhead); with the decoder growing its span when an answer reaches past it
-/// (`AnswerReach::Grown`), the loss reports are answered: 100 % in time at 4.5 %.
+/// time at 5.9 % overhead); with the decoder growing its span as its reports ask
+/// (`AnswerReach::Grown`), the loss reports are answered, and the spares of a round trip's
+/// answers cover all of them (repairs wider than the window): 100 % in time at 3.9 %, within
+/// the target (4.4 % with spares over one window each, 4.5 % before the span grew ahead).
 #[test]
 fn a_decoder_grows_its_span_for_answers_past_a_small_window() {
     let run = |reach| ours_two_rtt(10_000.0, 25, Some(200), reach, (100_000, 1));
@@ -269,22 +271,21 @@ fn a_decoder_grows_its_span_for_answers_past_a_small_window() {
     assert!(small.repairs_report < small.lost / 20, "{small:?}");
     assert!(grown.repairs_report > grown.lost / 2, "{grown:?}");
     assert_eq!((grown.double_deliveries, grown.corrupt_recoveries), (0, 0));
-    assert!(grown.recovered_in_time_ratio >= 0.999, "{grown:?}");
     assert!(small.recovered_in_time_ratio < 0.99, "{small:?}");
     assert!(grown.overhead < 0.8 * small.overhead, "{grown:?} {small:?}");
+    assert_meets_two_rtt_targets(&grown);
 }
 
 /// A window of 200 at 100 kpps over a 50 ms RTT: a round trip is 25 windows of sources, so the
 /// reports of one round trip name losses many windows apart. Each answer covers its own
-/// report's losses and each window of answers gets its own spares (95.0 % in time); with every
-/// queued answer and spare over the window of the newest report, 90.2 %.
+/// report's losses, the spares of a batch of answers cover all of its losses (repairs up to
+/// 4095 sources wide), and the decoder keeps named losses in its span from the first report:
+/// 100 % in time at 3.4 %. With spares over one window each, 95.0 %; with every queued answer
+/// and spare over the window of the newest report, 90.2 %.
 #[test]
 fn answers_and_spares_cover_their_own_window_of_losses() {
     let r = ours_two_rtt(100_000.0, 25, Some(200), AnswerReach::Grown, (100_000, 1));
-    assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
-    assert!(r.recovered_in_time_ratio >= 0.94, "{r:?}");
-    let p = r.lost as f64 / r.sources as f64;
-    assert!(r.overhead <= 1.2 * p / (1.0 - p) + 0.003, "{r:?}");
+    assert_meets_two_rtt_targets(&r);
 }
 
 /// A deadline shorter than the RTT: recoveries after it count as late, the bound is the

@@ -164,6 +164,8 @@ pub struct RlcDecoder {
     /// the sources before it were forgotten, so repairs over them stay refused.
     floor: Option<Esi>,
     coefs: Vec<u8>,
+    /// Largest NSS accepted: the window, or more after [`Self::accept_repairs_up_to`].
+    max_nss: u16,
     /// (column, coefficient) of the known sources a repair subtracts; reused.
     terms: Vec<(u32, u8)>,
     /// Protected form of a stale source ([`Self::use_stale`]).
@@ -212,6 +214,7 @@ impl RlcDecoder {
             coef_bytes: 0,
             floor: None,
             coefs: vec![0; cfg.window as usize],
+            max_nss: cfg.window,
             terms: Vec::with_capacity(cfg.window as usize),
             stale_buf: Vec::new(),
             scratch: Vec::new(),
@@ -228,6 +231,15 @@ impl RlcDecoder {
     /// Number of ESIs tracked behind the newest (S).
     pub fn span(&self) -> u32 {
         self.span
+    }
+
+    /// Accepts repairs over up to `nss` sources (at least the window, at most 4095), as an
+    /// encoder with [`crate::rlc::RlcEncoder::allow_wide_repairs`] sends them. Allocates once.
+    pub fn accept_repairs_up_to(&mut self, nss: u16) {
+        self.max_nss = nss.clamp(self.cfg.window, super::MAX_WINDOW);
+        if self.coefs.len() < usize::from(self.max_nss) {
+            self.coefs.resize(usize::from(self.max_nss), 0);
+        }
     }
 
     /// How far behind the newest ESI `esi` lies, when it does: the repair lag a repair whose
@@ -681,7 +693,7 @@ impl RlcDecoder {
         if info.dt > 15 || info.stride != 1 {
             return Err(DecodeError::InvalidParameters);
         }
-        if info.nss == 0 || info.nss > self.cfg.window {
+        if info.nss == 0 || info.nss > self.max_nss {
             return Err(DecodeError::InvalidNss);
         }
         if payload_len > MAX_PROTECTED_LEN {
@@ -1150,6 +1162,54 @@ mod tests {
         got.sort();
         assert_eq!(got, vec![(20, sym(20)), (33, sym(33))]);
         assert_eq!(dec.pending_equations(), 0);
+    }
+
+    #[test]
+    fn a_repair_wider_than_the_window_is_taken_only_where_allowed() {
+        // Window 16; losses at 15, 60 and 100 of 10..110, one answer each lost: spares over
+        // the whole 100 sources (an encoder allowed repairs that wide) back them all up.
+        let cfg = RlcConfig::rlc(16);
+        let mut enc = RlcEncoder::new(cfg);
+        enc.set_history(128);
+        enc.allow_wide_repairs(100);
+        for e in 10..110 {
+            enc.push_source(e, &sym(e), &mut |_, _| {});
+        }
+        let mut reps = Vec::new();
+        for _ in 0..3 {
+            assert!(enc.repair_between(10, 110, &mut |i, p| reps.push((i, p.to_vec()))));
+        }
+        assert_eq!((reps[0].0.first_esi, reps[0].0.nss), (10, 100));
+        // Without that, the same bounds give a repair over the window only.
+        let mut narrow = RlcEncoder::new(cfg);
+        narrow.set_history(128);
+        for e in 10..110 {
+            narrow.push_source(e, &sym(e), &mut |_, _| {});
+        }
+        narrow.repair_between(10, 110, &mut |i, _| {
+            assert_eq!((i.first_esi, i.nss), (94, 16))
+        });
+
+        let lost = [15, 60, 100];
+        let fill = |dec: &mut RlcDecoder| {
+            for e in (10..110).filter(|e| !lost.contains(e)) {
+                dec.on_source(e, &sym(e), &mut |_, _| {}).unwrap();
+            }
+        };
+        let mut dec = RlcDecoder::with_repair_lag(cfg, 200);
+        fill(&mut dec);
+        let refused = dec.on_repair(&reps[0].0, &reps[0].1, &mut |_, _| {});
+        assert_eq!(refused, Err(DecodeError::InvalidNss));
+
+        let mut dec = RlcDecoder::with_repair_lag(cfg, 200);
+        dec.accept_repairs_up_to(100);
+        fill(&mut dec);
+        let mut got = Vec::new();
+        for r in &reps {
+            repair_into(&mut dec, r, &mut got);
+        }
+        got.sort();
+        assert_eq!(got, lost.iter().map(|&e| (e, sym(e))).collect::<Vec<_>>());
     }
 
     #[test]

@@ -23,6 +23,9 @@ pub struct RlcEncoder {
     cfg: RlcConfig,
     /// Current window W (1..=cfg.window).
     window: usize,
+    /// Most symbols a repair between explicit bounds ([`Self::repair_between`]) may cover:
+    /// the current window (0), or more after [`Self::allow_wide_repairs`].
+    wide: usize,
     /// Ring of protected symbols `[len][data]` (the history: at least `cfg.window` long); slot
     /// of the next symbol is `next_slot`.
     slots: Vec<Vec<u8>>,
@@ -46,6 +49,7 @@ impl RlcEncoder {
         RlcEncoder {
             cfg,
             window: cap,
+            wide: 0,
             slots: (0..cap).map(|_| Vec::new()).collect(),
             next_slot: 0,
             count: 0,
@@ -66,6 +70,18 @@ impl RlcEncoder {
     /// The last `cfg.window` symbols are always kept, so growing it again takes effect at once.
     pub fn set_window(&mut self, w: u16) {
         self.window = (w as usize).clamp(1, usize::from(self.cfg.window));
+    }
+
+    /// Lets a repair between explicit bounds ([`Self::repair_between`]) cover up to `n`
+    /// symbols (at least the configured window, at most 4095): a spare backing up answers to
+    /// loss reports spread over more than a window. The decoder must accept such repairs
+    /// ([`crate::rlc::RlcDecoder::accept_repairs_up_to`]); each costs `n` multiply-adds per
+    /// byte. Allocates once.
+    pub fn allow_wide_repairs(&mut self, n: u16) {
+        self.wide = usize::from(n.clamp(self.cfg.window, super::MAX_WINDOW));
+        if self.coefs.len() < self.wide {
+            self.coefs.resize(self.wide, 0);
+        }
     }
 
     /// Keeps the last `n` symbols (at most [`MAX_HISTORY`], at least the configured window),
@@ -137,7 +153,9 @@ impl RlcEncoder {
         if skip >= self.count || span == 0 || span > u32::MAX / 2 {
             return false;
         }
-        let n = (self.count - skip).min(self.window).min(span as usize);
+        let n = (self.count - skip)
+            .min(self.window.max(self.wide))
+            .min(span as usize);
         let unprotected = self.unprotected;
         let built = self.build_repair_until(skip, n);
         self.unprotected = if skip == 0 { 0 } else { unprotected };
