@@ -89,6 +89,10 @@ const ANSWER_SPACING_BURSTS: f64 = 2.5;
 /// Share of the slack a deadline leaves after a round trip (`D - RTT`) within which the
 /// queued answers must all have gone out, whatever the spacing wanted.
 const ANSWER_SPREAD: f64 = 0.1;
+/// How long a learning encoder keeps every source of a new stream while no feedback has
+/// measured its path (see `Encoder::keep_until_measured`): the first feedback of a 600 ms
+/// round trip comes ~650 ms after the first source.
+const UNMEASURED_HISTORY: Duration = Duration::from_secs(1);
 
 /// What the encoder remembers of a kept source for loss reports: when it was sent and when a
 /// report naming it was last answered.
@@ -181,6 +185,8 @@ struct Stream {
     /// sources' share and sends at least one repair, the rest (or the debt, at most one
     /// repair) is carried to the next block, full or not.
     block_credit: f64,
+    /// When the stream's first source came (see `keep_until_measured`).
+    first_source_at: Option<Instant>,
     /// Most sources an answer or a spare may cover when the losses it backs up are spread
     /// over more than the window (0: the window); see `RlcEncoder::allow_wide_repairs`.
     wide_repairs: u32,
@@ -313,6 +319,7 @@ impl Encoder {
             answer_spread: Duration::ZERO,
             block_rate: scheme.block_rate(),
             block_credit: 0.0,
+            first_source_at: None,
             wide_repairs: 0,
             block_flush_waited: false,
             base_rtt: None,
@@ -375,6 +382,10 @@ impl Encoder {
             };
         }
         s.last_source_at = Some(now);
+        let since = *s.first_source_at.get_or_insert(now);
+        if self.cfg.answer_reach_grows && self.cfg.deadline.is_some() && s.last_seq.is_none() {
+            Self::keep_until_measured(s, esi, now.saturating_duration_since(since));
+        }
         let mask = s.memo.len().wrapping_sub(1);
         if let Some(m) = s.memo.get_mut(esi as usize & mask) {
             *m = SourceMemo {
@@ -965,6 +976,18 @@ impl Encoder {
     /// Keeps `n` sources for the answers to loss reports (the controller asks for more than a
     /// window when a round trip of sources exceeds it), and a memory of reports to match.
     /// Allocates when it grows, which happens a few times per stream at most.
+    /// Before the first feedback a learning encoder (`EncoderConfig::answer_reach_grows`)
+    /// cannot size its history, yet the first loss reports, a round trip later, need the
+    /// sources of that whole round trip: the history doubles whenever the stream's sources
+    /// fill it, for at most [`UNMEASURED_HISTORY`] and up to the reach. `esi` is the source
+    /// just pushed (a stream's ESIs start at 0); `age` how long ago its first one came.
+    fn keep_until_measured(s: &mut Stream, esi: Esi, age: Duration) {
+        let kept = s.codec.history();
+        if age <= UNMEASURED_HISTORY && esi.saturating_add(1) >= kept {
+            Self::keep_history(s, kept.saturating_mul(2).min(s.reach));
+        }
+    }
+
     fn keep_history(s: &mut Stream, n: u32) {
         if n <= s.codec.history() {
             return;

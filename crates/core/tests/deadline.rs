@@ -698,3 +698,40 @@ fn sources_a_timer_apart_cost_m_over_k() {
         assert!((r - 0.5).abs() < 0.025, "jitter {jitter_us} us: {r}");
     }
 }
+
+/// A learning encoder (`EncoderConfig::learning_answer_reach`, window 16) cannot size its
+/// history before feedback measures the path, yet the first loss report, a round trip after
+/// the first sources, needs them: it keeps every source until then, so the report's answer
+/// covers a loss 2990 sources back. Kept to its window's history, it could not.
+#[test]
+fn a_learning_encoder_keeps_the_first_round_trip_for_the_first_report() {
+    let answer_covers = |learning: bool| {
+        let mode = FecMode::parse_with_window("ours", 16).unwrap();
+        let mut cfg = EncoderConfig::new(mode);
+        if learning {
+            cfg = cfg.learning_answer_reach();
+        }
+        cfg.deadline = Some(Deadline::Fixed(Duration::from_millis(600)));
+        cfg.repair_delay = None;
+        let mut enc = Encoder::new(cfg, 1);
+        let mut now = t0();
+        for n in 0..3000 {
+            now += Duration::from_micros(100);
+            enc.handle_source(0, &payload(n), now);
+            while enc.poll_repair().is_some() {}
+        }
+        enc.handle_feedback(&report_of(&[(10, 1)]), now);
+        let mut covered = 0;
+        for _ in 0..50 {
+            while let Some(r) = enc.poll_repair() {
+                let (first, nss) = (r.info.first_esi, u32::from(r.info.nss));
+                covered += u32::from(first <= 10 && 10 < first + nss);
+            }
+            now += Duration::from_millis(1);
+            enc.handle_timeout(now);
+        }
+        covered
+    };
+    assert!(answer_covers(true) >= 1);
+    assert_eq!(answer_covers(false), 0);
+}
