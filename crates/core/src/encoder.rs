@@ -523,8 +523,9 @@ impl Encoder {
         let mut bytes = 0u64;
         // A time-driven flush of a block code's partial block sends the code's own ratio of
         // repairs for the sources in it, not all of a full block's: a pinned k:m code then
-        // costs m/k whatever the traffic. The fraction is carried to the next flush; a flush
-        // sends at least one repair (an isolated source gets ceil(m/k)). Block-code repairs
+        // costs m/k whatever the traffic. A flush sends at least one repair (an isolated
+        // source gets ceil(m/k)); what it earned beyond what it sent, or sent beyond what it
+        // earned, is carried to the next block (`Stream::block_credit`). Block-code repairs
         // are independent (any k' of the block's symbols suffice), so the ones left out are
         // simply not sent.
         let limit = match (trigger, s.block_rate) {
@@ -536,8 +537,11 @@ impl Encoder {
             }
             _ => u64::MAX,
         };
-        let mut emit = |info, payload: &[u8]| {
+        // A repair wider than the window (a spare over a round trip's answers) costs its width.
+        let mut ops = 0u64;
+        let mut emit = |info: RepairInfo, payload: &[u8]| {
             if made < limit {
+                ops += cost.max(u64::from(info.nss));
                 out.push(stream, info, payload, now);
                 made += 1;
                 bytes += payload.len() as u64;
@@ -547,8 +551,8 @@ impl Encoder {
             Some((start, end)) => s.codec.repair_until(start, end, &mut emit),
             None => s.codec.repair_now(&mut emit),
         };
-        s.budget.spend(cost * made);
-        s.stats.symbol_ops += cost * made;
+        s.budget.spend(ops);
+        s.stats.symbol_ops += ops;
         s.stats.repairs += made;
         s.stats.repair_bytes += bytes;
         match trigger {

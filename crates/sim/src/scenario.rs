@@ -219,6 +219,9 @@ pub struct Report {
     pub recovery_latency_max_ms: f64,
     /// Decoder symbol operations (row operations, the decoding work).
     pub decoder_symbol_ops: u64,
+    /// Encoder symbol operations (a multiply-add of one source into one repair each: a
+    /// repair over W sources costs W).
+    pub encoder_symbol_ops: u64,
     /// Feedback messages sent by the decoder.
     pub feedback_sent: u64,
     /// Feedback messages lost on the reverse link.
@@ -710,5 +713,6 @@ pub fn run(sc: &Scenario) -> anyhow::Result<Report> {
     r.ce_marked = fwd.counters().ce_marked;
     r.congestion_signals = enc.stats(0).map_or(0, |s| s.queue_signals + s.ce_signals);
     r.decoder_symbol_ops = dec.stats(0).map_or(0, |s| s.symbol_ops);
+    r.encoder_symbol_ops = enc.stats(0).map_or(0, |s| s.symbol_ops);
     Ok(r)
 }
