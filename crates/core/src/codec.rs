@@ -129,6 +129,15 @@ impl EncCodec {
         }
     }
 
+    /// Most sources a repair between explicit bounds may cover beyond the window (0: none was
+    /// allowed; see [`Self::allow_wide_repairs`]).
+    pub(crate) fn wide_repairs(&self) -> u32 {
+        match self {
+            EncCodec::Rlc(c) => c.wide_repairs() as u32,
+            _ => 0,
+        }
+    }
+
     /// Keeps at least `n` sources for repairs over windows that end in the past (sliding RLC;
     /// see `RlcEncoder::set_history`); other codes keep what they keep.
     pub(crate) fn set_history(&mut self, n: u32) {

@@ -315,8 +315,8 @@ impl Decoder {
         LossTracker::new(cfg.history, horizon, cfg.reorder_tolerance, cfg.loss_window)
     }
 
-    /// How far back a stream whose code keeps repair lag `lag` may still recover a source: the
-    /// configured horizon, or the reach of a span grown past the configured lag.
+    /// The code of a stream that keeps repair lag `repair_lag`, taking repairs as wide as
+    /// [`DecoderConfig::max_repair_nss`].
     fn new_codec(cfg: &DecoderConfig, repair_lag: u32) -> DecCodec {
         let mut codec = DecCodec::new(&cfg.scheme, repair_lag);
         if cfg.max_repair_nss > 0 {
@@ -325,6 +325,8 @@ impl Decoder {
         codec
     }
 
+    /// How far back a stream whose code keeps repair lag `lag` may still recover a source: the
+    /// configured horizon, or the reach of a span grown past the configured lag.
     fn horizon_for_lag(cfg: &DecoderConfig, lag: u32) -> u32 {
         if lag > cfg.repair_lag {
             cfg.scheme
@@ -797,7 +799,8 @@ impl Decoder {
             if s.report_open {
                 s.report_at = Some(now);
                 s.stats.loss_reports += 1;
-                if let Some(r) = loss_report.ranges().last() {
+                let learning = s.repair_lag < self.cfg.repair_lag_limit;
+                if let Some(r) = loss_report.ranges().last().filter(|_| learning) {
                     let hold = Self::asked_hold(s);
                     if s.asked
                         .is_none_or(|(_, at)| now.saturating_duration_since(at) > hold)

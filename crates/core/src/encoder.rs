@@ -187,9 +187,6 @@ struct Stream {
     block_credit: f64,
     /// When the stream's first source came (see `keep_until_measured`).
     first_source_at: Option<Instant>,
-    /// Most sources an answer or a spare may cover when the losses it backs up are spread
-    /// over more than the window (0: the window); see `RlcEncoder::allow_wide_repairs`.
-    wide_repairs: u32,
     /// The partial block's flush already waited once (see `handle_timeout`).
     block_flush_waited: bool,
     /// Base RTT of the path (smallest recent sample, and when it was taken), and until when
@@ -320,7 +317,6 @@ impl Encoder {
             block_rate: scheme.block_rate(),
             block_credit: 0.0,
             first_source_at: None,
-            wide_repairs: 0,
             block_flush_waited: false,
             base_rtt: None,
             rttvar: Duration::ZERO,
@@ -336,9 +332,9 @@ impl Encoder {
             // The decoder takes repairs as wide as the largest window
             // (`DecoderConfig::with_answer_reach`, `learning_answer_reach`): spares that back
             // up the answers of a round trip then cover them all, whatever the window.
-            let s = &mut self.streams[i];
-            s.codec.allow_wide_repairs(hirt_fec::rlc::MAX_WINDOW);
-            s.wide_repairs = u32::from(hirt_fec::rlc::MAX_WINDOW);
+            self.streams[i]
+                .codec
+                .allow_wide_repairs(hirt_fec::rlc::MAX_WINDOW);
         }
         if self.cfg.deadline.is_some()
             && self.cfg.answer_reach_lag > 0
@@ -822,7 +818,7 @@ impl Encoder {
             // need (see `spares_needed`). Later answers join the batch while one window still
             // covers all its losses, so the spares cover them too; past that they start a
             // batch of their own.
-            let w = u32::from(s.codec.window()).max(s.wide_repairs);
+            let w = u32::from(s.codec.window()).max(s.codec.wide_repairs());
             match s.spares.back_mut() {
                 Some(b) if end.wrapping_sub(b.oldest) <= w => {
                     b.end = end;
@@ -962,7 +958,7 @@ impl Encoder {
     /// `TRAILING_SPARE_SHARE` of that time later (docs/results/2026-11-27-answer-reach.md).
     fn spare_wait(s: &Stream, slack: Duration, rtt: Duration) -> Duration {
         let wanted = s.controller.history_wanted().unwrap_or(0);
-        if wanted > 2 * u32::from(s.codec.window()).max(s.wide_repairs) {
+        if wanted > 2 * u32::from(s.codec.window()).max(s.codec.wide_repairs()) {
             slack.saturating_sub(rtt / 2).mul_f64(TRAILING_SPARE_SHARE)
         } else {
             slack / 2
@@ -977,9 +973,6 @@ impl Encoder {
             .max(ANSWERED_SLOTS)
     }
 
-    /// Keeps `n` sources for the answers to loss reports (the controller asks for more than a
-    /// window when a round trip of sources exceeds it), and a memory of reports to match.
-    /// Allocates when it grows, which happens a few times per stream at most.
     /// Before the first feedback a learning encoder (`EncoderConfig::answer_reach_grows`)
     /// cannot size its history, yet the first loss reports, a round trip later, need the
     /// sources of that whole round trip: the history doubles whenever the stream's sources
@@ -992,6 +985,9 @@ impl Encoder {
         }
     }
 
+    /// Keeps `n` sources for the answers to loss reports (the controller asks for more than a
+    /// window when a round trip of sources exceeds it), and a memory of reports to match.
+    /// Allocates when it grows, which happens a few times per stream at most.
     fn keep_history(s: &mut Stream, n: u32) {
         if n <= s.codec.history() {
             return;
@@ -1051,10 +1047,11 @@ impl Encoder {
                 end = later.end;
             }
         }
-        let start = if end.wrapping_sub(oldest) > w && s.wide_repairs > w {
+        let wide = s.codec.wide_repairs();
+        let start = if end.wrapping_sub(oldest) > w && wide > w {
             // Losses spread over more than a window (a report's, or a batch's that spares
             // back up): one repair over all of them, from the oldest, not past the floor.
-            let from = newer(oldest, end.wrapping_sub(s.wide_repairs));
+            let from = newer(oldest, end.wrapping_sub(wide));
             Some(s.answer_floor.map_or(from, |f| newer(from, f)))
         } else {
             Self::answer_start(s, end)

@@ -84,6 +84,11 @@ impl RlcEncoder {
         }
     }
 
+    /// What [`Self::allow_wide_repairs`] allowed: 0 if nothing beyond the current window.
+    pub fn wide_repairs(&self) -> usize {
+        self.wide
+    }
+
     /// Keeps the last `n` symbols (at most [`MAX_HISTORY`], at least the configured window),
     /// so that [`Self::repair_until`] can make a repair over a window that ends that far back:
     /// an answer to a loss report reaches a round trip behind the newest symbol, which at high
