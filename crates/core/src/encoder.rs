@@ -74,6 +74,10 @@ const REPORT_BUDGET_MAX: f64 = 256.0;
 const ANSWERED_SLOTS: usize = 4096;
 /// Share of the answers to loss reports that may stay without a spare repair when lost.
 const SPARE_MISS: f64 = 2e-4;
+/// Share of the batches of answers whose lost answers may outnumber their spares. A batch
+/// that falls short leaves most of its losses unrecovered (they share the equations), not
+/// only as many as answers are missing: the in-time target (99.9 %) bounds how often.
+const SPARE_SHORT: f64 = 1e-3;
 /// Share of the time left to the deadline of a batch's first loss after which its spares go
 /// out, where only they can replace its lost answers (see `Encoder::spare_wait`).
 const TRAILING_SPARE_SHARE: f64 = 0.4;
@@ -1088,7 +1092,8 @@ impl Encoder {
     /// Spare repairs that back up `answers` answers to loss reports, spares and answers sent
     /// `spacing` sources apart, on a link that loses a share `p` of the packets in bursts of mean length
     /// `burst`: the fewest `k` for which the expected number of lost answers beyond `k`
-    /// (`E[(L - k)+]`) is at most `SPARE_MISS` per answer.
+    /// (`E[(L - k)+]`) is at most `SPARE_MISS` per answer and more than `k` are lost
+    /// (`P(L > k)`) in at most `SPARE_SHORT` of the batches.
     ///
     /// A packet after a lost one is lost too with probability about `1 - 1/burst`, so two
     /// answers `spacing + 1` packets apart fall in the same burst with probability
@@ -1102,23 +1107,26 @@ impl Encoder {
         let run = (1.0 / (1.0 - rho).max(1e-6)).clamp(1.0, n.max(1.0));
         let runs = n * p.clamp(0.0, 0.5) / run;
         let tolerated = SPARE_MISS * n;
-        Self::compound_poisson_quantile(runs, 1.0 / run, tolerated, answers)
+        Self::compound_poisson_quantile(runs, 1.0 / run, (tolerated, SPARE_SHORT), answers)
     }
 
-    /// The fewest `k <= max` with `E[(L - k)+] <= tolerated`, `L` the sum of a Poisson(`runs`)
-    /// number of geometric lengths on 1, 2, ... with parameter `theta` (mean `1/theta`).
-    /// Panjer's recursion gives the distribution: `f(0) = exp(-runs)`,
-    /// `f(m) = runs/m * sum_{j=1..m} j * theta * (1 - theta)^(j-1) * f(m - j)`.
-    fn compound_poisson_quantile(runs: f64, theta: f64, tolerated: f64, max: u32) -> u32 {
+    /// The fewest `k <= max` with `E[(L - k)+] <= tolerated` and `P(L > k) <= short`, `L`
+    /// the sum of a Poisson(`runs`) number of geometric lengths on 1, 2, ... with parameter
+    /// `theta` (mean `1/theta`). Panjer's recursion gives the distribution:
+    /// `f(0) = exp(-runs)`, `f(m) = runs/m * sum_{j=1..m} j * theta * (1 - theta)^(j-1) * f(m - j)`.
+    fn compound_poisson_quantile(
+        runs: f64,
+        theta: f64,
+        (tolerated, short): (f64, f64),
+        max: u32,
+    ) -> u32 {
         let mean = runs / theta;
         let mut pmf = Vec::with_capacity(16);
         pmf.push((-runs).exp());
-        // E[(L - k)+] = mean - k + sum_{l < k} (k - l) f(l), kept as running sums.
+        // E[(L - k)+] = mean - k + sum_{l < k} (k - l) f(l), kept as running sums; `below`
+        // is P(L < k) before and P(L <= k) after `pmf[k]` is added.
         let (mut below, mut weighted) = (0.0, 0.0);
         for k in 0..max {
-            if mean - f64::from(k) + weighted <= tolerated {
-                return k;
-            }
             let m = k as usize;
             if m > 0 {
                 let mut g = theta;
@@ -1128,6 +1136,9 @@ impl Encoder {
                     g *= 1.0 - theta;
                 }
                 pmf.push(runs / m as f64 * acc);
+            }
+            if mean - f64::from(k) + weighted <= tolerated && 1.0 - (below + pmf[m]) <= short {
+                return k;
             }
             below += pmf[m];
             weighted += below;
@@ -1355,21 +1366,41 @@ mod tests {
         // Runs of one answer: Poisson. With 0.225 expected losses, E[(L - 2)+] =
         // 0.225 - 2 + 2 e^-0.225 + 0.225 e^-0.225 = 0.0016986 (by hand).
         assert_eq!(
-            Encoder::compound_poisson_quantile(0.225, 1.0, 0.0018, 100),
+            Encoder::compound_poisson_quantile(0.225, 1.0, (0.0018, 1.0), 100),
             2
         );
         assert_eq!(
-            Encoder::compound_poisson_quantile(0.225, 1.0, 0.0015, 100),
+            Encoder::compound_poisson_quantile(0.225, 1.0, (0.0015, 1.0), 100),
             3
         );
         // The same mean in runs of mean 2 needs far more: a run takes several at once.
         assert_eq!(
-            Encoder::compound_poisson_quantile(0.1125, 0.5, 0.0015, 100),
+            Encoder::compound_poisson_quantile(0.1125, 0.5, (0.0015, 1.0), 100),
             8
         );
         // Never more than asked.
-        assert_eq!(Encoder::compound_poisson_quantile(50.0, 0.1, 1e-9, 12), 12);
-        assert_eq!(Encoder::compound_poisson_quantile(0.0, 1.0, 0.0, 12), 0);
+        assert_eq!(
+            Encoder::compound_poisson_quantile(50.0, 0.1, (1e-9, 1e-9), 12),
+            12
+        );
+        assert_eq!(
+            Encoder::compound_poisson_quantile(0.0, 1.0, (0.0, 0.0), 12),
+            0
+        );
+    }
+
+    #[test]
+    fn spares_make_a_short_batch_rare() {
+        // 100 answers at 3.5 % independent loss: L is Poisson(3.5). By hand,
+        // E[(L - 8)+] = 0.0146 <= 0.02 but P(L > 8) = 0.0099; P(L > 10) = 0.00102,
+        // P(L > 11) = 0.00029.
+        let q = |limits| Encoder::compound_poisson_quantile(3.5, 1.0, limits, 100);
+        assert_eq!(q((0.02, 1.0)), 8);
+        assert_eq!(q((0.02, 1e-3)), 11);
+        assert_eq!(q((1.0, 1.1e-3)), 10);
+        // A lone answer is backed by one spare whichever limit decides.
+        assert_eq!(Encoder::spares_needed(1, (0.035, 1.0), 1), 1);
+        assert_eq!(Encoder::spares_needed(100, (0.035, 1.0), 1), 11);
     }
 
     #[test]
