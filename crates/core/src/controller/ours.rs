@@ -834,6 +834,30 @@ mod tests {
     }
 
     #[test]
+    fn feedback_messages_close_together_do_not_inflate_the_rate() {
+        // 100 kpps over a 600 ms round trip with a decoder that holds 131072 sources: loss
+        // reports can be answered. The messages come in pairs 0.1 ms apart (a report right
+        // after a periodic message), each classifying 200 sources: a rate read from one
+        // message would be 2 Mpps, too many sources for the decoder to hold a round trip.
+        let mut c = Ours::new(OursParams::default(), 200);
+        for pair in 0..50u64 {
+            for offset_us in [0, 100] {
+                let now = crate::test_util::t0() + Duration::from_micros(pair * 4000 + offset_us);
+                let cx = FeedbackContext {
+                    now,
+                    rtt: Some(Duration::from_millis(600)),
+                    reach: 131_072,
+                    deadline: Some(Duration::from_millis(1200)),
+                    ..ctx(0)
+                };
+                c.on_feedback(&period(200, 2, 1), &cx);
+                assert!(c.answers_loss_reports(), "pair {pair} +{offset_us} us");
+            }
+        }
+        assert!((90_000.0..=110_000.0).contains(&c.pps), "{}", c.pps);
+    }
+
+    #[test]
     fn parses_params() {
         let p: OursParams = "z=2,target=0.01,maxdelay_ms=10".parse().unwrap();
         assert_eq!(
