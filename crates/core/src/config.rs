@@ -543,7 +543,23 @@ impl Deadline {
             Deadline::Auto => (rtt * 2).max(AUTO_DEADLINE_FLOOR),
         }
     }
+
+    /// Whether the deadline leaves a loss report its round trip whatever the path's RTT (a
+    /// multiple of at least [`ROUND_TRIP_MULTIPLE`], or `auto`), so it is known to before
+    /// any feedback measured the path.
+    pub fn leaves_round_trip(&self) -> bool {
+        match *self {
+            Deadline::Fixed(_) => false,
+            Deadline::Rtt(k) => k >= ROUND_TRIP_MULTIPLE,
+            Deadline::Auto => true,
+        }
+    }
 }
+
+/// Smallest multiple of the RTT taken to leave a loss report its round trip on any path before
+/// the path is measured (the report needs a round trip plus a few sources and milliseconds to
+/// be sure of the gap; the first feedback decides with the measured RTT and rate).
+pub const ROUND_TRIP_MULTIPLE: f64 = 1.5;
 
 impl FromStr for Deadline {
     type Err = ConfigError;
@@ -869,6 +885,9 @@ mod tests {
         );
         assert_eq!(ms(7).resolve(rtt), Duration::from_millis(7));
         assert_eq!(Deadline::Rtt(0.5).resolve(None), INITIAL_RTT / 2);
+        assert!(Deadline::Auto.leaves_round_trip() && Deadline::Rtt(2.0).leaves_round_trip());
+        assert!(!Deadline::Rtt(1.0).leaves_round_trip());
+        assert!(!Deadline::Fixed(Duration::from_secs(1)).leaves_round_trip());
     }
 
     #[test]

@@ -282,7 +282,13 @@ impl Encoder {
         let codec = EncCodec::new(scheme);
         let max_window = scheme.max_window();
         let reach = scheme.answer_reach(self.cfg.answer_reach_lag);
-        let controller = controller::build(&self.cfg.mode.controller, max_window);
+        let mut controller = controller::build(&self.cfg.mode.controller, max_window);
+        if self.cfg.deadline.is_some_and(|d| d.leaves_round_trip())
+            && self.cfg.answer_reach_lag > 0
+            && scheme.is_sliding()
+        {
+            controller.expect_loss_reports();
+        }
         let stats = EncoderStats {
             window: codec.window(),
             rate: controller.rate(),

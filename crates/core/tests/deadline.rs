@@ -735,3 +735,44 @@ fn a_learning_encoder_keeps_the_first_round_trip_for_the_first_report() {
     assert!(answer_covers(true) >= 1);
     assert_eq!(answer_covers(false), 0);
 }
+
+/// A deadline of two RTTs leaves a loss report its round trip on any path: before the first
+/// feedback the encoder sends only the probe repairs that measure the RTT (after sources 1, 2,
+/// 4, ...: 12 for 3000 sources), not a whole round trip of repairs against the prior's 5 %
+/// loss, and the first report is answered. A fixed deadline says nothing before the path is
+/// measured.
+#[test]
+fn a_deadline_past_the_round_trip_leaves_the_first_round_trip_to_loss_reports() {
+    let run = |deadline: Deadline| {
+        let mode = FecMode::parse_with_window("ours", 200).unwrap();
+        let mut cfg = EncoderConfig::new(mode).learning_answer_reach();
+        cfg.deadline = Some(deadline);
+        cfg.repair_delay = None;
+        let mut enc = Encoder::new(cfg, 1);
+        let mut now = t0();
+        let mut before = 0;
+        for n in 0..3000 {
+            now += Duration::from_micros(100);
+            enc.handle_source(0, &payload(n), now);
+            while enc.poll_repair().is_some() {
+                before += 1;
+            }
+        }
+        enc.handle_feedback(&report_of(&[(10, 1)]), now);
+        let mut covered = 0;
+        for _ in 0..50 {
+            while let Some(r) = enc.poll_repair() {
+                let (first, nss) = (r.info.first_esi, u32::from(r.info.nss));
+                covered += u32::from(first <= 10 && 10 < first + nss);
+            }
+            now += Duration::from_millis(1);
+            enc.handle_timeout(now);
+        }
+        (before, covered)
+    };
+    let (before, covered) = run(Deadline::Rtt(2.0));
+    assert_eq!(before, 12);
+    assert!(covered >= 1, "{covered}");
+    let (before, _) = run(Deadline::Fixed(Duration::from_millis(600)));
+    assert!(before > 100, "{before}");
+}

@@ -104,6 +104,12 @@ pub trait Controller: fmt::Debug + Send {
         false
     }
 
+    /// The stream's deadline leaves a loss report its round trip whatever the path
+    /// (`Deadline::leaves_round_trip`) and the decoder holds what answers need: until feedback
+    /// measures the path, answers to loss reports may stand in for the controller's own
+    /// repairs. Controllers without a deadline mode ignore it.
+    fn expect_loss_reports(&mut self) {}
+
     /// When the controller's own repairs (rate-driven and time-driven) stop, like the answers
     /// to loss reports, because the encoder sees a queue on the path (the losses of those
     /// periods then stay out of its estimate). The baselines (HIRT, rQUIC, fixed rates) keep
