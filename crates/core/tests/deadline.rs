@@ -699,6 +699,31 @@ fn sources_a_timer_apart_cost_m_over_k() {
     }
 }
 
+/// Feeds `enc` 3000 sources 100 us apart, then a report of ESI 10 lost, and runs its timers
+/// for 50 ms: the repairs before the report, and how many after it cover ESI 10.
+fn first_round_trip_then_report(enc: &mut Encoder) -> (u32, u32) {
+    let mut now = t0();
+    let mut before = 0;
+    for n in 0..3000 {
+        now += Duration::from_micros(100);
+        enc.handle_source(0, &payload(n), now);
+        while enc.poll_repair().is_some() {
+            before += 1;
+        }
+    }
+    enc.handle_feedback(&report_of(&[(10, 1)]), now);
+    let mut covered = 0;
+    for _ in 0..50 {
+        while let Some(r) = enc.poll_repair() {
+            let (first, nss) = (r.info.first_esi, u32::from(r.info.nss));
+            covered += u32::from(first <= 10 && 10 < first + nss);
+        }
+        now += Duration::from_millis(1);
+        enc.handle_timeout(now);
+    }
+    (before, covered)
+}
+
 /// A learning encoder (`EncoderConfig::learning_answer_reach`, window 16) cannot size its
 /// history before feedback measures the path, yet the first loss report, a round trip after
 /// the first sources, needs them: it keeps every source until then, so the report's answer
@@ -713,24 +738,7 @@ fn a_learning_encoder_keeps_the_first_round_trip_for_the_first_report() {
         }
         cfg.deadline = Some(Deadline::Fixed(Duration::from_millis(600)));
         cfg.repair_delay = None;
-        let mut enc = Encoder::new(cfg, 1);
-        let mut now = t0();
-        for n in 0..3000 {
-            now += Duration::from_micros(100);
-            enc.handle_source(0, &payload(n), now);
-            while enc.poll_repair().is_some() {}
-        }
-        enc.handle_feedback(&report_of(&[(10, 1)]), now);
-        let mut covered = 0;
-        for _ in 0..50 {
-            while let Some(r) = enc.poll_repair() {
-                let (first, nss) = (r.info.first_esi, u32::from(r.info.nss));
-                covered += u32::from(first <= 10 && 10 < first + nss);
-            }
-            now += Duration::from_millis(1);
-            enc.handle_timeout(now);
-        }
-        covered
+        first_round_trip_then_report(&mut Encoder::new(cfg, 1)).1
     };
     assert!(answer_covers(true) >= 1);
     assert_eq!(answer_covers(false), 0);
@@ -748,27 +756,7 @@ fn a_deadline_past_the_round_trip_leaves_the_first_round_trip_to_loss_reports() 
         let mut cfg = EncoderConfig::new(mode).learning_answer_reach();
         cfg.deadline = Some(deadline);
         cfg.repair_delay = None;
-        let mut enc = Encoder::new(cfg, 1);
-        let mut now = t0();
-        let mut before = 0;
-        for n in 0..3000 {
-            now += Duration::from_micros(100);
-            enc.handle_source(0, &payload(n), now);
-            while enc.poll_repair().is_some() {
-                before += 1;
-            }
-        }
-        enc.handle_feedback(&report_of(&[(10, 1)]), now);
-        let mut covered = 0;
-        for _ in 0..50 {
-            while let Some(r) = enc.poll_repair() {
-                let (first, nss) = (r.info.first_esi, u32::from(r.info.nss));
-                covered += u32::from(first <= 10 && 10 < first + nss);
-            }
-            now += Duration::from_millis(1);
-            enc.handle_timeout(now);
-        }
-        (before, covered)
+        first_round_trip_then_report(&mut Encoder::new(cfg, 1))
     };
     let (before, covered) = run(Deadline::Rtt(2.0));
     assert_eq!(before, 12);
