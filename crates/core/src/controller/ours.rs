@@ -84,7 +84,8 @@ const SPAN_LOSS_EVENTS: f64 = 2.0;
 /// fraction of a millisecond apart (a loss report right after a periodic one, two delivered
 /// together), and the sources one of them classifies over so short a time say little about
 /// the rate (at 100 kpps the first message gave 3.8 times the rate, which the smoothing of
-/// later messages carried for several more). Later samples are single messages, smoothed.
+/// later messages carried for several more). Later samples are single messages, smoothed;
+/// without a deadline the first is one too.
 const RATE_SAMPLE_MIN: Duration = Duration::from_millis(10);
 /// Smallest extra repair rate (per source) at which a deficit is paid back.
 const DEBT_SPEED: f64 = 0.05;
@@ -496,8 +497,9 @@ impl Controller for Ours {
             self.bursts = self.bursts * decay + f64::from(fb.bursts);
             self.burst_sum = self.burst_sum * decay + f64::from(fb.burst_sum);
             match &mut self.rate_sample {
-                // The first estimate, which the smoothing would carry for a while.
-                Some((since, count)) if self.pps == 0.0 => {
+                // The first estimate, which the smoothing would carry for a while, where it
+                // decides whether loss reports are answered (a deadline).
+                Some((since, count)) if self.pps == 0.0 && ctx.deadline.is_some() => {
                     *count += n;
                     let dt = ctx.now.saturating_duration_since(*since);
                     if dt >= RATE_SAMPLE_MIN {
@@ -508,7 +510,12 @@ impl Controller for Ours {
                 Some((since, _)) => {
                     let dt = ctx.now.saturating_duration_since(*since).as_secs_f64();
                     if dt > 0.0 {
-                        self.pps = 0.8 * self.pps + 0.2 * n / dt;
+                        let inst = n / dt;
+                        self.pps = if self.pps == 0.0 {
+                            inst
+                        } else {
+                            0.8 * self.pps + 0.2 * inst
+                        };
                     }
                     self.rate_sample = Some((ctx.now, 0.0));
                 }
