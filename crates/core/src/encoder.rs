@@ -274,6 +274,15 @@ impl Encoder {
             .map_or(0, |i| self.streams[i].next_esi)
     }
 
+    /// Whether loss reports get answers that reach past the window: a deadline asks for them,
+    /// the decoder keeps an answer reach (`answer_reach_lag`), and the code is a sliding one
+    /// (a block code's repairs cannot reach back into earlier blocks).
+    fn answers_loss_reports(&self) -> bool {
+        self.cfg.deadline.is_some()
+            && self.cfg.answer_reach_lag > 0
+            && self.cfg.mode.scheme.is_sliding()
+    }
+
     fn stream_index(&mut self, id: StreamId) -> usize {
         if let Some(i) = self.index.get(id) {
             return i;
@@ -283,10 +292,8 @@ impl Encoder {
         let max_window = scheme.max_window();
         let reach = scheme.answer_reach(self.cfg.answer_reach_lag);
         let mut controller = controller::build(&self.cfg.mode.controller, max_window);
-        if self.cfg.deadline.is_some_and(|d| d.leaves_round_trip())
-            && self.cfg.answer_reach_lag > 0
-            && scheme.is_sliding()
-        {
+        let answers_reports = self.answers_loss_reports();
+        if answers_reports && self.cfg.deadline.is_some_and(|d| d.leaves_round_trip()) {
             controller.expect_loss_reports();
         }
         let stats = EncoderStats {
@@ -338,7 +345,7 @@ impl Encoder {
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
-        if self.cfg.deadline.is_some() && self.cfg.answer_reach_lag > 0 && scheme.is_sliding() {
+        if answers_reports {
             // The decoder takes repairs as wide as the largest window
             // (`DecoderConfig::with_answer_reach`, `learning_answer_reach`): spares that back
             // up the answers of a round trip then cover them all, whatever the window.
