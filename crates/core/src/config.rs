@@ -762,6 +762,11 @@ pub struct DecoderConfig {
     /// encoder answers each missing source at most once per RTT, so repeats only replace lost
     /// reports and lost repairs).
     pub loss_report_repeat: Duration,
+    /// The recovery deadline the decoder's stats count late recoveries against
+    /// ([`crate::DecoderStats::recovered_late`]), resolved with the RTT its driver gives
+    /// ([`crate::Decoder::set_rtt`]) or, lacking one, the measured answer delay of its loss
+    /// reports. `None` (default): none is late.
+    pub recovery_deadline: Option<Deadline>,
 }
 
 /// Default [`DecoderConfig::loss_report_gap`] when loss reports are on.
@@ -822,6 +827,7 @@ impl DecoderConfig {
             in_order_max: 1024,
             loss_report_gap: None,
             loss_report_repeat: Duration::from_millis(10),
+            recovery_deadline: None,
         }
     }
 

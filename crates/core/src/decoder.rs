@@ -15,6 +15,7 @@ use crate::feedback::{Feedback, TimestampEcho};
 use crate::loss::{Arrival, LossTracker};
 use crate::order::{Held, Place, Reorder};
 use crate::overload::Budget;
+use crate::recovery_clock::RecoveryClock;
 use crate::stats::DecoderStats;
 use crate::streams::StreamMap;
 use crate::{Esi, RepairInfo, StreamId};
@@ -132,6 +133,10 @@ struct Stream {
     /// The newest ESI when a gap below it was first seen, and when (see
     /// `REORDER_WINDOW_DIVISOR`).
     gap_seen: Option<(Esi, Instant)>,
+    /// When each missing source was first known to be missing (for the recovery delays).
+    clock: RecoveryClock,
+    /// The path's RTT as the driver measured it ([`Decoder::set_rtt`]).
+    rtt: Option<Duration>,
 }
 
 /// Buffer memory of one stream of a [`Decoder`] ([`Decoder::buffer_bytes`]).
@@ -302,6 +307,8 @@ impl Decoder {
             newest_named: None,
             asked: None,
             gap_seen: None,
+            clock: RecoveryClock::default(),
+            rtt: None,
         });
         let i = self.streams.len() - 1;
         self.index.insert(id, i);
@@ -360,6 +367,7 @@ impl Decoder {
         s.answer_probe = None;
         s.asked = None;
         s.gap_seen = None;
+        s.clock.reset();
         s.stats.restarts += 1;
     }
 
@@ -402,6 +410,7 @@ impl Decoder {
         if let Some(o) = &mut s.order {
             o.expire(now, &mut |h| out.push_held(stream, h));
         }
+        let late_after = Self::late_after(&self.cfg, s);
         let mut arrival = s.tracker.on_source(esi);
         // A late original of a recovered packet is in the encoder's current ESI space (it was
         // recovered from this encoder's repairs): proof the stream is in sync, not restarted.
@@ -420,12 +429,14 @@ impl Decoder {
         let verdict = match arrival {
             Arrival::New => {
                 s.stats.delivered += 1;
+                s.clock.on_packet(esi.wrapping_add(1), Some(esi), now);
                 let Stream {
                     codec,
                     tracker,
                     stats,
                     budget,
                     order,
+                    clock,
                     ..
                 } = &mut *s;
                 let verdict = match order {
@@ -463,6 +474,7 @@ impl Decoder {
                 let _ = codec.on_source(esi, packet, &mut |e, data| {
                     if tracker.on_recovered(e) {
                         stats.recovered += 1;
+                        Self::time_recovery(clock, stats, e, late_after, now);
                         out.recovered(order, stats, stream, e, data, now);
                     }
                 });
@@ -522,6 +534,8 @@ impl Decoder {
         }
         let span = u32::from(info.nss - 1) * u32::from(info.stride);
         let last = info.first_esi.wrapping_add(span);
+        let late_after = Self::late_after(&self.cfg, s);
+        s.clock.on_packet(last.wrapping_add(1), None, now);
         if s.budget.admit(now, &mut self.rng) {
             let Stream {
                 codec,
@@ -529,6 +543,7 @@ impl Decoder {
                 stats,
                 order,
                 answer_probe,
+                clock,
                 ..
             } = &mut *s;
             let out = &mut self.out;
@@ -540,6 +555,7 @@ impl Decoder {
             let res = codec.on_repair(info, payload, &mut |e, data| {
                 if tracker.on_recovered(e) {
                     stats.recovered += 1;
+                    Self::time_recovery(clock, stats, e, late_after, now);
                     probe_recovered |= probe == Some(e);
                     out.recovered(order, stats, stream, e, data, now);
                 }
@@ -602,6 +618,43 @@ impl Decoder {
     /// How long a named loss is kept in reach for its answers: three answer delays once one
     /// was measured (the answer, and spares up to half a deadline's slack later), before
     /// that [`ASKED_HOLD_UNMEASURED`].
+    /// How long after its notice a recovery of `s` counts as late: the recovery deadline,
+    /// resolved with the driver's RTT or the answer delay of the loss reports.
+    fn late_after(cfg: &DecoderConfig, s: &Stream) -> Option<Duration> {
+        cfg.recovery_deadline
+            .map(|d| d.resolve(s.rtt.or(s.answer_delay)))
+    }
+
+    /// Records the delay of the recovery of `esi` at `now`, and whether it came late.
+    fn time_recovery(
+        clock: &RecoveryClock,
+        stats: &mut DecoderStats,
+        esi: Esi,
+        late_after: Option<Duration>,
+        now: Instant,
+    ) {
+        let delay = clock
+            .noticed(esi)
+            .map(|at| now.saturating_duration_since(at));
+        match delay {
+            Some(d) => stats.recovery_delays.record(d),
+            None => stats.recovery_delays.unknown += 1,
+        }
+        if let Some(limit) = late_after {
+            if delay.is_none_or(|d| d > limit) {
+                stats.recovered_late += 1;
+            }
+        }
+    }
+
+    /// The path's round trip as the driver measured it (e.g. the encoder of the opposite
+    /// direction), for the recovery deadline's late count when it is RTT-relative.
+    pub fn set_rtt(&mut self, stream: StreamId, rtt: Duration) {
+        if let Some(i) = self.index.get(stream) {
+            self.streams[i].rtt = Some(rtt);
+        }
+    }
+
     fn asked_hold(s: &Stream) -> Duration {
         s.answer_delay.map_or(ASKED_HOLD_UNMEASURED, |d| {
             (d * 3).min(ASKED_HOLD_UNMEASURED)

@@ -36,6 +36,7 @@ mod loss;
 mod order;
 mod overload;
 pub mod path;
+mod recovery_clock;
 mod stats;
 mod streams;
 mod timestamp;
@@ -50,7 +51,7 @@ pub use decoder::{Decoder, DecoderBuffers, Recovered, Verdict};
 pub use encoder::{Encoder, Repair, SourceTag};
 pub use feedback::{EsiRange, Feedback, FeedbackError, FeedbackView, LossReport, TimestampEcho};
 pub use hirt_fec::{Esi, RepairInfo, SchemeId};
-pub use stats::{DecoderStats, EncoderStats};
+pub use stats::{DecoderStats, EncoderStats, RecoveryDelays};
 
 /// Identifies one independent encoder/decoder pair inside the tunnel (HIRT Fig. 3): each stream
 /// has its own ESI space, code state, controller and feedback.

@@ -116,4 +116,127 @@ pub struct DecoderStats {
     pub repairs_behind: u64,
     /// The repair lag the stream's code keeps, when it grew past the configured one (else 0).
     pub repair_lag: u64,
+    /// Recoveries later than the recovery deadline ([`crate::DecoderConfig::recovery_deadline`])
+    /// after the decoder knew of the loss, or whose notice time was no longer known (0 without
+    /// a deadline). `recovered - recovered_late` were recovered in time.
+    pub recovered_late: u64,
+    /// How long recoveries took from the arrival of the first packet that showed the loss.
+    pub recovery_delays: RecoveryDelays,
+}
+
+/// Buckets per doubling of [`RecoveryDelays`].
+const DELAY_BUCKETS_PER_OCTAVE: f64 = 4.0;
+/// Upper bound of the first bucket of [`RecoveryDelays`], microseconds.
+const DELAY_FIRST_BOUND_US: f64 = 64.0;
+/// Buckets of [`RecoveryDelays`]: up to 64 us, then a quarter octave each up to 3.5 s; the
+/// last takes all above.
+const DELAY_BUCKETS: usize = 64;
+
+/// A histogram of recovery delays: buckets a quarter of an octave wide (19 %) from 64 us up,
+/// plus the largest delay. Quantiles read as their bucket's upper bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryDelays {
+    buckets: [u64; DELAY_BUCKETS],
+    /// Recoveries whose loss had no notice time left (see the decoder's recovery clock).
+    pub unknown: u64,
+    /// The largest delay recorded.
+    pub max: Duration,
+}
+
+impl Default for RecoveryDelays {
+    fn default() -> Self {
+        RecoveryDelays {
+            buckets: [0; DELAY_BUCKETS],
+            unknown: 0,
+            max: Duration::ZERO,
+        }
+    }
+}
+
+impl RecoveryDelays {
+    fn bucket(delay: Duration) -> usize {
+        let us = delay.as_secs_f64() * 1e6;
+        if us <= DELAY_FIRST_BOUND_US {
+            return 0;
+        }
+        let i = (DELAY_BUCKETS_PER_OCTAVE * (us / DELAY_FIRST_BOUND_US).log2()).ceil();
+        (i as usize).min(DELAY_BUCKETS - 1)
+    }
+
+    fn bound(i: usize) -> Duration {
+        let us = DELAY_FIRST_BOUND_US * (i as f64 / DELAY_BUCKETS_PER_OCTAVE).exp2();
+        Duration::from_nanos((us * 1e3).round() as u64)
+    }
+
+    /// Counts one recovery that took `delay`.
+    pub fn record(&mut self, delay: Duration) {
+        self.buckets[Self::bucket(delay)] += 1;
+        self.max = self.max.max(delay);
+    }
+
+    /// Recoveries recorded with a delay.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Recoveries that took at most `limit` (counted by bucket: those in the bucket that holds
+    /// `limit` count as within it).
+    pub fn within(&self, limit: Duration) -> u64 {
+        self.buckets[..=Self::bucket(limit)].iter().sum()
+    }
+
+    /// The delay below which a fraction `q` of the recoveries fall (the upper bound of its
+    /// bucket, at most the largest delay), or `None` before any.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let n = self.count();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in self.buckets.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                // The last bucket has no upper bound but the largest delay.
+                let last = i == DELAY_BUCKETS - 1;
+                return Some(if last {
+                    self.max
+                } else {
+                    Self::bound(i).min(self.max)
+                });
+            }
+        }
+        Some(self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovery_delay_quantiles_read_as_their_bucket_bound() {
+        let ms = Duration::from_millis;
+        let mut d = RecoveryDelays::default();
+        assert_eq!(d.quantile(0.99), None);
+        for _ in 0..98 {
+            d.record(Duration::from_micros(50));
+        }
+        d.record(ms(3));
+        d.record(ms(52));
+        assert_eq!(d.count(), 100);
+        // 50 us is in the first bucket (<= 64 us).
+        assert_eq!(d.quantile(0.5), Some(Duration::from_micros(64)));
+        // 3 ms: 64 us x 2^(23/4) = 3.444 ms is the bound of its bucket (2^(22/4) gives 2.896).
+        let p99 = d.quantile(0.99).unwrap();
+        assert!(p99 > Duration::from_micros(3444) && p99 < Duration::from_micros(3445));
+        assert_eq!(d.quantile(1.0), Some(ms(52)));
+        assert_eq!(d.max, ms(52));
+        assert_eq!(d.within(ms(2)), 98);
+        assert_eq!(d.within(ms(3)), 99);
+        assert_eq!(d.within(ms(60)), 100);
+        // Beyond the last bound everything lands in the last bucket.
+        d.record(Duration::from_secs(100));
+        assert_eq!(d.quantile(1.0), Some(Duration::from_secs(100)));
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use hirt_core::{
-    Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId, Verdict,
+    Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId, Verdict,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -345,6 +345,52 @@ fn time_driven_repair_bounds_recovery_delay() {
     }
     assert_eq!(worst, Duration::from_millis(5));
     assert_eq!(enc.stats(0).unwrap().repairs_timer, 30);
+}
+
+#[test]
+fn recovery_delays_count_from_the_packet_that_showed_the_loss() {
+    // Sources every 20 ms, source 1 lost and the timer repair after it too: the decoder
+    // learns of the loss when source 2 arrives (40 ms), and the timer repair after source 2
+    // (45 ms) recovers it: 5 ms. Against a 3 ms deadline that is late, against 10 ms (or an
+    // RTT-relative one resolved with the RTT the driver gives) it is in time.
+    let ms = Duration::from_millis;
+    for (deadline, rtt, late) in [
+        (Deadline::Fixed(ms(3)), None, 1),
+        (Deadline::Fixed(ms(10)), None, 0),
+        (Deadline::Rtt(2.0), Some(ms(2)), 1),
+        (Deadline::Rtt(2.0), Some(ms(3)), 0),
+    ] {
+        let mode: FecMode = "hirt:w=200".parse().unwrap();
+        let mut cfg = EncoderConfig::new(mode.clone());
+        cfg.repair_delay = Some(ms(5));
+        cfg.repair_retries = 0;
+        let mut enc = Encoder::new(cfg, 1);
+        let mut dcfg = DecoderConfig::new(mode.scheme);
+        dcfg.recovery_deadline = Some(deadline);
+        let mut dec = Decoder::new(dcfg, 1);
+        let base = t0();
+        let mut recovered = Vec::new();
+        for k in 0..3u32 {
+            let sent = base + ms(20) * k;
+            let data = payload(0, k);
+            let tag = enc.handle_source(0, &data, sent);
+            if k != 1 {
+                dec.handle_source(0, tag.esi, &data, sent);
+            }
+            if let Some(rtt) = rtt {
+                dec.set_rtt(0, rtt);
+            }
+            let due = enc.poll_timeout().unwrap();
+            enc.handle_timeout(due);
+            recovered.extend(deliver_repairs(&mut enc, &mut dec, due, k == 1));
+        }
+        assert_eq!(recovered, vec![1]);
+        let st = dec.stats(0).unwrap();
+        assert_eq!(st.recovery_delays.count(), 1);
+        assert_eq!(st.recovery_delays.max, ms(5));
+        assert_eq!(st.recovery_delays.unknown, 0);
+        assert_eq!(st.recovered_late, late, "{deadline:?} rtt {rtt:?}");
+    }
 }
 
 /// Drains the encoder's repairs into the decoder at `now` (or drops them); returns the ESIs

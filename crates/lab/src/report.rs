@@ -95,6 +95,14 @@ pub struct FecStats {
     pub repairs: u64,
     /// Lost source packets recovered by the decoders.
     pub recovered: u64,
+    /// Of those, recovered later than the tunnel's recovery deadline after the decoder knew
+    /// of the loss (0 without a deadline).
+    pub recovered_late: u64,
+    /// The larger of the two decoders' 99th percentile of the time from the first packet that
+    /// showed a loss to its recovery, ms (quarter-octave buckets, read as their upper bound).
+    pub recovery_delay_p99_ms: f64,
+    /// The longest such time at either decoder, ms.
+    pub recovery_delay_max_ms: f64,
     /// Losses the decoders could not recover.
     pub unrecoverable: u64,
     /// Originals dropped because they arrived after their recovery.
@@ -172,6 +180,8 @@ impl Comparison {
             "lossless_goodput_mbps": self.lossless.as_ref().map(|l| l.goodput_mbps),
             "lossless_mean_ms": self.lossless.as_ref().map(|l| l.mean_ms),
             "recovered": fs.recovered,
+            "recovered_late": fs.recovered_late,
+            "recovery_delay_p99_ms": fs.recovery_delay_p99_ms,
             "unrecoverable": fs.unrecoverable,
             "duplicates": fs.duplicates,
             "held": fs.held,
@@ -257,11 +267,14 @@ impl Comparison {
         if let Some(fs) = &self.fec_stats {
             let _ = writeln!(
                 out,
-                "FEC: overhead {:.2}% ({} repairs / {} sources), recovered {}, unrecoverable {}, duplicates {}, held in order {} (holes given up {}) [{}]",
+                "FEC: overhead {:.2}% ({} repairs / {} sources), recovered {} ({} late; delay p99 {:.1} ms, max {:.1} ms), unrecoverable {}, duplicates {}, held in order {} (holes given up {}) [{}]",
                 fs.overhead * 100.0,
                 fs.repairs,
                 fs.sources,
                 fs.recovered,
+                fs.recovered_late,
+                fs.recovery_delay_p99_ms,
+                fs.recovery_delay_max_ms,
                 fs.unrecoverable,
                 fs.duplicates,
                 fs.held,
@@ -450,6 +463,8 @@ mod tests {
             "baseline_p50_ms",
             "fec_p50_ms",
             "recovered",
+            "recovered_late",
+            "recovery_delay_p99_ms",
             "unrecoverable",
             "overhead",
         ] {

@@ -407,6 +407,10 @@ impl Tunnel {
                 f.sources += g("enc_packets_in");
                 f.repairs += g("repairs_sent");
                 f.recovered += g("recovered");
+                f.recovered_late += g("recovered_late");
+                let ms = |k: &str| g(k) as f64 / 1e3;
+                f.recovery_delay_p99_ms = f.recovery_delay_p99_ms.max(ms("recovery_delay_p99_us"));
+                f.recovery_delay_max_ms = f.recovery_delay_max_ms.max(ms("recovery_delay_max_us"));
                 f.unrecoverable += g("unrecoverable");
                 f.duplicates += g("duplicates");
                 f.held += g("held");

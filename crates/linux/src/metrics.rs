@@ -94,6 +94,16 @@ counters!(
         repairs_used: Counter,
         /// Packets recovered.
         recovered: Counter,
+        /// Of those, recovered later than the recovery deadline after the decoder knew of the
+        /// loss (copied from the decoder; 0 without `--deadline`).
+        recovered_late: Counter,
+        /// Median time from the first packet that showed a loss to its recovery, microseconds
+        /// (gauge, since the stream began; quarter-octave buckets read as their upper bound).
+        recovery_delay_p50_us: Gauge,
+        /// 99th percentile of that time, microseconds (gauge).
+        recovery_delay_p99_us: Gauge,
+        /// Longest such time, microseconds (gauge).
+        recovery_delay_max_us: Gauge,
         /// Losses the decoder detected (ESI gaps).
         losses: Counter,
         /// Losses that were never recovered.

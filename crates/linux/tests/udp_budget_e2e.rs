@@ -40,6 +40,11 @@ struct StreamRun {
     /// The server decoder's loss reports and unrecoverable losses.
     loss_reports: u64,
     unrecoverable: u64,
+    /// The server decoder's recoveries, those later than its recovery deadline, and the 99th
+    /// percentile of the time from the packet that showed a loss to its recovery.
+    recovered: u64,
+    recovered_late: u64,
+    recovery_delay_p99_us: u64,
 }
 
 impl StreamRun {
@@ -83,8 +88,15 @@ impl StreamRun {
             eprintln!("  delays > 0.3 ms per 0.25 ms: {buckets:?}");
         }
         eprintln!(
-            "  loss reports {}, answers {}, congestion signals {}, unrecoverable {}",
-            self.loss_reports, self.answers, self.congestion_signals, self.unrecoverable
+            "  loss reports {}, answers {}, congestion signals {}, unrecoverable {}; \
+             recovered {} ({} late), recovery delay p99 {:.2} ms",
+            self.loss_reports,
+            self.answers,
+            self.congestion_signals,
+            self.unrecoverable,
+            self.recovered,
+            self.recovered_late,
+            self.recovery_delay_p99_us as f64 / 1e3,
         );
     }
 }
@@ -190,6 +202,15 @@ fn paced_stream(
         congestion_signals: sum(cm, |x| &x.congestion_signals),
         loss_reports: sum(&server.metrics, |x| &x.loss_reports),
         unrecoverable: sum(&server.metrics, |x| &x.unrecoverable),
+        recovered: sum(&server.metrics, |x| &x.recovered),
+        recovered_late: sum(&server.metrics, |x| &x.recovered_late),
+        recovery_delay_p99_us: server
+            .metrics
+            .streams
+            .iter()
+            .map(|x| x.recovery_delay_p99_us.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0),
     };
     for &(id, _) in &got {
         if let Some(c) = run.seen.get_mut(id as usize) {
@@ -244,6 +265,22 @@ fn default_command_three_percent_each_way() {
     let missing = run.not_once();
     assert!(missing.len() <= 4, "not delivered: {missing:?}");
     assert!(run.overhead() < 0.15, "overhead {:.3}", run.overhead());
+    // The decoder's own account: its recoveries come within the deadline (`auto`: 10 ms on
+    // this path), a few at most late on a loaded machine.
+    if deadline.is_none() {
+        assert!(run.recovered > 300, "recovered {}", run.recovered);
+        assert!(
+            run.recovered_late * 100 <= run.recovered,
+            "{} of {} recoveries late",
+            run.recovered_late,
+            run.recovered
+        );
+        assert!(
+            run.recovery_delay_p99_us < 10_000,
+            "recovery delay p99 {} us",
+            run.recovery_delay_p99_us
+        );
+    }
 }
 
 /// `-f 20:10` sends 10 repairs per 20 sources, within 5% of that ratio, at 200, 2,000 and

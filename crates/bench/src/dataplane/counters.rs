@@ -12,6 +12,8 @@ pub struct Snapshot {
     pub losses: u64,
     /// Of those, recovered.
     pub recovered: u64,
+    /// Of those, recovered later than the recovery deadline (0 without one).
+    pub recovered_late: u64,
     /// Losses the decoder gave up on.
     pub unrecoverable: u64,
     /// Repairs the encoder sent.
@@ -59,6 +61,7 @@ impl Snapshot {
         Snapshot {
             losses: sum(dm, |s| &s.losses),
             recovered: sum(dm, |s| &s.recovered),
+            recovered_late: sum(dm, |s| &s.recovered_late),
             unrecoverable: sum(dm, |s| &s.unrecoverable),
             repairs: sum(em, |s| &s.repairs_sent),
             repair_bytes: sum(em, |s| &s.repair_bytes_sent),
@@ -80,6 +83,7 @@ impl Snapshot {
         Snapshot {
             losses: self.losses.saturating_sub(before.losses),
             recovered: self.recovered.saturating_sub(before.recovered),
+            recovered_late: self.recovered_late.saturating_sub(before.recovered_late),
             unrecoverable: self.unrecoverable.saturating_sub(before.unrecoverable),
             repairs: self.repairs.saturating_sub(before.repairs),
             repair_bytes: self.repair_bytes.saturating_sub(before.repair_bytes),

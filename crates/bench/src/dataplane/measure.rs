@@ -178,6 +178,7 @@ pub fn one_run(
         run.offered_fec.push(LoadCounters {
             losses: d.losses,
             recovered: d.recovered,
+            recovered_late: d.recovered_late,
             repairs: d.repairs,
             repairs_received: d.repairs_received,
             overhead: d.overhead(),
@@ -251,6 +252,7 @@ pub fn goal_check(t: &Topo, args: &DataplaneConfig, pps: u64) -> anyhow::Result<
     let LoadCounters {
         losses,
         recovered,
+        recovered_late,
         overhead,
         overload_skips: skips,
         link_drops: link,
@@ -262,11 +264,15 @@ pub fn goal_check(t: &Topo, args: &DataplaneConfig, pps: u64) -> anyhow::Result<
         congestion_signals,
         ..
     } = r.offered_fec[0];
-    let recovered_ratio = if losses > 0 {
-        (recovered as f64 / losses as f64).min(1.0)
-    } else {
-        1.0
+    let ratio = |n: u64| {
+        if losses > 0 {
+            (n as f64 / losses as f64).min(1.0)
+        } else {
+            1.0
+        }
     };
+    let recovered_ratio = ratio(recovered);
+    let recovered_in_time_ratio = ratio(recovered.saturating_sub(recovered_late));
     let delivered_ratio = received as f64 / sent.max(1) as f64;
     Ok(GoalCheck {
         offered_pps: pps,
@@ -276,6 +282,8 @@ pub fn goal_check(t: &Topo, args: &DataplaneConfig, pps: u64) -> anyhow::Result<
         tunnel_losses: losses,
         recovered,
         recovered_ratio,
+        recovered_late,
+        recovered_in_time_ratio,
         delivered_ratio,
         overhead,
         overload_skips: skips,

@@ -153,6 +153,7 @@ pub fn run(args: DataplaneConfig) -> anyhow::Result<()> {
         // The goal itself: FEC at 3% loss offered 0.85 x the no-FEC capacity.
         "goal_3pct_offered_pps": goal.offered_pps,
         "goal_3pct_recovered_ratio": goal.recovered_ratio,
+        "goal_3pct_recovered_in_time_ratio": goal.recovered_in_time_ratio,
         "goal_3pct_delivered_ratio": goal.delivered_ratio,
         "goal_3pct_met": goal.met,
         "goal_3pct_tries": goal_tries.len(),

@@ -14,6 +14,8 @@ pub struct LoadCounters {
     pub losses: u64,
     /// Of those, recovered.
     pub recovered: u64,
+    /// Of those, recovered later than the recovery deadline (0 without one).
+    pub recovered_late: u64,
     /// Repairs the encoder sent.
     pub repairs: u64,
     /// Repairs the decoder received (the rest were lost on the link or dropped on the way).
@@ -127,6 +129,10 @@ pub struct GoalCheck {
     pub recovered: u64,
     /// recovered / tunnel_losses (1.0 without losses).
     pub recovered_ratio: f64,
+    /// Of the recovered, those later than the recovery deadline (`--deadline`; 0 without one).
+    pub recovered_late: u64,
+    /// (recovered - recovered_late) / tunnel_losses (1.0 without losses).
+    pub recovered_in_time_ratio: f64,
     /// received / sent: what the application saw.
     pub delivered_ratio: f64,
     /// Repair overhead (repair bytes / source bytes).

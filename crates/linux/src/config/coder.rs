@@ -136,6 +136,7 @@ impl CoderSettings {
         c.overload_threshold = self.overload_threshold;
         c.in_order = self.in_order;
         c.loss_report_gap = self.deadline.map(|_| hirt_core::DEFAULT_LOSS_REPORT_GAP);
+        c.recovery_deadline = self.deadline;
         c
     }
 }

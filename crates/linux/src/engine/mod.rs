@@ -669,7 +669,19 @@ impl<X> StreamCoder<X> {
             }
         }
         let no_enc = !self.slots.encodes();
-        if let Some(d) = self.slots.dec(self.stream) {
+        // The encoder of the opposite direction measures the path's RTT; the decoder's late
+        // count resolves an RTT-relative deadline with it.
+        let rtts: Vec<(StreamId, Duration)> = match self.slots.enc(self.stream) {
+            Some(e) => e
+                .streams()
+                .filter_map(|s| Some((s, e.stats(s)?.rtt?)))
+                .collect(),
+            None => Vec::new(),
+        };
+        if let Some(mut d) = self.slots.dec(self.stream) {
+            for &(s, rtt) in &rtts {
+                d.dec.set_rtt(s, rtt);
+            }
             self.metrics
                 .stream(self.stream)
                 .dec_output_bytes
@@ -691,6 +703,16 @@ impl<X> StreamCoder<X> {
                     c.repair_lag_grown.store(st.repair_lag, Relaxed);
                     c.loss_reports.store(st.loss_reports, Relaxed);
                     c.ce_marks.store(st.ce_marks, Relaxed);
+                    c.recovered_late.store(st.recovered_late, Relaxed);
+                    let us = |q: f64| {
+                        st.recovery_delays
+                            .quantile(q)
+                            .map_or(0, |d| d.as_micros() as u64)
+                    };
+                    c.recovery_delay_p50_us.store(us(0.5), Relaxed);
+                    c.recovery_delay_p99_us.store(us(0.99), Relaxed);
+                    c.recovery_delay_max_us
+                        .store(st.recovery_delays.max.as_micros() as u64, Relaxed);
                     if no_enc {
                         c.overload_skips.store(st.overload_skips, Relaxed);
                     }
