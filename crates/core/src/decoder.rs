@@ -615,9 +615,6 @@ impl Decoder {
         Ok(())
     }
 
-    /// How long a named loss is kept in reach for its answers: three answer delays once one
-    /// was measured (the answer, and spares up to half a deadline's slack later), before
-    /// that [`ASKED_HOLD_UNMEASURED`].
     /// How long after its notice a recovery of `s` counts as late: the recovery deadline,
     /// resolved with the driver's RTT or the answer delay of the loss reports.
     fn late_after(cfg: &DecoderConfig, s: &Stream) -> Option<Duration> {
@@ -655,6 +652,9 @@ impl Decoder {
         }
     }
 
+    /// How long a named loss is kept in reach for its answers: three answer delays once one
+    /// was measured (the answer, and spares up to half a deadline's slack later), before
+    /// that [`ASKED_HOLD_UNMEASURED`].
     fn asked_hold(s: &Stream) -> Duration {
         s.answer_delay.map_or(ASKED_HOLD_UNMEASURED, |d| {
             (d * 3).min(ASKED_HOLD_UNMEASURED)
