@@ -504,6 +504,30 @@ impl fmt::Display for FecMode {
     }
 }
 
+/// What a hole in the sequence holds back under in-order release ([`DecoderConfig::in_order`]).
+/// Parsed from `flow` / `stream`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum HoldScope {
+    /// The sources of the flows suspected of a packet in the hole (the flow of the source that
+    /// showed it and of the few before it); other flows pass. Sources with no flow named are
+    /// held like [`HoldScope::Stream`].
+    #[default]
+    Flow,
+    /// Every later source of the stream.
+    Stream,
+}
+
+impl std::str::FromStr for HoldScope {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "flow" => Ok(HoldScope::Flow),
+            "stream" => Ok(HoldScope::Stream),
+            _ => Err(invalid("in-order scope (flow or stream)", s)),
+        }
+    }
+}
+
 /// A recovery deadline: how late after its original would have arrived a recovered source is
 /// still worth delivering. A transport recovers a loss itself after about one RTT (QUIC: 9/8 RTT,
 /// TCP: RTT + at least 200 ms), so a later recovery only adds a duplicate.
@@ -753,6 +777,10 @@ pub struct DecoderConfig {
     pub in_order: Option<Duration>,
     /// Most sources held per stream for in-order release; beyond, the first hole is given up.
     pub in_order_max: usize,
+    /// What a hole holds back: the flows suspected of a packet in it (the default; sources
+    /// whose flow the caller names, see [`crate::Decoder::handle_source_in_flow`]) or every
+    /// later source of the stream.
+    pub in_order_scope: HoldScope,
     /// Loss reports (loss-triggered repair): as soon as sources are declared lost, a feedback
     /// naming the ones still missing goes out, at most one per this gap per stream; while some
     /// stay missing, the report is repeated after twice the measured answer delay, at most
@@ -825,6 +853,7 @@ impl DecoderConfig {
             max_streams: 64,
             in_order: None,
             in_order_max: 1024,
+            in_order_scope: HoldScope::Flow,
             loss_report_gap: None,
             loss_report_repeat: Duration::from_millis(10),
             recovery_deadline: None,

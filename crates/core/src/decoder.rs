@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::codec::DecCodec;
-use crate::config::{DecoderConfig, SchemeConfig, MAX_WINDOW};
+use crate::config::{Deadline, DecoderConfig, HoldScope, SchemeConfig, MAX_WINDOW};
 use crate::feedback::{Feedback, TimestampEcho};
 use crate::loss::{Arrival, LossTracker};
 use crate::order::{Held, Place, Reorder};
@@ -211,7 +211,7 @@ impl Out {
         };
         self.make_room(o, stream);
         match o.place(esi) {
-            Place::Now => {
+            Place::Now | Place::Pass => {
                 self.push(stream, esi, data);
                 o.release(&mut |h| self.push_held(stream, h));
             }
@@ -222,6 +222,7 @@ impl Out {
                     esi,
                     at: now,
                     original: false,
+                    passed: false,
                     meta: 0,
                     data,
                 });
@@ -234,6 +235,28 @@ impl Out {
         if o.full() {
             o.skip_hole(&mut |h| self.push_held(stream, h));
         }
+    }
+}
+
+/// What makes a recovery late: the recovery deadline and the RTT it may be relative to (the
+/// RTT the encoder of the opposite direction measured, or else the answer delay of the
+/// decoder's loss reports), resolved only when something is recovered.
+#[derive(Clone, Copy)]
+struct LateAfter {
+    deadline: Option<Deadline>,
+    rtt: Option<Duration>,
+}
+
+impl LateAfter {
+    fn of(cfg: &DecoderConfig, s: &Stream) -> Self {
+        LateAfter {
+            deadline: cfg.recovery_deadline,
+            rtt: s.rtt.or(s.answer_delay),
+        }
+    }
+
+    fn resolve(self) -> Option<Duration> {
+        self.deadline.map(|d| d.resolve(self.rtt))
     }
 }
 
@@ -361,7 +384,11 @@ impl Decoder {
         }
         s.codec = Self::new_codec(cfg, s.repair_lag);
         s.tracker = Self::new_tracker(cfg, s.repair_lag);
+        let counts = s.order.as_ref().map(|o| (o.skipped, o.passed));
         s.order = Self::new_order(cfg);
+        if let (Some(o), Some((skipped, passed))) = (&mut s.order, counts) {
+            (o.skipped, o.passed) = (skipped, passed);
+        }
         s.refused_run = 0;
         s.newest_named = None;
         s.answer_probe = None;
@@ -400,6 +427,25 @@ impl Decoder {
         meta: u32,
         now: Instant,
     ) -> Verdict {
+        self.handle_source_in_flow(stream, esi, packet, meta, 0, now)
+    }
+
+    /// [`Decoder::handle_source_with`] for a source of flow `flow` (a hash of its 5-tuple; 0:
+    /// not known). With [`HoldScope::Flow`], in-order release holds it behind a hole only when
+    /// its flow is suspected of a packet in the hole (see the `order` module).
+    pub fn handle_source_in_flow(
+        &mut self,
+        stream: StreamId,
+        esi: Esi,
+        packet: &[u8],
+        meta: u32,
+        flow: u64,
+        now: Instant,
+    ) -> Verdict {
+        let flow = match self.cfg.in_order_scope {
+            HoldScope::Flow => flow,
+            HoldScope::Stream => 0,
+        };
         let Some(i) = self.stream_index(stream) else {
             self.untracked += 1;
             return Verdict::Deliver;
@@ -410,7 +456,7 @@ impl Decoder {
         if let Some(o) = &mut s.order {
             o.expire(now, &mut |h| out.push_held(stream, h));
         }
-        let late_after = Self::late_after(&self.cfg, s);
+        let late_after = LateAfter::of(&self.cfg, s);
         let mut arrival = s.tracker.on_source(esi);
         // A late original of a recovered packet is in the encoder's current ESI space (it was
         // recovered from this encoder's repairs): proof the stream is in sync, not restarted.
@@ -443,9 +489,11 @@ impl Decoder {
                     None => Verdict::Deliver,
                     Some(o) => {
                         out.make_room(o, stream);
-                        let place = o.place(esi);
+                        let place = o.place_in_flow(esi, flow, now);
                         if place == Place::Now && out.queue.is_empty() {
                             o.release(&mut |h| out.push_held(stream, h));
+                            Verdict::Deliver
+                        } else if place == Place::Pass && out.queue.is_empty() {
                             Verdict::Deliver
                         } else {
                             // Behind a hole, or behind packets released just now that the
@@ -455,14 +503,17 @@ impl Decoder {
                                 esi,
                                 at: now,
                                 original: true,
+                                passed: false,
                                 meta,
                                 data: out.copy(packet),
                             };
-                            if place == Place::Now {
-                                out.push_held(stream, h);
-                                o.release(&mut |h| out.push_held(stream, h));
-                            } else {
-                                o.hold(h);
+                            match place {
+                                Place::Now => {
+                                    out.push_held(stream, h);
+                                    o.release(&mut |h| out.push_held(stream, h));
+                                }
+                                Place::Pass => out.push_held(stream, h),
+                                Place::Hold => o.hold(h),
                             }
                             Verdict::Hold
                         }
@@ -534,7 +585,7 @@ impl Decoder {
         }
         let span = u32::from(info.nss - 1) * u32::from(info.stride);
         let last = info.first_esi.wrapping_add(span);
-        let late_after = Self::late_after(&self.cfg, s);
+        let late_after = LateAfter::of(&self.cfg, s);
         s.clock.on_packet(last.wrapping_add(1), None, now);
         if s.budget.admit(now, &mut self.rng) {
             let Stream {
@@ -617,17 +668,12 @@ impl Decoder {
 
     /// How long after its notice a recovery of `s` counts as late: the recovery deadline,
     /// resolved with the driver's RTT or the answer delay of the loss reports.
-    fn late_after(cfg: &DecoderConfig, s: &Stream) -> Option<Duration> {
-        cfg.recovery_deadline
-            .map(|d| d.resolve(s.rtt.or(s.answer_delay)))
-    }
-
     /// Records the delay of the recovery of `esi` at `now`, and whether it came late.
     fn time_recovery(
         clock: &RecoveryClock,
         stats: &mut DecoderStats,
         esi: Esi,
-        late_after: Option<Duration>,
+        late_after: LateAfter,
         now: Instant,
     ) {
         let delay = clock
@@ -637,7 +683,7 @@ impl Decoder {
             Some(d) => stats.recovery_delays.record(d),
             None => stats.recovery_delays.unknown += 1,
         }
-        if let Some(limit) = late_after {
+        if let Some(limit) = late_after.resolve() {
             if delay.is_none_or(|d| d > limit) {
                 stats.recovered_late += 1;
             }
@@ -693,6 +739,7 @@ impl Decoder {
             let (out, stream) = (&mut self.out, s.id);
             o.skip_before(s.tracker.finalized(), &mut |h| out.push_held(stream, h));
             s.stats.order_skipped = o.skipped;
+            s.stats.order_passed = o.passed;
         }
         s.stats.lost = s.tracker.total_lost;
         s.stats.residual = s.tracker.total_residual;

@@ -43,7 +43,7 @@ mod timestamp;
 
 pub use config::{
     answer_reach_lag, ConfigError, ControllerConfig, Deadline, DecoderConfig, EncoderConfig,
-    FecMode, SchemeConfig, AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP,
+    FecMode, HoldScope, SchemeConfig, AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP,
     DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY, DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW,
     INITIAL_RTT, LEARNED_ANSWER_REACH_LIMIT, LOSS_REPORT_REPAIR_LAG,
 };

@@ -8,6 +8,14 @@
 //! packet a few milliseconds later; TCP's SACK/RACK reacts likewise, only later. Holding the later
 //! sources turns a recovered loss into a short delay of a few packets, which no transport treats
 //! as congestion. The cost is that delay, bounded by the hold time, and one copy per held packet.
+//!
+//! Holding is per flow when the caller names each source's flow (a hash of its 5-tuple): a
+//! source passes an open hole unless its flow is suspected of a packet in it. The decoder cannot
+//! know the flow of a missing packet, so the suspects are the flows of the packet that showed
+//! the hole and of the [`RECENT`] arrivals before it: a burst loss takes consecutive packets, and
+//! a sender's packets leave in runs. A tunnel that carries many connections then delays, for one
+//! loss, the connection that lost it (and its neighbours on the wire), not every packet behind it.
+//! A flow wrongly let through sees what it would without the tunnel: reordering.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -18,6 +26,11 @@ fn diff(a: Esi, b: Esi) -> i64 {
     i64::from(a.wrapping_sub(b) as i32)
 }
 
+/// Flows of the latest arrivals that a new hole makes suspects.
+const RECENT: usize = 8;
+/// Suspected flows tracked while holes are open; past it every flow is held until they close.
+const SUSPECTS: usize = 32;
+
 /// A packet waiting for its turn.
 #[derive(Debug)]
 pub(crate) struct Held {
@@ -25,6 +38,8 @@ pub(crate) struct Held {
     pub(crate) at: Instant,
     /// An original (true) or a recovered source.
     pub(crate) original: bool,
+    /// Delivered already (its flow passed the hole): only its place in the order is kept.
+    pub(crate) passed: bool,
     /// The caller's value for an original (e.g. the fields the symbol does not cover).
     pub(crate) meta: u32,
     pub(crate) data: Vec<u8>,
@@ -37,6 +52,9 @@ pub(crate) enum Place {
     Now,
     /// Hold it: a source before it is missing.
     Hold,
+    /// Deliver it now although a source before it is missing: its flow is not suspected of a
+    /// packet in the hole ([`Reorder::place_in_flow`] kept its place in the order).
+    Pass,
 }
 
 /// The release state of one stream.
@@ -52,6 +70,16 @@ pub(crate) struct Reorder {
     oldest: Option<Instant>,
     /// Missing ESIs given up (deadline, no more repairs can cover them, or too many held).
     pub(crate) skipped: u64,
+    /// Sources delivered past an open hole ([`Place::Pass`]).
+    pub(crate) passed: u64,
+    /// The newest ESI placed: a source beyond the next one after it shows a new hole.
+    top: Option<Esi>,
+    /// Flows of the latest arrivals (0: none), a ring.
+    recent: [u64; RECENT],
+    recent_at: usize,
+    /// Flows held while holes are open; `hold_all` once more than [`SUSPECTS`] were suspected.
+    suspects: Vec<u64>,
+    hold_all: bool,
 }
 
 impl Reorder {
@@ -63,12 +91,73 @@ impl Reorder {
             held: VecDeque::new(),
             oldest: None,
             skipped: 0,
+            passed: 0,
+            top: None,
+            recent: [0; RECENT],
+            recent_at: 0,
+            suspects: Vec::with_capacity(SUSPECTS),
+            hold_all: false,
+        }
+    }
+
+    /// Where source `esi` of flow `flow` goes (0: a flow not known, held behind any hole).
+    /// [`Place::Pass`] is delivered by the caller like [`Place::Now`], without
+    /// [`Reorder::release`]; its place in the order is kept here until the hole closes.
+    pub(crate) fn place_in_flow(&mut self, esi: Esi, flow: u64, now: Instant) -> Place {
+        let new_hole = self.top.is_some_and(|t| diff(esi, t) > 1);
+        let mut place = self.place(esi);
+        if place == Place::Hold && new_hole {
+            let recent = self.recent;
+            for f in std::iter::once(flow).chain(recent) {
+                self.suspect(f);
+            }
+        }
+        if flow != 0
+            && place == Place::Hold
+            && !self.hold_all
+            && !self.suspects.contains(&flow)
+        {
+            self.passed += 1;
+            self.hold(Held {
+                esi,
+                at: now,
+                original: true,
+                passed: true,
+                meta: 0,
+                data: Vec::new(),
+            });
+            place = Place::Pass;
+        }
+        self.recent[self.recent_at] = flow;
+        self.recent_at = (self.recent_at + 1) % RECENT;
+        place
+    }
+
+    fn suspect(&mut self, flow: u64) {
+        if flow == 0 || self.hold_all || self.suspects.contains(&flow) {
+            return;
+        }
+        if self.suspects.len() == SUSPECTS {
+            self.hold_all = true;
+        } else {
+            self.suspects.push(flow);
+        }
+    }
+
+    /// No hole is open any more: no flow is suspected.
+    fn closed(&mut self) {
+        if self.held.is_empty() {
+            self.suspects.clear();
+            self.hold_all = false;
         }
     }
 
     /// Where source `esi` goes. On [`Place::Now`] the caller delivers it and then calls
     /// [`Reorder::release`], which hands over whatever it unblocked.
     pub(crate) fn place(&mut self, esi: Esi) -> Place {
+        if self.top.is_none_or(|t| diff(esi, t) > 0) {
+            self.top = Some(esi);
+        }
         let next = *self.next.get_or_insert(esi);
         match diff(esi, next) {
             d if d < 0 => Place::Now,
@@ -100,7 +189,7 @@ impl Reorder {
         self.held.len() >= self.max_held
     }
 
-    /// Hands over, in order, the held packets that are next.
+    /// Hands over, in order, the held packets that are next (not those that passed).
     pub(crate) fn release(&mut self, emit: &mut dyn FnMut(Held)) {
         let Some(mut next) = self.next else {
             return;
@@ -110,11 +199,14 @@ impl Reorder {
             let h = self.held.pop_front().expect("front");
             next = next.wrapping_add(1);
             any = true;
-            emit(h);
+            if !h.passed {
+                emit(h);
+            }
         }
         self.next = Some(next);
         if any {
             self.oldest = self.held.iter().map(|h| h.at).min();
+            self.closed();
         }
     }
 
@@ -159,7 +251,7 @@ impl Reorder {
         }
     }
 
-    /// Packets waiting.
+    /// Packets waiting (and places kept for those that passed).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.held.len()
@@ -176,6 +268,7 @@ mod tests {
             esi,
             at,
             original: true,
+            passed: false,
             meta: esi,
             data: vec![esi as u8],
         }
@@ -278,6 +371,65 @@ mod tests {
         r.hold(held(0, t));
         assert_eq!(r.place(u32::MAX), Place::Now);
         assert_eq!(collect(&mut r, |r, e| r.release(e)), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_hole_holds_the_suspected_flows_and_lets_the_others_pass() {
+        let t = t0();
+        let (a, c, d) = (0xa, 0xc, 0xd);
+        let mut r = Reorder::new(Duration::from_millis(10), 100);
+        assert_eq!(r.place_in_flow(0, a, t), Place::Now);
+        assert_eq!(r.place_in_flow(1, a, t), Place::Now);
+        // 2 is missing; 3 shows the hole: its flow and the flows before it are suspects.
+        assert_eq!(r.place_in_flow(3, a, t), Place::Hold);
+        r.hold(held(3, t));
+        assert_eq!(r.place_in_flow(4, c, t), Place::Pass);
+        assert_eq!(r.place_in_flow(5, a, t), Place::Hold);
+        r.hold(held(5, t));
+        assert_eq!(r.passed, 1);
+        // 2 recovered: the held ones of flow a follow it; c's already went.
+        assert_eq!(r.place(2), Place::Now);
+        assert_eq!(collect(&mut r, |r, e| r.release(e)), vec![3, 5]);
+        assert_eq!(r.len(), 0);
+        // The hole closed: nothing is suspected until the next one, shown by c's 8 (7 lost):
+        // c and the flows of the arrivals before it (a, c) wait, d passes.
+        assert_eq!(r.place_in_flow(6, c, t), Place::Now);
+        assert_eq!(r.place_in_flow(8, c, t), Place::Hold);
+        r.hold(held(8, t));
+        assert_eq!(r.place_in_flow(9, a, t), Place::Hold);
+        r.hold(held(9, t));
+        assert_eq!(r.place_in_flow(10, d, t), Place::Pass);
+        // A flow no one named is always held.
+        assert_eq!(r.place_in_flow(11, 0, t), Place::Hold);
+        r.hold(held(11, t));
+        // Given up at the deadline: what waited goes, what passed does not go twice.
+        assert_eq!(
+            collect(&mut r, |r, e| r.expire(t + Duration::from_millis(10), e)),
+            vec![8, 9, 11]
+        );
+        assert_eq!((r.skipped, r.passed), (1, 2));
+        assert_eq!(r.place_in_flow(12, d, t), Place::Now);
+    }
+
+    #[test]
+    fn too_many_suspects_hold_every_flow_until_the_holes_close() {
+        let t = t0();
+        let mut r = Reorder::new(Duration::from_millis(10), 1000);
+        r.place_in_flow(0, 1, t);
+        // Holes shown by SUSPECTS + 1 flows: 2, 4, 6, ... missing.
+        let mut esi = 1;
+        for flow in 1..=SUSPECTS as u64 + 1 {
+            esi += 2;
+            assert_eq!(r.place_in_flow(esi, flow, t), Place::Hold);
+            r.hold(held(esi, t));
+        }
+        assert!(r.hold_all);
+        assert_eq!(r.place_in_flow(esi + 1, 999, t), Place::Hold);
+        r.hold(held(esi + 1, t));
+        r.skip_before(esi + 2, &mut |_| {});
+        assert_eq!(r.len(), 0);
+        assert!(!r.hold_all && r.suspects.is_empty());
+        assert_eq!(r.place_in_flow(esi + 2, 999, t), Place::Now);
     }
 
     #[test]

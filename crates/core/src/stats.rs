@@ -101,6 +101,9 @@ pub struct DecoderStats {
     /// Missing ESIs that in-order release gave up waiting for (deadline, out of every future
     /// repair's window, or too many held).
     pub order_skipped: u64,
+    /// Sources that in-order release delivered past a hole because their flow was not
+    /// suspected of a packet in it ([`crate::HoldScope::Flow`]).
+    pub order_passed: u64,
     /// Times the stream was started afresh because its encoder restarted its ESIs (see
     /// [`crate::Decoder::handle_source`]).
     pub restarts: u64,

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use hirt_core::{
-    Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, StreamId, Verdict,
+    Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, HoldScope,
+    StreamId, Verdict,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -1656,4 +1657,55 @@ fn a_learning_decoder_keeps_a_named_loss_in_reach_for_an_answer_a_long_round_tri
     let (got, st) = run(reports.learning_answer_reach());
     assert_eq!(got, vec![(50, payload(0, 50))]);
     assert!(st.repair_lag >= 3000, "{st:?}");
+}
+
+/// With flows named, a hole holds the flow that lost a packet; another flow's sources that
+/// arrive meanwhile go at once, and the held ones follow the recovered source in order.
+#[test]
+fn in_order_release_holds_the_flow_of_the_hole_and_lets_other_flows_pass() {
+    let mode: FecMode = "fixed:w=50,step=20".parse().unwrap();
+    let mut enc = Encoder::new(EncoderConfig::new(mode.clone()), 3);
+    let mut dcfg = DecoderConfig::new(mode.scheme.clone());
+    dcfg.in_order = Some(Duration::from_millis(30));
+    let mut dec = Decoder::new(dcfg.clone(), 3);
+    let (a, b) = (0xaaaa_u64, 0xbbbb_u64);
+    let now = t0();
+    let mut out = Vec::new();
+    let mut verdicts = Vec::new();
+    // ESIs 0-9 of flow a (7 lost), 10-19 of flow b; the repair after 20 sources recovers 7.
+    for k in 0..20u32 {
+        let flow = if k < 10 { a } else { b };
+        let data = payload(0, k);
+        let tag = enc.handle_source(0, &data, now);
+        if k != 7 {
+            let v = dec.handle_source_in_flow(0, tag.esi, &data, 0, flow, now);
+            if v == Verdict::Deliver {
+                out.push(k);
+            }
+            verdicts.push((k, v));
+        }
+    }
+    assert_eq!(
+        out,
+        (0..7).chain(10..20).collect::<Vec<_>>(),
+        "{verdicts:?}"
+    );
+    let r = enc.poll_repair().expect("a repair after 20 sources");
+    let (info, ts, pl) = (r.info, r.timestamp, r.payload.to_vec());
+    dec.handle_repair(0, &info, ts, &pl, now).unwrap();
+    while let Some(r) = dec.poll_recovered() {
+        out.push(r.esi);
+    }
+    assert_eq!(out[17..], [7, 8, 9]);
+    let s = dec.stats(0).unwrap();
+    assert_eq!((s.order_passed, s.recovered), (10, 1));
+
+    // Scoped to the stream, flow b waits too.
+    dcfg.in_order_scope = HoldScope::Stream;
+    let mut dec = Decoder::new(dcfg, 3);
+    for k in (0..20u32).filter(|&k| k != 7) {
+        let flow = if k < 10 { a } else { b };
+        let v = dec.handle_source_in_flow(0, k, &payload(0, k), 0, flow, now);
+        assert_eq!(v == Verdict::Deliver, k < 7, "{k}");
+    }
 }

@@ -111,10 +111,26 @@ pub struct FecStats {
     pub held: u64,
     /// Holes in-order release stopped waiting for (delivered out of order if recovered later).
     pub order_skipped: u64,
+    /// Sources delivered past a hole because their flow was not suspected of a packet in it.
+    pub order_passed: u64,
+    /// Bytes of source and repair packets sent (tunnel payload, both ends).
+    pub source_bytes: u64,
+    pub repair_bytes: u64,
     /// Repair packets / source packets.
     pub overhead: f64,
     /// Where the figures came from.
     pub source: String,
+}
+
+impl FecStats {
+    /// Repair bytes / source bytes: what the repairs cost the link's capacity.
+    pub fn overhead_bytes(&self) -> f64 {
+        if self.source_bytes > 0 {
+            self.repair_bytes as f64 / self.source_bytes as f64
+        } else {
+            0.0
+        }
+    }
 }
 
 /// Emulator counters of one run (both directions summed).
@@ -186,7 +202,9 @@ impl Comparison {
             "duplicates": fs.duplicates,
             "held": fs.held,
             "order_skipped": fs.order_skipped,
+            "order_passed": fs.order_passed,
             "overhead": fs.overhead,
+            "overhead_bytes": fs.overhead_bytes(),
             "p99_ratio": if f.p99_ms > 0.0 { self.baseline.p99_ms / f.p99_ms } else { 0.0 },
             "p50_reduction": if self.baseline.p50_ms > 0.0 { 1.0 - f.p50_ms / self.baseline.p50_ms } else { 0.0 },
             "details": self,
@@ -267,10 +285,11 @@ impl Comparison {
         if let Some(fs) = &self.fec_stats {
             let _ = writeln!(
                 out,
-                "FEC: overhead {:.2}% ({} repairs / {} sources), recovered {} ({} late; delay p99 {:.1} ms, max {:.1} ms), unrecoverable {}, duplicates {}, held in order {} (holes given up {}) [{}]",
+                "FEC: overhead {:.2}% ({} repairs / {} sources; {:.2}% of bytes), recovered {} ({} late; delay p99 {:.1} ms, max {:.1} ms), unrecoverable {}, duplicates {}, held in order {} (holes given up {}, passed by other flows {}) [{}]",
                 fs.overhead * 100.0,
                 fs.repairs,
                 fs.sources,
+                fs.overhead_bytes() * 100.0,
                 fs.recovered,
                 fs.recovered_late,
                 fs.recovery_delay_p99_ms,
@@ -279,6 +298,7 @@ impl Comparison {
                 fs.duplicates,
                 fs.held,
                 fs.order_skipped,
+                fs.order_passed,
                 fs.source
             );
         }

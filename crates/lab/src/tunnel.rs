@@ -415,6 +415,9 @@ impl Tunnel {
                 f.duplicates += g("duplicates");
                 f.held += g("held");
                 f.order_skipped += g("order_skipped");
+                f.order_passed += g("order_passed");
+                f.source_bytes += g("source_bytes_sent");
+                f.repair_bytes += g("repair_bytes_sent");
             }
         }
         f.overhead = if f.sources > 0 {

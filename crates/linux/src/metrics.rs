@@ -114,6 +114,8 @@ counters!(
         held: Counter,
         /// Missing sources that in-order release stopped waiting for.
         order_skipped: Counter,
+        /// Sources in-order release let past a hole: their flow was not suspected of it.
+        order_passed: Counter,
         /// Times the decoder followed a restarted encoder (its ESIs began again).
         decoder_restarts: Counter,
         /// Repairs the decoder refused because they came later than the sources it keeps

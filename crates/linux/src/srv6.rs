@@ -1119,9 +1119,16 @@ impl Srv6Machine {
             // CE: a queue on the path marks; the encoder hears of it in feedback.
             d.dec.note_ce(src.stream);
         }
-        let verdict = d
-            .dec
-            .handle_source_with(src.stream, src.esi, &buf[..len], meta, now);
+        let flow = match d.dec.config().in_order {
+            Some(_) => Srv6Layout::parse(&buf[..len])
+                .ok()
+                .and_then(|l| buf.get(l.payload_offset..len))
+                .map_or(0, flow_hash),
+            None => 0,
+        };
+        let verdict =
+            d.dec
+                .handle_source_in_flow(src.stream, src.esi, &buf[..len], meta, flow, now);
         buf[7] = hl;
         set_traffic_class(buf, tc);
         let res = match engine::count_verdict(&self.metrics, src.stream, verdict) {

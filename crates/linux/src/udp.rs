@@ -793,7 +793,12 @@ impl Transport for UdpMachine {
                 }
                 // The decoder keeps the packet as sent (before the ECN update below), the
                 // symbol the encoder coded.
-                let verdict = dec.handle_source_with(stream, esi, payload, u32::from(tos), now);
+                let flow = match dec.config().in_order {
+                    Some(_) => paths::flow_hash(payload),
+                    None => 0,
+                };
+                let verdict =
+                    dec.handle_source_in_flow(stream, esi, payload, u32::from(tos), flow, now);
                 let res = match engine::count_verdict(&self.metrics, stream, verdict) {
                     Ok(true) if decap_ecn(tos, payload) => {
                         add(&c.dec_packets_out, 1);

@@ -60,6 +60,10 @@ pub struct SimConfig {
     pub repair_retries: u8,
     /// In-order release at the decoder: hold time (e.g. `30ms`), or `off`.
     pub in_order: String,
+    /// Sources in flows: `N:RUN` (runs of RUN sources, each of one of N flows), or `off`.
+    pub flows: String,
+    /// What a hole holds back under in-order release: `flow` or `stream`.
+    pub in_order_scope: String,
     /// Unmeasured source packets sent after the measured ones.
     pub tail: u64,
     /// Master seed (every point of a sweep records its own).
@@ -109,6 +113,8 @@ impl Default for SimConfig {
             repair_delay: "5ms".into(),
             repair_retries: 1,
             in_order: "off".into(),
+            flows: "off".into(),
+            in_order_scope: "flow".into(),
             tail: 5_000,
             seed: 1,
             deadline: "off".into(),
@@ -192,6 +198,16 @@ fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
         "off" | "none" | "0" => None,
         s => Some(parse_duration(s).map_err(anyhow::Error::msg)?),
     };
+    let flows = match a.flows.trim() {
+        "off" | "none" | "" => None,
+        f => {
+            let (n, run) = f.split_once(':').unwrap_or((f, "1"));
+            let n: u32 = n.parse().context("--flows N:RUN")?;
+            let run: u32 = run.parse().context("--flows N:RUN")?;
+            anyhow::ensure!(n > 0 && run > 0, "--flows N:RUN: both above 0");
+            Some((n, run))
+        }
+    };
     Ok(Scenario {
         scheme: a.scheme.clone(),
         window: a.window,
@@ -213,6 +229,12 @@ fn scenario(a: &SimConfig) -> anyhow::Result<Scenario> {
         repair_delay,
         repair_retries: a.repair_retries,
         in_order,
+        flows,
+        in_order_scope: a
+            .in_order_scope
+            .trim()
+            .parse()
+            .map_err(|e: hirt_core::ConfigError| anyhow::anyhow!("--in-order-scope: {e}"))?,
         seed: a.seed,
         tail: a.tail,
         deadline: match a.deadline.trim() {

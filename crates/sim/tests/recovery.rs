@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use hirt_core::HoldScope;
 use hirt_sim::traffic::Pattern;
 use hirt_sim::{run, AnswerReach, Report, Scenario};
 
@@ -373,4 +374,44 @@ fn proactive_repairs_yield_to_a_queue() {
         pushing.queue_drops
     );
     assert!(default.queue_drops <= pushing.queue_drops, "{default:?}");
+}
+
+/// In-order release per flow holds fewer sources than per stream on a bursty link shared by 16
+/// flows, and lets few of them overtake a source of their own flow.
+#[test]
+fn in_order_release_per_flow_holds_fewer_sources_than_per_stream() {
+    let run_scope = |scope: HoldScope| {
+        run(&Scenario {
+            loss: "ge:p=0.00151,r=0.333".parse().unwrap(),
+            packets: 100_000,
+            rate_pps: 3_000.0,
+            delay: Duration::from_millis(25),
+            repair_delay: Some(Duration::from_millis(1)),
+            repair_retries: 3,
+            in_order: Some(Duration::from_millis(30)),
+            flows: Some((16, 8)),
+            in_order_scope: scope,
+            ..Scenario::default()
+        })
+        .unwrap()
+    };
+    let (stream, flow) = (run_scope(HoldScope::Stream), run_scope(HoldScope::Flow));
+    for r in [&stream, &flow] {
+        assert_eq!((r.double_deliveries, r.corrupt_recoveries), (0, 0));
+        assert_eq!(r.recovered, r.lost);
+    }
+    assert_eq!(stream.order_passed, 0);
+    assert!(flow.order_passed > 0);
+    assert!(
+        flow.held * 4 < stream.held * 3,
+        "held per flow {} vs per stream {}",
+        flow.held,
+        stream.held
+    );
+    assert!(
+        flow.flow_reordered * 20 <= flow.lost,
+        "reordered {} of {} losses",
+        flow.flow_reordered,
+        flow.lost
+    );
 }

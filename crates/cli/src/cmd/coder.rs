@@ -37,6 +37,11 @@ pub struct CoderArgs {
     /// (0): every packet is delivered at once, recovered ones out of order.
     #[arg(long)]
     pub in_order_ms: Option<f64>,
+    /// What a missing source holds back under --in-order-ms: `flow` (default) holds the flows
+    /// suspected of a packet in the hole (the one that showed it and the few before it) and lets
+    /// other flows pass; `stream` holds every later packet.
+    #[arg(long)]
+    pub in_order_scope: Option<String>,
     /// Recovery deadline: `30ms`, `0.5s`, `2rtt` (multiples of the measured RTT), `auto` (two
     /// RTTs, at least 10 ms; UDP mode's default) or `off` (SRv6 mode's default). The `ours` controller sizes its window and
     /// repairs from it, and the decoder reports losses so that the encoder repairs them on
@@ -70,7 +75,7 @@ macro_rules! apply_shared_flags {
         let o = $ops;
         $crate::cmd::apply_flags!($cfg, k;
             set: fec, window, repair_delay_ms, repair_retries, overload_threshold, in_order_ms;
-            some: rs, repair_retry_gap_ms, deadline;
+            some: rs, repair_retry_gap_ms, deadline, in_order_scope;
             flag: ecn_ce);
         $crate::cmd::apply_flags!($cfg, o; set: ; some: metrics, control, seed; flag: );
     }};

@@ -71,6 +71,15 @@ pub struct SimArgs {
     /// (e.g. `30ms`), or `off`.
     #[arg(long, default_value = "off")]
     pub in_order: String,
+    /// Sources in flows: `N:RUN` gives runs of RUN consecutive sources, each of one of N flows
+    /// drawn at random (several connections sharing the tunnel), or `off`. The report adds
+    /// `flow_reordered`.
+    #[arg(long, default_value = "off")]
+    pub flows: String,
+    /// What a hole holds back under --in-order: `flow` (the flows suspected of a packet in it)
+    /// or `stream` (every later source).
+    #[arg(long, default_value = "flow")]
+    pub in_order_scope: String,
     /// Unmeasured source packets sent after the measured ones, so the last measured losses get
     /// the repairs a long-lived tunnel would send after them.
     #[arg(long, default_value_t = 5_000)]
@@ -137,6 +146,8 @@ impl From<SimArgs> for SimConfig {
             repair_delay: a.repair_delay,
             repair_retries: a.repair_retries,
             in_order: a.in_order,
+            flows: a.flows,
+            in_order_scope: a.in_order_scope,
             tail: a.tail,
             seed: a.seed,
             deadline: a.deadline,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use hirt_core::{Deadline, DecoderConfig, EncoderConfig, FecMode, SchemeConfig};
+use hirt_core::{Deadline, DecoderConfig, EncoderConfig, FecMode, HoldScope, SchemeConfig};
 
 use super::ConfigError;
 
@@ -21,6 +21,8 @@ pub struct CoderSettings {
     pub repair_retry_gap: Option<Duration>,
     /// In-order release hold of the decoder (`None`: off), see `hirt_core::DecoderConfig`.
     pub in_order: Option<Duration>,
+    /// What a hole holds back under in-order release.
+    pub in_order_scope: HoldScope,
     /// ESIs a repair may trail the decoder's newest source by, beyond the window (see
     /// `hirt_core::DecoderConfig::repair_lag`), from the start.
     pub repair_lag: u32,
@@ -43,6 +45,7 @@ impl Default for CoderSettings {
             repair_retries: hirt_core::DEFAULT_REPAIR_RETRIES,
             repair_retry_gap: None,
             in_order: None,
+            in_order_scope: HoldScope::Flow,
             repair_lag: 0,
             repair_lag_limit: 0,
             deadline: None,
@@ -91,6 +94,7 @@ impl CoderSettings {
             repair_retries,
             repair_retry_gap,
             in_order: millis("in-order-ms", in_order_ms)?,
+            in_order_scope: HoldScope::Flow,
             repair_lag: 0,
             repair_lag_limit: 0,
             deadline: None,
@@ -105,6 +109,17 @@ impl CoderSettings {
             .map(|d| d.parse::<Deadline>())
             .transpose()
             .map_err(|e| ConfigError::new("deadline", e.to_string()))?;
+        Ok(self)
+    }
+
+    /// These settings with in-order release scoped by `scope` (`flow` or `stream`; `None`:
+    /// `flow`).
+    pub fn with_in_order_scope(mut self, scope: Option<&str>) -> Result<Self, ConfigError> {
+        if let Some(s) = scope {
+            self.in_order_scope = s.trim().parse().map_err(|e: hirt_core::ConfigError| {
+                ConfigError::new("in-order-scope", e.to_string())
+            })?;
+        }
         Ok(self)
     }
 
@@ -135,6 +150,7 @@ impl CoderSettings {
         }
         c.overload_threshold = self.overload_threshold;
         c.in_order = self.in_order;
+        c.in_order_scope = self.in_order_scope;
         c.loss_report_gap = self.deadline.map(|_| hirt_core::DEFAULT_LOSS_REPORT_GAP);
         c.recovery_deadline = self.deadline;
         c

@@ -312,6 +312,9 @@ pub struct Srv6Config {
     pub overload_threshold: f64,
     /// In-order release hold at the decoder in ms (0 = off).
     pub in_order_ms: f64,
+    /// What a hole holds back under in-order release: `flow` (default: the flows suspected of
+    /// a packet in it) or `stream` (every later packet).
+    pub in_order_scope: Option<String>,
     /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = two RTTs and at least 10 ms, `off`;
     /// off by default in SRv6 mode: with `--kernel-sources` at 60 kpps and 3% loss, loss-triggered
     /// repair recovered 94% where the rate-driven controller recovers 99.9%): the `ours`
@@ -387,6 +390,7 @@ impl Default for Srv6Config {
             repair_retry_gap_ms: None,
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
+            in_order_scope: None,
             deadline: None,
             repair_lag: None,
             no_routes: false,
@@ -577,7 +581,8 @@ impl Srv6Config {
             self.repair_retry_gap_ms,
             self.in_order_ms,
         )?
-        .with_deadline(self.deadline.as_deref())?;
+        .with_deadline(self.deadline.as_deref())?
+        .with_in_order_scope(self.in_order_scope.as_deref())?;
         let default = if self.kernel_sources {
             KERNEL_SOURCES_REPAIR_LAG
         } else if self.receives_over_paths() {
@@ -682,6 +687,9 @@ pub struct UdpConfig {
     pub overload_threshold: f64,
     /// In-order release hold at the decoder in ms (0 = off).
     pub in_order_ms: f64,
+    /// What a hole holds back under in-order release: `flow` (default: the flows suspected of
+    /// a packet in it) or `stream` (every later packet).
+    pub in_order_scope: Option<String>,
     /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = two RTTs and at least 10 ms, `off`;
     /// `auto` by default): the `ours` controller sizes its window and repairs from it, and the
     /// decoder reports losses so the encoder repairs them on demand. Set it alike at both ends.
@@ -733,6 +741,7 @@ impl Default for UdpConfig {
             repair_retry_gap_ms: None,
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
+            in_order_scope: None,
             deadline: default_deadline(),
             seed: None,
             repair_lag: None,
@@ -870,7 +879,8 @@ impl UdpConfig {
             self.repair_retry_gap_ms,
             self.in_order_ms,
         )?
-        .with_deadline(self.deadline.as_deref())?;
+        .with_deadline(self.deadline.as_deref())?
+        .with_in_order_scope(self.in_order_scope.as_deref())?;
         let default = if self.receives_over_paths() {
             MULTIPATH_REPAIR_LAG
         } else {

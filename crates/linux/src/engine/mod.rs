@@ -698,6 +698,7 @@ impl<X> StreamCoder<X> {
                     c.losses.store(st.lost, Relaxed);
                     c.unrecoverable.store(st.residual, Relaxed);
                     c.order_skipped.store(st.order_skipped, Relaxed);
+                    c.order_passed.store(st.order_passed, Relaxed);
                     c.decoder_restarts.store(st.restarts, Relaxed);
                     c.repairs_behind.store(st.repairs_behind, Relaxed);
                     c.repair_lag_grown.store(st.repair_lag, Relaxed);
