@@ -112,11 +112,7 @@ impl Reorder {
                 self.suspect(f);
             }
         }
-        if flow != 0
-            && place == Place::Hold
-            && !self.hold_all
-            && !self.suspects.contains(&flow)
-        {
+        if flow != 0 && place == Place::Hold && !self.hold_all && !self.suspects.contains(&flow) {
             self.passed += 1;
             self.hold(Held {
                 esi,
