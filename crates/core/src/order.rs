@@ -428,6 +428,77 @@ mod tests {
         assert_eq!(r.place_in_flow(esi + 2, 999, t), Place::Now);
     }
 
+    proptest::proptest! {
+        /// Whatever arrives, is recovered or is given up, in any flows: every source goes out
+        /// exactly once, a passed one never a second time, and nothing stays once the holes
+        /// are given up.
+        #[test]
+        fn every_source_goes_out_once(
+            plan in proptest::collection::vec((0u8..10, 0u64..5, 0usize..20), 1..300),
+            max_held in 1usize..64,
+        ) {
+            let t = t0();
+            let mut r = Reorder::new(Duration::from_millis(10), max_held);
+            let mut out: Vec<Esi> = Vec::new();
+            // (esi, recover once this many later sources arrived)
+            let mut pending: Vec<(Esi, usize)> = Vec::new();
+            for (k, &(fate, flow, after)) in plan.iter().enumerate() {
+                let esi = k as Esi;
+                let now = t + Duration::from_micros(100 * k as u64);
+                let mut emitted = Vec::new();
+                r.expire(now, &mut |h| emitted.push(h));
+                if r.full() {
+                    r.skip_hole(&mut |h| emitted.push(h));
+                }
+                if fate >= 2 {
+                    match r.place_in_flow(esi, flow, now) {
+                        Place::Now => {
+                            out.push(esi);
+                            r.release(&mut |h| emitted.push(h));
+                        }
+                        Place::Pass => out.push(esi),
+                        Place::Hold => r.hold(held(esi, now)),
+                    }
+                } else if fate == 1 {
+                    pending.push((esi, k + after));
+                }
+                let (due, rest): (Vec<_>, Vec<_>) = pending.iter().partition(|p| p.1 <= k);
+                pending = rest;
+                for (e, _) in due {
+                    match r.place(e) {
+                        Place::Now | Place::Pass => {
+                            out.push(e);
+                            r.release(&mut |h| emitted.push(h));
+                        }
+                        Place::Hold => r.hold(held(e, now)),
+                    }
+                }
+                for h in emitted {
+                    proptest::prop_assert!(!h.passed);
+                    out.push(h.esi);
+                }
+            }
+            let mut emitted = Vec::new();
+            r.expire(t + Duration::from_secs(10), &mut |h| emitted.push(h));
+            for h in emitted {
+                proptest::prop_assert!(!h.passed);
+                out.push(h.esi);
+            }
+            proptest::prop_assert_eq!(r.len(), 0);
+            proptest::prop_assert!(r.suspects.is_empty() && !r.hold_all);
+            let mut sorted = out.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            proptest::prop_assert_eq!(sorted.len(), out.len(), "a source went out twice");
+            let expected = plan
+                .iter()
+                .enumerate()
+                .filter(|(k, &(fate, _, after))| fate >= 2 || (fate == 1 && k + after < plan.len()))
+                .count();
+            proptest::prop_assert_eq!(out.len(), expected);
+        }
+    }
+
     #[test]
     fn full_is_reported() {
         let t = t0();
