@@ -666,8 +666,6 @@ impl Decoder {
         Ok(())
     }
 
-    /// How long after its notice a recovery of `s` counts as late: the recovery deadline,
-    /// resolved with the driver's RTT or the answer delay of the loss reports.
     /// Records the delay of the recovery of `esi` at `now`, and whether it came late.
     fn time_recovery(
         clock: &RecoveryClock,
