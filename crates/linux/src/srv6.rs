@@ -269,6 +269,8 @@ pub enum Srv6Step {
         src: SourceRepr,
         /// Length without the TLVs.
         len: usize,
+        /// Offset of the inner packet (after the SRH without the TLVs).
+        inner_at: usize,
         /// See the variant.
         deliver: bool,
     },
@@ -488,9 +490,15 @@ impl Transport for Srv6Machine {
                 self.repair(d, &rep, &buf[start..end], now, tx);
                 Ok(())
             }
-            (Srv6Step::Decode { src, len, deliver }, Slot::Decoder(d)) => {
-                self.decode(d, src, buf, len, deliver, now, tx)
-            }
+            (
+                Srv6Step::Decode {
+                    src,
+                    len,
+                    inner_at,
+                    deliver,
+                },
+                Slot::Decoder(d),
+            ) => self.decode(d, src, buf, (inner_at, len), deliver, now, tx),
             (
                 Srv6Step::Probe {
                     l,
@@ -849,10 +857,17 @@ impl Srv6Machine {
         let Ok(Some(len)) = wsrv6::remove_tlv(buf, len, self.cfg.tlv.source) else {
             return self.count_drop(Drop::Malformed).map(|_| None);
         };
+        // Removing TLVs shortens the SRH, not the inner packet.
+        let inner_at = len.saturating_sub(l.packet_len - l.payload_offset);
         Ok(Some(Classified {
             admit,
             need: Some(Need::Decoder(src.stream)),
-            step: Srv6Step::Decode { src, len, deliver },
+            step: Srv6Step::Decode {
+                src,
+                len,
+                inner_at,
+                deliver,
+            },
         }))
     }
 
@@ -1092,15 +1107,15 @@ impl Srv6Machine {
         self.drain_decoder(d, now, tx);
     }
 
-    /// Hands a source (TLVs removed, `buf[..len]`) to the decoder; delivers it and what it
-    /// recovered.
+    /// Hands a source (TLVs removed, `buf[..len]`, its inner packet at `inner_at`) to the
+    /// decoder; delivers it and what it recovered.
     #[allow(clippy::too_many_arguments)]
     fn decode(
         &mut self,
         d: &mut DecState,
         src: SourceRepr,
         buf: &mut [u8],
-        len: usize,
+        (inner_at, len): (usize, usize),
         deliver: bool,
         now: Instant,
         tx: &mut impl TransmitSink<Egress>,
@@ -1120,10 +1135,7 @@ impl Srv6Machine {
             d.dec.note_ce(src.stream);
         }
         let flow = match d.dec.config().in_order {
-            Some(_) => Srv6Layout::parse(&buf[..len])
-                .ok()
-                .and_then(|l| buf.get(l.payload_offset..len))
-                .map_or(0, flow_hash),
+            Some(_) => buf.get(inner_at..len).map_or(0, flow_hash),
             None => 0,
         };
         let verdict =
