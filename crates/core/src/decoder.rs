@@ -11,6 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::codec::DecCodec;
 use crate::config::{Deadline, DecoderConfig, HoldScope, SchemeConfig, MAX_WINDOW};
+use crate::encoder::SourceNeed;
 use crate::feedback::{Feedback, TimestampEcho};
 use crate::loss::{Arrival, LossTracker};
 use crate::order::{Held, Place, Reorder};
@@ -260,6 +261,24 @@ impl LateAfter {
     }
 }
 
+/// What the caller knows of a source's inner packet ([`Decoder::handle_source_in_flow`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SourceFlow {
+    /// A hash of its 5-tuple (0: not known, held behind any hole).
+    pub hash: u64,
+    /// Whether a later packet of its flow makes its loss good.
+    pub need: SourceNeed,
+}
+
+impl From<u64> for SourceFlow {
+    fn from(hash: u64) -> Self {
+        SourceFlow {
+            hash,
+            need: SourceNeed::Timely,
+        }
+    }
+}
+
 /// The decoder half of the tunnel. Sans-IO: see the crate docs for the call order.
 #[derive(Debug)]
 pub struct Decoder {
@@ -430,22 +449,25 @@ impl Decoder {
         self.handle_source_in_flow(stream, esi, packet, meta, 0, now)
     }
 
-    /// [`Decoder::handle_source_with`] for a source of flow `flow` (a hash of its 5-tuple; 0:
-    /// not known). With [`HoldScope::Flow`], in-order release holds it behind a hole only when
-    /// its flow is suspected of a packet in the hole (see the `order` module).
+    /// [`Decoder::handle_source_with`] for a source of flow `flow` (a hash of its 5-tuple, or
+    /// a [`SourceFlow`]). With [`HoldScope::Flow`], in-order release holds it behind a hole only
+    /// when its flow is suspected of a packet in the hole (see the `order` module). A
+    /// [`SourceNeed::Superseded`] source (a pure TCP ACK) never waits behind a hole.
     pub fn handle_source_in_flow(
         &mut self,
         stream: StreamId,
         esi: Esi,
         packet: &[u8],
         meta: u32,
-        flow: u64,
+        flow: impl Into<SourceFlow>,
         now: Instant,
     ) -> Verdict {
+        let SourceFlow { hash, need } = flow.into();
         let flow = match self.cfg.in_order_scope {
-            HoldScope::Flow => flow,
+            HoldScope::Flow => hash,
             HoldScope::Stream => 0,
         };
+        let passes_holes = need == SourceNeed::Superseded;
         let Some(i) = self.stream_index(stream) else {
             self.untracked += 1;
             return Verdict::Deliver;
@@ -489,7 +511,7 @@ impl Decoder {
                     None => Verdict::Deliver,
                     Some(o) => {
                         out.make_room(o, stream);
-                        let place = o.place_in_flow(esi, flow, now);
+                        let place = o.place_in_flow(esi, flow, passes_holes, now);
                         if place == Place::Now && out.queue.is_empty() {
                             o.release(&mut |h| out.push_held(stream, h));
                             Verdict::Deliver

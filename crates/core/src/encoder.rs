@@ -26,6 +26,19 @@ pub struct SourceTag {
     pub esi: Esi,
 }
 
+/// How soon a source needs a repair after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SourceNeed {
+    /// The repair timer protects it within `repair_delay` (and re-sends).
+    #[default]
+    Timely,
+    /// The next packet of its flow makes its loss good (a pure TCP ACK: ACKs are cumulative).
+    /// It is coded like any source, but it does not start the repair timer: only the
+    /// controller's repairs and those a timely source starts cover it. A bulk TCP transfer's
+    /// ACK direction otherwise gets a timer repair every `repair_delay`.
+    Superseded,
+}
+
 /// A repair packet to send. Borrowed from the encoder until the next `poll_repair`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Repair<'a> {
@@ -370,6 +383,17 @@ impl Encoder {
     /// with the returned [`SourceTag`]; the encoder only copies them into the code's window.
     /// Then drain [`Encoder::poll_repair`].
     pub fn handle_source(&mut self, stream: StreamId, packet: &[u8], now: Instant) -> SourceTag {
+        self.handle_source_needing(stream, packet, SourceNeed::Timely, now)
+    }
+
+    /// [`Encoder::handle_source`] for a source that needs repairs as `need` says.
+    pub fn handle_source_needing(
+        &mut self,
+        stream: StreamId,
+        packet: &[u8],
+        need: SourceNeed,
+        now: Instant,
+    ) -> SourceTag {
         let i = self.stream_index(stream);
         let sliding = self.cfg.mode.scheme.is_sliding();
         let pause = self.pause_timer(&self.streams[i]);
@@ -493,7 +517,7 @@ impl Encoder {
         }
         if s.codec.unprotected() == 0 {
             s.unprotected_since = None;
-        } else if s.unprotected_since.is_none() {
+        } else if s.unprotected_since.is_none() && need == SourceNeed::Timely {
             s.unprotected_since = Some(now);
             s.block_flush_waited = false;
         }

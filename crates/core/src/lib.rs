@@ -47,8 +47,8 @@ pub use config::{
     DEFAULT_OVERLOAD_THRESHOLD, DEFAULT_REPAIR_DELAY, DEFAULT_REPAIR_RETRIES, DEFAULT_WINDOW,
     INITIAL_RTT, LEARNED_ANSWER_REACH_LIMIT, LOSS_REPORT_REPAIR_LAG,
 };
-pub use decoder::{Decoder, DecoderBuffers, Recovered, Verdict};
-pub use encoder::{Encoder, Repair, SourceTag};
+pub use decoder::{Decoder, DecoderBuffers, Recovered, SourceFlow, Verdict};
+pub use encoder::{Encoder, Repair, SourceNeed, SourceTag};
 pub use feedback::{EsiRange, Feedback, FeedbackError, FeedbackView, LossReport, TimestampEcho};
 pub use hirt_fec::{Esi, RepairInfo, SchemeId};
 pub use stats::{DecoderStats, EncoderStats, RecoveryDelays};

@@ -100,10 +100,17 @@ impl Reorder {
         }
     }
 
-    /// Where source `esi` of flow `flow` goes (0: a flow not known, held behind any hole).
+    /// Where source `esi` of flow `flow` goes (0: a flow not known, held behind any hole;
+    /// `passes_holes`: never held, e.g. a pure TCP ACK, which the next ACK supersedes).
     /// [`Place::Pass`] is delivered by the caller like [`Place::Now`], without
     /// [`Reorder::release`]; its place in the order is kept here until the hole closes.
-    pub(crate) fn place_in_flow(&mut self, esi: Esi, flow: u64, now: Instant) -> Place {
+    pub(crate) fn place_in_flow(
+        &mut self,
+        esi: Esi,
+        flow: u64,
+        passes_holes: bool,
+        now: Instant,
+    ) -> Place {
         let new_hole = self.top.is_some_and(|t| diff(esi, t) > 1);
         let mut place = self.place(esi);
         if place == Place::Hold && new_hole {
@@ -112,7 +119,8 @@ impl Reorder {
                 self.suspect(f);
             }
         }
-        if flow != 0 && place == Place::Hold && !self.hold_all && !self.suspects.contains(&flow) {
+        let unsuspected = flow != 0 && !self.hold_all && !self.suspects.contains(&flow);
+        if place == Place::Hold && (passes_holes || unsuspected) {
             self.passed += 1;
             self.hold(Held {
                 esi,
@@ -374,13 +382,13 @@ mod tests {
         let t = t0();
         let (a, c, d) = (0xa, 0xc, 0xd);
         let mut r = Reorder::new(Duration::from_millis(10), 100);
-        assert_eq!(r.place_in_flow(0, a, t), Place::Now);
-        assert_eq!(r.place_in_flow(1, a, t), Place::Now);
+        assert_eq!(r.place_in_flow(0, a, false, t), Place::Now);
+        assert_eq!(r.place_in_flow(1, a, false, t), Place::Now);
         // 2 is missing; 3 shows the hole: its flow and the flows before it are suspects.
-        assert_eq!(r.place_in_flow(3, a, t), Place::Hold);
+        assert_eq!(r.place_in_flow(3, a, false, t), Place::Hold);
         r.hold(held(3, t));
-        assert_eq!(r.place_in_flow(4, c, t), Place::Pass);
-        assert_eq!(r.place_in_flow(5, a, t), Place::Hold);
+        assert_eq!(r.place_in_flow(4, c, false, t), Place::Pass);
+        assert_eq!(r.place_in_flow(5, a, false, t), Place::Hold);
         r.hold(held(5, t));
         assert_eq!(r.passed, 1);
         // 2 recovered: the held ones of flow a follow it; c's already went.
@@ -389,14 +397,14 @@ mod tests {
         assert_eq!(r.len(), 0);
         // The hole closed: nothing is suspected until the next one, shown by c's 8 (7 lost):
         // c and the flows of the arrivals before it (a, c) wait, d passes.
-        assert_eq!(r.place_in_flow(6, c, t), Place::Now);
-        assert_eq!(r.place_in_flow(8, c, t), Place::Hold);
+        assert_eq!(r.place_in_flow(6, c, false, t), Place::Now);
+        assert_eq!(r.place_in_flow(8, c, false, t), Place::Hold);
         r.hold(held(8, t));
-        assert_eq!(r.place_in_flow(9, a, t), Place::Hold);
+        assert_eq!(r.place_in_flow(9, a, false, t), Place::Hold);
         r.hold(held(9, t));
-        assert_eq!(r.place_in_flow(10, d, t), Place::Pass);
+        assert_eq!(r.place_in_flow(10, d, false, t), Place::Pass);
         // A flow no one named is always held.
-        assert_eq!(r.place_in_flow(11, 0, t), Place::Hold);
+        assert_eq!(r.place_in_flow(11, 0, false, t), Place::Hold);
         r.hold(held(11, t));
         // Given up at the deadline: what waited goes, what passed does not go twice.
         assert_eq!(
@@ -404,28 +412,28 @@ mod tests {
             vec![8, 9, 11]
         );
         assert_eq!((r.skipped, r.passed), (1, 2));
-        assert_eq!(r.place_in_flow(12, d, t), Place::Now);
+        assert_eq!(r.place_in_flow(12, d, false, t), Place::Now);
     }
 
     #[test]
     fn too_many_suspects_hold_every_flow_until_the_holes_close() {
         let t = t0();
         let mut r = Reorder::new(Duration::from_millis(10), 1000);
-        r.place_in_flow(0, 1, t);
+        r.place_in_flow(0, 1, false, t);
         // Holes shown by SUSPECTS + 1 flows: 2, 4, 6, ... missing.
         let mut esi = 1;
         for flow in 1..=SUSPECTS as u64 + 1 {
             esi += 2;
-            assert_eq!(r.place_in_flow(esi, flow, t), Place::Hold);
+            assert_eq!(r.place_in_flow(esi, flow, false, t), Place::Hold);
             r.hold(held(esi, t));
         }
         assert!(r.hold_all);
-        assert_eq!(r.place_in_flow(esi + 1, 999, t), Place::Hold);
+        assert_eq!(r.place_in_flow(esi + 1, 999, false, t), Place::Hold);
         r.hold(held(esi + 1, t));
         r.skip_before(esi + 2, &mut |_| {});
         assert_eq!(r.len(), 0);
         assert!(!r.hold_all && r.suspects.is_empty());
-        assert_eq!(r.place_in_flow(esi + 2, 999, t), Place::Now);
+        assert_eq!(r.place_in_flow(esi + 2, 999, false, t), Place::Now);
     }
 
     proptest::proptest! {
@@ -451,7 +459,8 @@ mod tests {
                     r.skip_hole(&mut |h| emitted.push(h));
                 }
                 if fate >= 2 {
-                    match r.place_in_flow(esi, flow, now) {
+                    // fate 9: a source that passes any hole (a pure TCP ACK).
+                    match r.place_in_flow(esi, flow, fate == 9, now) {
                         Place::Now => {
                             out.push(esi);
                             r.release(&mut |h| emitted.push(h));
@@ -497,6 +506,26 @@ mod tests {
                 .count();
             proptest::prop_assert_eq!(out.len(), expected);
         }
+    }
+
+    #[test]
+    fn a_source_that_passes_holes_keeps_its_place_in_a_suspected_or_unknown_flow() {
+        let t = t0();
+        let mut r = Reorder::new(Duration::from_millis(10), 64);
+        let a = 0xaaaa;
+        assert_eq!(r.place_in_flow(0, a, false, t), Place::Now);
+        // 1 is missing; 2 shows the hole and makes flow a a suspect.
+        assert_eq!(r.place_in_flow(2, a, false, t), Place::Hold);
+        r.hold(held(2, t));
+        assert_eq!(r.place_in_flow(3, a, true, t), Place::Pass);
+        assert_eq!(r.place_in_flow(4, 0, true, t), Place::Pass);
+        assert_eq!(r.place_in_flow(5, a, false, t), Place::Hold);
+        r.hold(held(5, t));
+        assert_eq!(r.passed, 2);
+        // 1 recovered: 2 and 5 go out in order, the places of 3 and 4 are dropped.
+        assert_eq!(r.place(1), Place::Now);
+        assert_eq!(collect(&mut r, |r, e| r.release(e)), [2, 5]);
+        assert_eq!(r.len(), 0);
     }
 
     #[test]

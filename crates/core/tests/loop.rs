@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use hirt_core::{
     Deadline, Decoder, DecoderConfig, Encoder, EncoderConfig, FecMode, Feedback, HoldScope,
-    StreamId, Verdict,
+    SourceNeed, StreamId, Verdict,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -1708,4 +1708,43 @@ fn in_order_release_holds_the_flow_of_the_hole_and_lets_other_flows_pass() {
         let v = dec.handle_source_in_flow(0, k, &payload(0, k), 0, flow, now);
         assert_eq!(v == Verdict::Deliver, k < 7, "{k}");
     }
+}
+
+#[test]
+fn superseded_sources_do_not_start_the_repair_timer_but_are_covered_by_its_repairs() {
+    let mode: FecMode = "fixed:w=50,step=1000".parse().unwrap();
+    let mut cfg = EncoderConfig::new(mode.clone());
+    cfg.repair_delay = Some(Duration::from_millis(1));
+    cfg.repair_retries = 0;
+    let mut enc = Encoder::new(cfg, 1);
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 1);
+    let base = t0();
+    let at = |us: u64| base + Duration::from_micros(us);
+    // A run of pure ACKs: no timer, no repair.
+    for k in 0..5u32 {
+        let tag = enc.handle_source_needing(
+            0,
+            &payload(0, k),
+            SourceNeed::Superseded,
+            at(100 * u64::from(k)),
+        );
+        if k != 2 {
+            dec.handle_source(0, tag.esi, &payload(0, k), at(100 * u64::from(k)));
+        }
+    }
+    assert_eq!(enc.poll_timeout(), None);
+    enc.handle_timeout(at(10_000));
+    assert!(enc.poll_repair().is_none());
+    // A timely source starts it; its repair covers the ACKs before it, and recovers the lost one.
+    let tag = enc.handle_source_needing(0, &payload(0, 5), SourceNeed::Timely, at(10_000));
+    dec.handle_source(0, tag.esi, &payload(0, 5), at(10_000));
+    assert_eq!(enc.poll_timeout(), Some(at(11_000)));
+    enc.handle_timeout(at(11_000));
+    let r = enc.poll_repair().expect("the timer repair");
+    let (info, ts, pl) = (r.info, r.timestamp, r.payload.to_vec());
+    assert_eq!((info.first_esi, info.nss), (0, 6));
+    dec.handle_repair(0, &info, ts, &pl, at(11_000)).unwrap();
+    let rec = dec.poll_recovered().expect("the lost ACK");
+    assert_eq!((rec.esi, rec.data), (2, &payload(0, 2)[..]));
+    assert_eq!(enc.stats(0).unwrap().repairs_timer, 1);
 }

@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hirt_core::path::{PathManagerConfig, PolicyKind, RepairPath};
-use hirt_core::{Encoder, FecMode, Feedback, PathId, StreamId};
+use hirt_core::{Encoder, FecMode, Feedback, PathId, SourceFlow, SourceNeed, StreamId};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{
@@ -54,7 +54,7 @@ use crate::engine::{
     TransmitSink, Transport,
 };
 use crate::metrics::{add, Metrics};
-use crate::udp::paths::{flow_hash, PathSet};
+use crate::udp::paths::{flow_hash, is_pure_tcp_ack, source_flow, PathSet};
 
 pub mod xdp_io;
 
@@ -895,6 +895,10 @@ impl Srv6Machine {
                 return self.count_drop(Drop::Malformed);
             }
         }
+        let need = match buf.get(l.payload_offset..len) {
+            Some(inner) if is_pure_tcp_ack(inner) => SourceNeed::Superseded,
+            _ => SourceNeed::Timely,
+        };
         // Several paths: the flow's path, its middle SIDs inserted after the End (so they are
         // part of the symbol: the decoder receives them), its own stream.
         let (stream, len, sl) = match (&mut self.paths, tagged) {
@@ -916,7 +920,7 @@ impl Srv6Machine {
         // will rebuild it), coded, restored.
         let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);
         let saved = normalize(buf, l.srh_offset, sl, dec_idx, dec_sid);
-        let tag = enc.handle_source(stream, &buf[..len], now);
+        let tag = enc.handle_source_needing(stream, &buf[..len], need, now);
         restore(buf, l.srh_offset, &saved);
         if tagged.is_some() {
             add(&c.enc_packets_out, 1);
@@ -1135,8 +1139,10 @@ impl Srv6Machine {
             d.dec.note_ce(src.stream);
         }
         let flow = match d.dec.config().in_order {
-            Some(_) => buf.get(inner_at..len).map_or(0, flow_hash),
-            None => 0,
+            Some(_) => buf
+                .get(inner_at..len)
+                .map_or(SourceFlow::default(), source_flow),
+            None => SourceFlow::default(),
         };
         let verdict =
             d.dec

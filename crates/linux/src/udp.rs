@@ -70,7 +70,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hirt_core::path::PathManagerConfig;
-use hirt_core::{Decoder, Encoder, FecMode, Feedback, PathId, StreamId};
+use hirt_core::{Decoder, Encoder, FecMode, Feedback, PathId, SourceFlow, SourceNeed, StreamId};
 use hirt_fec::RepairInfo;
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 use paths::PathSet;
@@ -794,8 +794,8 @@ impl Transport for UdpMachine {
                 // The decoder keeps the packet as sent (before the ECN update below), the
                 // symbol the encoder coded.
                 let flow = match dec.config().in_order {
-                    Some(_) => paths::flow_hash(payload),
-                    None => 0,
+                    Some(_) => paths::source_flow(payload),
+                    None => SourceFlow::default(),
                 };
                 let verdict =
                     dec.handle_source_in_flow(stream, esi, payload, u32::from(tos), flow, now);
@@ -1365,7 +1365,12 @@ impl UdpMachine {
         };
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
-        let tag = enc.handle_source(stream, pkt, now);
+        let need = if paths::is_pure_tcp_ack(pkt) {
+            SourceNeed::Superseded
+        } else {
+            SourceNeed::Timely
+        };
+        let tag = enc.handle_source_needing(stream, pkt, need, now);
         let repr = UdpRepr::Source {
             stream: tag.stream,
             esi: tag.esi,

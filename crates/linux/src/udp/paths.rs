@@ -32,7 +32,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use hirt_core::path::{PathEvent, PathManager, PathManagerConfig, PathObservation, PathSnapshot};
-use hirt_core::PathId;
+use hirt_core::{PathId, SourceFlow, SourceNeed};
 
 use crate::config::MAX_PATHS;
 use crate::metrics::{add, Metrics};
@@ -551,9 +551,127 @@ pub fn flow_hash(pkt: &[u8]) -> u64 {
     }
 }
 
+/// What in-order release needs to know of an inner packet: its flow, and whether it may pass
+/// holes (a pure TCP ACK).
+pub fn source_flow(pkt: &[u8]) -> SourceFlow {
+    SourceFlow {
+        hash: flow_hash(pkt),
+        need: if is_pure_tcp_ack(pkt) {
+            SourceNeed::Superseded
+        } else {
+            SourceNeed::Timely
+        },
+    }
+}
+
+/// Whether the packet is a pure TCP ACK: TCP over IPv4 or IPv6 (no extension headers, not a
+/// fragment), no payload, ACK set, none of SYN, FIN and RST. The next ACK of the connection
+/// makes such a packet's loss good, so it need not start the repair timer
+/// ([`hirt_core::SourceNeed::Superseded`]).
+pub fn is_pure_tcp_ack(pkt: &[u8]) -> bool {
+    const TCP: u8 = 6;
+    let be16 = |at: usize| {
+        pkt.get(at..at + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+    };
+    let (tcp_at, ip_end) = match pkt.first().map(|b| b >> 4) {
+        Some(4) if pkt.len() >= 20 => {
+            let ihl = usize::from(pkt[0] & 0x0f) * 4;
+            let fragment = be16(6).is_some_and(|f| f & 0x3fff != 0);
+            if pkt[9] != TCP || fragment || ihl < 20 {
+                return false;
+            }
+            match be16(2) {
+                Some(total) => (ihl, total),
+                None => return false,
+            }
+        }
+        Some(6) if pkt.len() >= 40 => {
+            if pkt[6] != TCP {
+                return false;
+            }
+            match be16(4) {
+                Some(payload) => (40, 40 + payload),
+                None => return false,
+            }
+        }
+        _ => return false,
+    };
+    let (Some(&offset), Some(&flags)) = (pkt.get(tcp_at + 12), pkt.get(tcp_at + 13)) else {
+        return false;
+    };
+    let header_end = tcp_at + usize::from(offset >> 4) * 4;
+    const FIN: u8 = 0x01;
+    const SYN: u8 = 0x02;
+    const RST: u8 = 0x04;
+    const ACK: u8 = 0x10;
+    header_end >= tcp_at + 20
+        && header_end == ip_end
+        && ip_end <= pkt.len()
+        && flags & ACK != 0
+        && flags & (FIN | SYN | RST) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TCP segment over IPv4 (20-byte header) or IPv6 with `payload` bytes and `flags`.
+    fn tcp(v6: bool, flags: u8, payload: usize) -> Vec<u8> {
+        let ip = if v6 { 40 } else { 20 };
+        let mut p = vec![0u8; ip + 20 + payload];
+        if v6 {
+            p[0] = 0x60;
+            p[4..6].copy_from_slice(&((20 + payload) as u16).to_be_bytes());
+            p[6] = 6;
+        } else {
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&((ip + 20 + payload) as u16).to_be_bytes());
+            p[6] = 0x40; // DF
+            p[9] = 6;
+        }
+        p[ip + 12] = 5 << 4;
+        p[ip + 13] = flags;
+        p
+    }
+
+    #[test]
+    fn pure_tcp_acks_are_told_from_everything_else() {
+        for v6 in [false, true] {
+            assert!(is_pure_tcp_ack(&tcp(v6, 0x10, 0)), "ACK");
+            assert!(
+                is_pure_tcp_ack(&tcp(v6, 0x10 | 0x40 | 0x80, 0)),
+                "ACK with ECE, CWR"
+            );
+            assert!(!is_pure_tcp_ack(&tcp(v6, 0x10, 1)), "a byte of data");
+            assert!(!is_pure_tcp_ack(&tcp(v6, 0x18, 100)), "data");
+            assert!(!is_pure_tcp_ack(&tcp(v6, 0x11, 0)), "FIN");
+            assert!(!is_pure_tcp_ack(&tcp(v6, 0x12, 0)), "SYN-ACK");
+            assert!(!is_pure_tcp_ack(&tcp(v6, 0x14, 0)), "RST");
+            assert!(!is_pure_tcp_ack(&tcp(v6, 0x00, 0)), "no ACK");
+            let mut t = tcp(v6, 0x10, 0);
+            t.truncate(t.len() - 1);
+            assert!(!is_pure_tcp_ack(&t), "truncated");
+        }
+        // Trailing bytes past the IPv4 total length (Ethernet padding) are not payload.
+        let mut padded = tcp(false, 0x10, 0);
+        padded.extend_from_slice(&[0; 6]);
+        assert!(is_pure_tcp_ack(&padded));
+        // Options: 32-byte header (timestamps), no data.
+        let mut opts = tcp(false, 0x10, 12);
+        opts[32] = 8 << 4;
+        assert!(is_pure_tcp_ack(&opts));
+        // A fragment, UDP, garbage.
+        let mut frag = tcp(false, 0x10, 0);
+        frag[6] = 0x20; // MF
+        assert!(!is_pure_tcp_ack(&frag));
+        let mut udp = tcp(false, 0x10, 0);
+        udp[9] = 17;
+        assert!(!is_pure_tcp_ack(&udp));
+        assert!(!is_pure_tcp_ack(&[]));
+        assert!(!is_pure_tcp_ack(&[0x45; 30]));
+        assert!(!is_pure_tcp_ack(&[0x60; 50]));
+    }
 
     fn v4(src_port: u16, frag: bool) -> Vec<u8> {
         let mut p = vec![0u8; 28];
