@@ -216,6 +216,21 @@ mod tests {
 
     const PREFIX: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 9, 0, 0, 0, 0, 0);
 
+    /// A route change again while the kernel refuses it for want of memory: among the tens of
+    /// thousands of changes these tests make under traffic, it now and then answers one with
+    /// ENOMEM. The daemon tries again at its next round; the test tries again at once.
+    fn retrying<T>(mut change: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        for _ in 0..100 {
+            match change() {
+                Err(e) if e.kind() == io::ErrorKind::OutOfMemory => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                done => return done,
+            }
+        }
+        change()
+    }
+
     fn tx_packets(ns: &NetNs, dev: &str) -> u64 {
         let out = ns
             .exec(&[
@@ -380,13 +395,13 @@ mod tests {
         let key = (PREFIX, 64, 254);
         // Node 1 alone, then both: the route as it stands after each flip.
         let grow = move |nl: &mut Netlink, installed: &mut Vec<usize>| -> io::Result<()> {
-            install(nl, key, &hops, &set(&[1]), installed)?;
+            retrying(|| install(nl, key, &hops, &set(&[1]), installed))?;
             if config_order {
-                nl.replace_seg6_multipath(PREFIX.into(), 64, 254, &hops)?;
+                retrying(|| nl.replace_seg6_multipath(PREFIX.into(), 64, 254, &hops))?;
                 *installed = vec![0, 1];
                 Ok(())
             } else {
-                install(nl, key, &hops, &set(&[0, 1]), installed).map(|_| ())
+                retrying(|| install(nl, key, &hops, &set(&[0, 1]), installed)).map(|_| ())
             }
         };
         let grow_once = grow.clone();
