@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use hirt_core::path::{PathEvent, PathManager, PathManagerConfig, PathObservation, PathSnapshot};
 use hirt_core::{PathId, SourceFlow, SourceNeed};
+use hirt_wire::ipv6::Ipv6Packet;
 
 use crate::config::MAX_PATHS;
 use crate::metrics::{add, Metrics};
@@ -570,46 +571,33 @@ pub fn source_flow(pkt: &[u8]) -> SourceFlow {
 /// ([`hirt_core::SourceNeed::Superseded`]).
 pub fn is_pure_tcp_ack(pkt: &[u8]) -> bool {
     const TCP: u8 = 6;
-    let be16 = |at: usize| {
-        pkt.get(at..at + 2)
-            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
-    };
-    let (tcp_at, ip_end) = match pkt.first().map(|b| b >> 4) {
+    match pkt.first().map(|b| b >> 4) {
         Some(4) if pkt.len() >= 20 => {
             let ihl = usize::from(pkt[0] & 0x0f) * 4;
-            let fragment = be16(6).is_some_and(|f| f & 0x3fff != 0);
-            if pkt[9] != TCP || fragment || ihl < 20 {
-                return false;
-            }
-            match be16(2) {
-                Some(total) => (ihl, total),
-                None => return false,
-            }
+            let total = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
+            let fragment = u16::from_be_bytes([pkt[6], pkt[7]]) & 0x3fff != 0;
+            pkt[9] == TCP
+                && !fragment
+                && ihl >= 20
+                && pkt.get(ihl..total).is_some_and(segment_is_pure_ack)
         }
-        Some(6) if pkt.len() >= 40 => {
-            if pkt[6] != TCP {
-                return false;
-            }
-            match be16(4) {
-                Some(payload) => (40, 40 + payload),
-                None => return false,
-            }
-        }
-        _ => return false,
-    };
-    let (Some(&offset), Some(&flags)) = (pkt.get(tcp_at + 12), pkt.get(tcp_at + 13)) else {
-        return false;
-    };
-    let header_end = tcp_at + usize::from(offset >> 4) * 4;
+        Some(6) => Ipv6Packet::new_checked(pkt)
+            .is_ok_and(|p| p.next_header() == TCP && segment_is_pure_ack(p.payload())),
+        _ => false,
+    }
+}
+
+/// Whether a whole TCP segment is a header alone with ACK set and none of SYN, FIN and RST.
+fn segment_is_pure_ack(segment: &[u8]) -> bool {
     const FIN: u8 = 0x01;
     const SYN: u8 = 0x02;
     const RST: u8 = 0x04;
     const ACK: u8 = 0x10;
-    header_end >= tcp_at + 20
-        && header_end == ip_end
-        && ip_end <= pkt.len()
-        && flags & ACK != 0
-        && flags & (FIN | SYN | RST) == 0
+    let (Some(&offset), Some(&flags)) = (segment.get(12), segment.get(13)) else {
+        return false;
+    };
+    let header = usize::from(offset >> 4) * 4;
+    header >= 20 && header == segment.len() && flags & ACK != 0 && flags & (FIN | SYN | RST) == 0
 }
 
 #[cfg(test)]
