@@ -684,6 +684,11 @@ pub struct EncoderConfig {
     /// sources for the answers only as its controller asks, not the whole reach from the
     /// stream's first source. Default false: the decoder keeps the reach from the start.
     pub answer_reach_grows: bool,
+    /// Queue management for the path (`None`, default: off): CoDel on the queueing delay
+    /// measured in the RTT, which drops sources before they are coded
+    /// ([`crate::Encoder::admits_source`]), so the transports carried see congestion early
+    /// and one packet at a time instead of a drop-tail overflow (see [`crate::AqmConfig`]).
+    pub aqm: Option<crate::AqmConfig>,
 }
 
 /// The most a learned answer reach grows to ([`EncoderConfig::learning_answer_reach`],
@@ -716,6 +721,7 @@ impl EncoderConfig {
             deadline: None,
             answer_reach_lag: 0,
             answer_reach_grows: false,
+            aqm: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::aqm::Codel;
 use crate::codec::EncCodec;
 use crate::config::{Deadline, EncoderConfig, INITIAL_RTT};
 use crate::controller::{self, Controller, FeedbackContext, QueueYield, RepairTrigger};
@@ -209,6 +210,8 @@ struct Stream {
     /// Base RTT of the path (smallest recent sample, and when it was taken), and until when
     /// a queue on the path pauses loss-triggered repairs (see `watch_queue`).
     base_rtt: Option<(Duration, Instant)>,
+    /// Queue management on the path's queueing delay ([`EncoderConfig::aqm`]).
+    codel: Option<Codel>,
     rttvar: Duration,
     queue_until: Option<Instant>,
     /// Consecutive RTT samples above the queue threshold (see `watch_queue`).
@@ -349,6 +352,7 @@ impl Encoder {
             first_source_at: None,
             block_flush_waited: false,
             base_rtt: None,
+            codel: self.cfg.aqm.map(Codel::new),
             rttvar: Duration::ZERO,
             queue_until: None,
             queue_samples: 0,
@@ -377,6 +381,23 @@ impl Encoder {
             Self::keep_history(&mut self.streams[i], reach);
         }
         i
+    }
+
+    /// Whether the next source of `stream`, arriving at `now`, is to be sent: `false` when
+    /// queue management on the path ([`EncoderConfig::aqm`]) drops it. A dropped source is
+    /// not handed to [`Encoder::handle_source`]: it takes no ESI, so the decoder sees no hole,
+    /// and its transport sees one loss. Always `true` without `aqm`.
+    pub fn admits_source(&mut self, stream: StreamId, now: Instant) -> bool {
+        if self.cfg.aqm.is_none() {
+            return true;
+        }
+        let i = self.stream_index(stream);
+        let s = &mut self.streams[i];
+        let drop = s.codel.as_mut().is_some_and(|c| c.drops(now));
+        if drop {
+            s.stats.aqm_drops += 1;
+        }
+        !drop
     }
 
     /// Takes a source packet of `stream` at `now`. The caller forwards the original bytes tagged
@@ -646,6 +667,9 @@ impl Encoder {
                 });
                 s.stats.rtt = s.srtt;
                 Self::watch_queue(s, sample, now);
+                if let (Some(codel), Some((base, _))) = (&mut s.codel, s.base_rtt) {
+                    codel.on_rtt(sample, base, now);
+                }
             }
         }
         // Residual losses that our own skipped repairs may have caused are not the link's

@@ -26,6 +26,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod aqm;
 mod codec;
 pub mod config;
 pub mod controller;
@@ -41,6 +42,7 @@ mod stats;
 mod streams;
 mod timestamp;
 
+pub use aqm::AqmConfig;
 pub use config::{
     answer_reach_lag, ConfigError, ControllerConfig, Deadline, DecoderConfig, EncoderConfig,
     FecMode, HoldScope, SchemeConfig, AUTO_DEADLINE_FLOOR, DEFAULT_LOSS_REPORT_GAP,

@@ -60,6 +60,9 @@ pub struct EncoderStats {
     /// Rate-driven and time-driven repairs not sent because the path queued (controllers that
     /// yield to a queue; see `Controller::yields_to_queue`).
     pub queue_skips: u64,
+    /// Sources dropped before coding by queue management on the path's queueing delay
+    /// ([`crate::EncoderConfig::aqm`]).
+    pub aqm_drops: u64,
     /// With `QueueYield::Overflow`: feedback periods after which the controller's own repairs
     /// stop for two RTTs (the path queued and the period lost more than the link's loss
     /// process explains). `QueueYield::Queue` follows `queue_signals` instead.

@@ -315,6 +315,9 @@ pub struct DemoConfig {
     pub tunnel: TunnelMode,
     /// Print JSON instead of the table.
     pub json: bool,
+    /// Also run the workload over the same link without loss: its p99 is what a tunnel that
+    /// recovered every loss at once would reach, so the demo shows how far it is from that.
+    pub lossless: bool,
 }
 
 impl Default for DemoConfig {
@@ -324,6 +327,7 @@ impl Default for DemoConfig {
             duration: Duration::from_secs(25),
             tunnel: TunnelMode::Udp,
             json: false,
+            lossless: true,
         }
     }
 }

@@ -113,6 +113,9 @@ pub struct FecStats {
     pub order_skipped: u64,
     /// Sources delivered past a hole because their flow was not suspected of a packet in it.
     pub order_passed: u64,
+    /// Sources the encoders dropped before coding: queue management on the path's queueing
+    /// delay (`--aqm-target-ms`).
+    pub aqm_drops: u64,
     /// Bytes of source and repair packets sent (tunnel payload, both ends).
     pub source_bytes: u64,
     pub repair_bytes: u64,
@@ -215,6 +218,7 @@ impl Comparison {
             "held": fs.held,
             "order_skipped": fs.order_skipped,
             "order_passed": fs.order_passed,
+            "aqm_drops": fs.aqm_drops,
             "overhead": fs.overhead,
             "overhead_bytes": fs.overhead_bytes(),
             "p99_ratio": if f.p99_ms > 0.0 { self.baseline.p99_ms / f.p99_ms } else { 0.0 },
@@ -313,6 +317,13 @@ impl Comparison {
                 fs.order_passed,
                 fs.source
             );
+            if fs.aqm_drops > 0 {
+                let _ = writeln!(
+                    out,
+                    "FEC: {} sources dropped by queue management on the path (--aqm-target-ms)",
+                    fs.aqm_drops
+                );
+            }
         }
         if let (Some(f), b) = (&self.fec, &self.baseline) {
             if f.goodput_mbps > 0.0 && b.goodput_mbps > 0.0 {

@@ -27,14 +27,21 @@ pub fn run_demo(args: DemoConfig) -> anyhow::Result<()> {
              first straight over the lossy link, then through the hirt tunnel with FEC, with the same\n\
              loss process. Lost packets cost TCP a retransmission timeout or a fast-retransmit round\n\
              trip, which shows in the tail (p99) of request completion times; FEC repairs them inside\n\
-             the tunnel. Each run takes {}s.\n",
-            args.duration.as_secs()
+             the tunnel. Each run takes {}s.{}\n",
+            args.duration.as_secs(),
+            if args.lossless {
+                "\nBefore them, a run over the same link without loss gives the p99 that a tunnel\n\
+                 recovering every loss at once would reach: the most FEC could take off the tail."
+            } else {
+                ""
+            }
         );
     }
     let lab = LabConfig {
         duration: args.duration,
         tunnel: args.tunnel,
         json: args.json,
+        lossless: args.lossless,
         ..LabConfig::default()
     };
     run_lab(lab)

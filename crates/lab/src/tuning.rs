@@ -1,5 +1,6 @@
 //! The arguments the lab gives both tunnel ends, derived from the link: the window sized to the
-//! bandwidth-delay product, the controller's surplus, in-order release, fast repairs.
+//! bandwidth-delay product, the controller's surplus, in-order release, fast repairs, queue
+//! management.
 
 use crate::emu::core::DirectionConfig;
 
@@ -53,6 +54,18 @@ pub const FAST_REPAIRS: &str = "--repair-delay-ms 1 --repair-retries 3";
 /// `maxdelay_ms=0`, 4716 queue drops (docs/lab.md).
 pub const FAST_REPAIRS_STRETCH: &str = "10";
 
+/// Queue management for the path in the request/response workloads (`--aqm-target-ms`): the
+/// encoder drops a source now and then while the RTT it measures stays this far above the base
+/// (CoDel on the measured queueing delay, docs/core.md). Without it, 16 CUBIC flows fetching
+/// 1 MB through the tunnel fill the 1000-packet starlink queue, since the tunnel repairs the
+/// random losses that kept them off it: 2.1k-3.7k queue drops per 40 s run and a p99 up to 15 %
+/// above the run without the tunnel; with it, 0-0.2k drops and a p99 7-22 % below it. 15 ms:
+/// the delay is sampled once per feedback and carries the link's jitter (5 ms: more drops,
+/// 82-84 Mbit/s instead of 87). Not for `bulk`: a single CUBIC flow over the 100 ms `wan1` path
+/// needs more queue than that to fill the link (60 Mbit/s instead of 86;
+/// docs/results/2026-11-29-lab-bounds.md).
+pub const AQM_TARGET_MS: &str = "15";
+
 /// The recovery deadline of the lab's tunnels (`--deadline`): off, so the controller's rate and
 /// the repair timers above ([`OURS_BASE`], [`FAST_REPAIRS`]) alone protect the workloads, as
 /// docs/lab.md measured them. `--tunnel-args "--deadline auto"` gives UDP mode's default.
@@ -63,7 +76,8 @@ pub const LAB_DEADLINE: &str = "off";
 /// `--fec ours:base=`[`OURS_BASE`] unless they choose the FEC mode, plus in-order release
 /// ([`IN_ORDER_MS`]) unless they set it, plus for request/response workloads (`latency`) fast
 /// time-driven repairs ([`FAST_REPAIRS`], [`FAST_REPAIRS_STRETCH`]) unless they set the repair
-/// timer, plus [`LAB_DEADLINE`] unless they set a deadline.
+/// timer and queue management ([`AQM_TARGET_MS`]) unless they set it, plus [`LAB_DEADLINE`]
+/// unless they set a deadline.
 pub fn tunnel_args(
     user: Option<&str>,
     up: &DirectionConfig,
@@ -92,6 +106,9 @@ pub fn tunnel_args(
     }
     if fast {
         out.push(FAST_REPAIRS.to_string());
+    }
+    if latency && !has("--aqm-target-ms") {
+        out.push(format!("--aqm-target-ms {AQM_TARGET_MS}"));
     }
     if !has("--in-order-ms") {
         out.push(format!("--in-order-ms {IN_ORDER_MS}"));
@@ -128,11 +145,12 @@ mod tests {
         assert_eq!(
             tunnel_args(None, &u, &d, true),
             "--window 1900 --fec ours:base=0.01,maxdelay_ms=10 --repair-delay-ms 1 \
-             --repair-retries 3 --in-order-ms 30 --deadline off"
+             --repair-retries 3 --aqm-target-ms 15 --in-order-ms 30 --deadline off"
         );
         assert_eq!(
             tunnel_args(Some("--fec hirt"), &u, &d, true),
-            "--window 1900 --repair-delay-ms 1 --repair-retries 3 --in-order-ms 30 --deadline off --fec hirt"
+            "--window 1900 --repair-delay-ms 1 --repair-retries 3 --aqm-target-ms 15 --in-order-ms 30 \
+             --deadline off --fec hirt"
         );
         assert_eq!(
             tunnel_args(Some("--window 300 --in-order-ms 0"), &u, &d, false),
@@ -140,7 +158,8 @@ mod tests {
         );
         assert_eq!(
             tunnel_args(Some("--repair-delay-ms 5"), &u, &d, true),
-            "--window 1900 --fec ours:base=0.01 --in-order-ms 30 --deadline off --repair-delay-ms 5"
+            "--window 1900 --fec ours:base=0.01 --aqm-target-ms 15 --in-order-ms 30 --deadline off \
+             --repair-delay-ms 5"
         );
         assert_eq!(
             tunnel_args(Some("--fec fixed:w=50,step=5"), &u, &d, false),

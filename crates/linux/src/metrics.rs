@@ -135,6 +135,9 @@ counters!(
         /// Rate-driven and time-driven repairs the encoder's controller did not send because
         /// the path's queue overflowed (`ours:yield`; copied from the encoder).
         queue_skips: Counter,
+        /// Sources dropped before coding by queue management on the path's queueing delay
+        /// (`--aqm-target-ms`; copied from the encoder).
+        aqm_drops: Counter,
         /// Sources the recovery deadline asks the code to keep at the measured rate (gauge; 0
         /// without a deadline). Above the largest window (`--window`, at most 4095) losses leave
         /// the window before their loss reports are answered: a longer window, a shorter

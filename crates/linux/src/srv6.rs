@@ -916,6 +916,11 @@ impl Srv6Machine {
         };
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
+        // A source the kernel tagged already went out with its ESI: only untagged ones can be
+        // left out.
+        if tagged.is_none() && !enc.admits_source(stream, now) {
+            return Ok(());
+        }
         // The symbol: normalised (what routers may change inside the tunnel set as the decoder
         // will rebuild it), coded, restored.
         let dec_sid = self.cfg.dec_sid.unwrap_or(self.cfg.peer_dec_sid);

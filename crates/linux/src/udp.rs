@@ -1365,6 +1365,9 @@ impl UdpMachine {
         };
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
+        if !enc.admits_source(stream, now) {
+            return;
+        }
         let need = if paths::is_pure_tcp_ack(pkt) {
             SourceNeed::Superseded
         } else {

@@ -48,6 +48,13 @@ pub struct CoderArgs {
     /// demand. Give the same at both ends.
     #[arg(long)]
     pub deadline: Option<String>,
+    /// Queue management for the path: CoDel's target queueing delay in ms, measured in the RTT
+    /// (off by default; 5 is CoDel's). While the path's queue stays above it, sources are
+    /// dropped before coding, one at a time, so the flows carried back off before the
+    /// bottleneck's buffer overflows; a tunnel that repairs random losses otherwise lets
+    /// loss-based TCP fill that buffer.
+    #[arg(long)]
+    pub aqm_target_ms: Option<f64>,
     /// Mark recovered packets ECN-CE (if ECN-capable).
     #[arg(long)]
     pub ecn_ce: bool,
@@ -75,7 +82,7 @@ macro_rules! apply_shared_flags {
         let o = $ops;
         $crate::cmd::apply_flags!($cfg, k;
             set: fec, window, repair_delay_ms, repair_retries, overload_threshold, in_order_ms;
-            some: rs, repair_retry_gap_ms, deadline, in_order_scope;
+            some: rs, repair_retry_gap_ms, deadline, in_order_scope, aqm_target_ms;
             flag: ecn_ce);
         $crate::cmd::apply_flags!($cfg, o; set: ; some: metrics, control, seed; flag: );
     }};

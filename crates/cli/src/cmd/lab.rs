@@ -258,6 +258,9 @@ pub struct DemoArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Skip the reference run over the same link without loss.
+    #[arg(long)]
+    pub no_lossless: bool,
 }
 
 impl From<ProfileArg> for Profile {
@@ -357,6 +360,7 @@ impl From<DemoArgs> for DemoConfig {
             duration: a.duration,
             tunnel: a.tunnel.into(),
             json: a.json,
+            lossless: !a.no_lossless,
         }
     }
 }

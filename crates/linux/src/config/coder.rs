@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use hirt_core::{Deadline, DecoderConfig, EncoderConfig, FecMode, HoldScope, SchemeConfig};
+use hirt_core::{
+    AqmConfig, Deadline, DecoderConfig, EncoderConfig, FecMode, HoldScope, SchemeConfig,
+};
 
 use super::ConfigError;
 
@@ -34,6 +36,9 @@ pub struct CoderSettings {
     /// answers the decoder's loss reports, which the decoder then sends (see
     /// `hirt_core::EncoderConfig::deadline`, `hirt_core::DecoderConfig::loss_report_gap`).
     pub deadline: Option<Deadline>,
+    /// Queue management on the path's queueing delay (`None`: off), see
+    /// `hirt_core::EncoderConfig::aqm`.
+    pub aqm: Option<AqmConfig>,
 }
 
 impl Default for CoderSettings {
@@ -49,6 +54,7 @@ impl Default for CoderSettings {
             repair_lag: 0,
             repair_lag_limit: 0,
             deadline: None,
+            aqm: None,
         }
     }
 }
@@ -98,7 +104,21 @@ impl CoderSettings {
             repair_lag: 0,
             repair_lag_limit: 0,
             deadline: None,
+            aqm: None,
         })
+    }
+
+    /// These settings with queue management for the path at a target queueing delay of
+    /// `target_ms` (`None` or 0: off; CoDel's interval, 100 ms).
+    pub fn with_aqm(mut self, target_ms: Option<f64>) -> Result<Self, ConfigError> {
+        self.aqm = match target_ms {
+            None => None,
+            Some(ms) => millis("aqm-target-ms", ms)?.map(|target| AqmConfig {
+                target,
+                ..AqmConfig::default()
+            }),
+        };
+        Ok(self)
     }
 
     /// These settings with the recovery deadline `deadline` (`30ms`, `2rtt`, `auto`, ...;
@@ -133,6 +153,7 @@ impl CoderSettings {
         c.repair_retries = self.repair_retries;
         c.repair_retry_gap = self.repair_retry_gap;
         c.deadline = self.deadline;
+        c.aqm = self.aqm;
         if self.deadline.is_some() {
             c = c.learning_answer_reach();
         }
@@ -190,6 +211,25 @@ mod tests {
             .with_deadline(Some("soon"))
             .unwrap_err();
         assert_eq!(e.key, "deadline");
+    }
+
+    #[test]
+    fn queue_management_takes_its_target_and_reaches_the_encoder() {
+        let fec: FecMode = "ours".parse().unwrap();
+        assert_eq!(CoderSettings::default().encoder(fec.clone()).aqm, None);
+        let s = CoderSettings::default().with_aqm(Some(15.0)).unwrap();
+        let aqm = s.encoder(fec.clone()).aqm.unwrap();
+        assert_eq!(aqm.target, Duration::from_millis(15));
+        assert_eq!(aqm.interval, Duration::from_millis(100));
+        assert_eq!(
+            CoderSettings::default().with_aqm(Some(0.0)).unwrap().aqm,
+            None
+        );
+        assert_eq!(CoderSettings::default().with_aqm(None).unwrap().aqm, None);
+        for bad in [-1.0, f64::NAN, 20_000.0] {
+            let e = CoderSettings::default().with_aqm(Some(bad)).unwrap_err();
+            assert_eq!(e.key, "aqm-target-ms");
+        }
     }
 
     #[test]

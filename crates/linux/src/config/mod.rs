@@ -315,6 +315,11 @@ pub struct Srv6Config {
     /// What a hole holds back under in-order release: `flow` (default: the flows suspected of
     /// a packet in it) or `stream` (every later packet).
     pub in_order_scope: Option<String>,
+    /// Queue management for the path in ms (off by default): CoDel's target queueing delay,
+    /// measured in the RTT; while the path's queue stays above it for 100 ms (or the base RTT),
+    /// sources are dropped before coding, one at a time, so the flows carried slow down before
+    /// the bottleneck's buffer overflows (`hirt_core::AqmConfig`; 5 is CoDel's target).
+    pub aqm_target_ms: Option<f64>,
     /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = two RTTs and at least 10 ms, `off`;
     /// off by default in SRv6 mode: with `--kernel-sources` at 60 kpps and 3% loss, loss-triggered
     /// repair recovered 94% where the rate-driven controller recovers 99.9%): the `ours`
@@ -391,6 +396,7 @@ impl Default for Srv6Config {
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
             in_order_scope: None,
+            aqm_target_ms: None,
             deadline: None,
             repair_lag: None,
             no_routes: false,
@@ -582,7 +588,8 @@ impl Srv6Config {
             self.in_order_ms,
         )?
         .with_deadline(self.deadline.as_deref())?
-        .with_in_order_scope(self.in_order_scope.as_deref())?;
+        .with_in_order_scope(self.in_order_scope.as_deref())?
+        .with_aqm(self.aqm_target_ms)?;
         let default = if self.kernel_sources {
             KERNEL_SOURCES_REPAIR_LAG
         } else if self.receives_over_paths() {
@@ -690,6 +697,11 @@ pub struct UdpConfig {
     /// What a hole holds back under in-order release: `flow` (default: the flows suspected of
     /// a packet in it) or `stream` (every later packet).
     pub in_order_scope: Option<String>,
+    /// Queue management for the path in ms (off by default): CoDel's target queueing delay,
+    /// measured in the RTT; while the path's queue stays above it for 100 ms (or the base RTT),
+    /// sources are dropped before coding, one at a time, so the flows carried slow down before
+    /// the bottleneck's buffer overflows (`hirt_core::AqmConfig`; 5 is CoDel's target).
+    pub aqm_target_ms: Option<f64>,
     /// Recovery deadline (`30ms`, `0.5s`, `2rtt`, `auto` = two RTTs and at least 10 ms, `off`;
     /// `auto` by default): the `ours` controller sizes its window and repairs from it, and the
     /// decoder reports losses so the encoder repairs them on demand. Set it alike at both ends.
@@ -742,6 +754,7 @@ impl Default for UdpConfig {
             overload_threshold: default_overload_threshold(),
             in_order_ms: 0.0,
             in_order_scope: None,
+            aqm_target_ms: None,
             deadline: default_deadline(),
             seed: None,
             repair_lag: None,
@@ -880,7 +893,8 @@ impl UdpConfig {
             self.in_order_ms,
         )?
         .with_deadline(self.deadline.as_deref())?
-        .with_in_order_scope(self.in_order_scope.as_deref())?;
+        .with_in_order_scope(self.in_order_scope.as_deref())?
+        .with_aqm(self.aqm_target_ms)?;
         let default = if self.receives_over_paths() {
             MULTIPATH_REPAIR_LAG
         } else {
