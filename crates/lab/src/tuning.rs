@@ -59,11 +59,11 @@ pub const FAST_REPAIRS_STRETCH: &str = "10";
 /// (CoDel on the measured queueing delay, docs/core.md). Without it, 16 CUBIC flows fetching
 /// 1 MB through the tunnel fill the 1000-packet starlink queue, since the tunnel repairs the
 /// random losses that kept them off it: 2.1k-3.7k queue drops per 40 s run and a p99 up to 15 %
-/// above the run without the tunnel; with it, 0-0.2k drops and a p99 7-22 % below it. 15 ms:
-/// the delay is sampled once per feedback and carries the link's jitter (5 ms: more drops,
-/// 82-84 Mbit/s instead of 87). Not for `bulk`: a single CUBIC flow over the 100 ms `wan1` path
-/// needs more queue than that to fill the link (60 Mbit/s instead of 86;
-/// docs/results/2026-11-29-lab-bounds.md).
+/// above the run without the tunnel; with it, no queue drop and a p99 lower in 9 of 10 paired
+/// runs. 15 ms: the delay is sampled once per feedback and carries the link's jitter (5 ms:
+/// twice the drops, 82-84 Mbit/s instead of 86-88). Not for `bulk`: a single CUBIC flow over
+/// the 100 ms `wan1` path needs more queue than that to fill the link (60 Mbit/s instead of
+/// 80; docs/results/2026-11-29-lab-bounds.md).
 pub const AQM_TARGET_MS: &str = "15";
 
 /// The recovery deadline of the lab's tunnels (`--deadline`): off, so the controller's rate and
