@@ -46,7 +46,7 @@ pub(crate) struct Codel {
     measured_at: Option<Instant>,
     /// The path's base RTT, which stretches the interval on long paths.
     base_rtt: Duration,
-    /// When the delay has been above the target for an interval (`None`: below it).
+    /// When the delay will have stayed above the target for an interval (`None`: below it).
     first_above: Option<Instant>,
     dropping: bool,
     /// Drops in the current dropping state.
@@ -105,19 +105,21 @@ impl Codel {
             }
             return false;
         }
-        let Some(above_since) = self.first_above else {
+        let Some(due) = self.first_above else {
             self.first_above = now.checked_add(self.interval());
             return false;
         };
         if self.dropping {
-            if self.drop_next.is_some_and(|t| now >= t) {
+            if let Some(next) = self.drop_next.filter(|t| now >= *t) {
                 self.count = self.count.saturating_add(1);
-                self.drop_next = self.drop_next.and_then(|t| t.checked_add(self.spacing()));
+                // From the drop, not from when it was due: after a pause in the sources the
+                // schedule does not owe a burst of drops (the measurement is the same one).
+                self.drop_next = next.max(now).checked_add(self.spacing());
                 return true;
             }
             return false;
         }
-        if now < above_since {
+        if now < due {
             return false;
         }
         // Enter the dropping state; a state left recently resumes near its old rate (§5.5).
@@ -209,6 +211,19 @@ mod tests {
         let mut c = Codel::new(AqmConfig::default());
         let drops = run(&mut c, t0(), 1300, (650, 600));
         assert_eq!(drops[..2], [ms(600), ms(1200)], "{drops:?}");
+    }
+
+    #[test]
+    fn sources_after_a_pause_get_no_burst_of_drops() {
+        let mut c = Codel::new(AqmConfig::default());
+        let t0 = t0();
+        assert_eq!(run(&mut c, t0, 400, (80, 50)).len(), 5);
+        // 150 ms without sources (the measurement stays fresh), then one every ms: one drop,
+        // then the schedule again.
+        c.on_rtt(ms(80), ms(50), t0 + ms(500));
+        let drops = run(&mut c, t0 + ms(550), 100, (80, 50));
+        assert_eq!(drops[0], ms(0), "{drops:?}");
+        assert!(drops[1] >= ms(40), "{drops:?}");
     }
 
     #[test]
