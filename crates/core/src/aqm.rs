@@ -13,7 +13,9 @@
 //! CoDel reads a packet's sojourn time at the queue; the tunnel only sees the path's RTT from
 //! feedback (a sample every feedback period), so the queueing delay here is the latest RTT
 //! sample above the path's base RTT. Dropped sources never get an ESI: the decoder sees no hole
-//! and the flow's transport sees one loss, as behind a CoDel queue.
+//! and the flow's transport sees one loss, as behind a CoDel queue. A source whose inner
+//! packet is ECN-capable is marked CE instead of dropped, as a CoDel queue with ECN does: its
+//! transport slows down without losing anything.
 
 use std::time::{Duration, Instant};
 
@@ -95,8 +97,9 @@ impl Codel {
         self.interval().div_f64(f64::from(self.count.max(1)).sqrt())
     }
 
-    /// Whether the source arriving at `now` is dropped.
-    pub(crate) fn drops(&mut self, now: Instant) -> bool {
+    /// Whether the source arriving at `now` carries a congestion signal: dropped, or marked CE
+    /// when ECN-capable (CoDel schedules marks as it schedules drops).
+    pub(crate) fn signals(&mut self, now: Instant) -> bool {
         if self.delay(now) < self.cfg.target {
             self.first_above = None;
             if self.dropping {
@@ -164,7 +167,7 @@ mod tests {
             if t % 50 == 0 {
                 c.on_rtt(ms(rtt), ms(base), start + ms(t));
             }
-            if c.drops(start + ms(t)) {
+            if c.signals(start + ms(t)) {
                 drops.push(ms(t));
             }
         }
@@ -233,7 +236,7 @@ mod tests {
         c.on_rtt(ms(80), ms(50), t0);
         // The traffic and its feedback stop; sources resume 300 ms later with no new sample.
         for t in 300..1000 {
-            assert!(!c.drops(t0 + ms(t)), "{t}");
+            assert!(!c.signals(t0 + ms(t)), "{t}");
         }
     }
 }

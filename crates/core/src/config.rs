@@ -685,8 +685,8 @@ pub struct EncoderConfig {
     /// stream's first source. Default false: the decoder keeps the reach from the start.
     pub answer_reach_grows: bool,
     /// Queue management for the path (`None`, default: off): CoDel on the queueing delay
-    /// measured in the RTT, which drops sources before they are coded
-    /// ([`crate::Encoder::admits_source`]), so the transports carried see congestion early
+    /// measured in the RTT, which drops sources before they are coded, or marks them CE when
+    /// ECN-capable ([`crate::Encoder::admit_source`]), so the transports carried see congestion early
     /// and one packet at a time instead of a drop-tail overflow (see [`crate::AqmConfig`]).
     pub aqm: Option<crate::AqmConfig>,
 }

@@ -27,6 +27,17 @@ pub struct SourceTag {
     pub esi: Esi,
 }
 
+/// What queue management on the path makes of a source ([`Encoder::admit_source`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceAdmission {
+    /// Code and send it as it is.
+    Send,
+    /// Set its inner packet's ECN field to CE (the caller rewrites it), then code and send it.
+    MarkCe,
+    /// Leave it out: do not code it.
+    Drop,
+}
+
 /// How soon a source needs a repair after it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum SourceNeed {
@@ -383,21 +394,41 @@ impl Encoder {
         i
     }
 
-    /// Whether the next source of `stream`, arriving at `now`, is to be sent: `false` when
-    /// queue management on the path ([`EncoderConfig::aqm`]) drops it. A dropped source is
-    /// not handed to [`Encoder::handle_source`]: it takes no ESI, so the decoder sees no hole,
-    /// and its transport sees one loss. Always `true` without `aqm`.
-    pub fn admits_source(&mut self, stream: StreamId, now: Instant) -> bool {
-        if self.cfg.aqm.is_none() {
-            return true;
+    /// What becomes of the next source of `stream`, arriving at `now`, under queue management
+    /// on the path ([`EncoderConfig::aqm`]). When CoDel signals congestion, a source whose
+    /// inner packet is ECN-capable (`ecn_capable`: ECT(0) or ECT(1), read by the caller) is to
+    /// be marked CE and sent ([`SourceAdmission::MarkCe`], RFC 8289 §5.1 / RFC 3168): its
+    /// transport slows down and nothing is lost. Any other source is dropped
+    /// ([`SourceAdmission::Drop`]): it is not handed to [`Encoder::handle_source`], so it takes
+    /// no ESI, the decoder sees no hole, and its transport sees one loss.
+    ///
+    /// A source a later one supersedes ([`SourceNeed::Superseded`]: a pure TCP ACK) is always
+    /// sent and takes no turn in CoDel's schedule: losing it slows no sender, and the queue the
+    /// RTT shows may lie the other way, on the feedback's return (a download fills the queue
+    /// towards the client, whose encoder carries the ACKs). Always [`SourceAdmission::Send`]
+    /// without `aqm`.
+    pub fn admit_source(
+        &mut self,
+        stream: StreamId,
+        need: SourceNeed,
+        ecn_capable: bool,
+        now: Instant,
+    ) -> SourceAdmission {
+        if self.cfg.aqm.is_none() || need == SourceNeed::Superseded {
+            return SourceAdmission::Send;
         }
         let i = self.stream_index(stream);
         let s = &mut self.streams[i];
-        let drop = s.codel.as_mut().is_some_and(|c| c.drops(now));
-        if drop {
-            s.stats.aqm_drops += 1;
+        if !s.codel.as_mut().is_some_and(|c| c.signals(now)) {
+            return SourceAdmission::Send;
         }
-        !drop
+        if ecn_capable {
+            s.stats.aqm_marks += 1;
+            SourceAdmission::MarkCe
+        } else {
+            s.stats.aqm_drops += 1;
+            SourceAdmission::Drop
+        }
     }
 
     /// Takes a source packet of `stream` at `now`. The caller forwards the original bytes tagged

@@ -50,7 +50,7 @@ pub use config::{
     INITIAL_RTT, LEARNED_ANSWER_REACH_LIMIT, LOSS_REPORT_REPAIR_LAG,
 };
 pub use decoder::{Decoder, DecoderBuffers, Recovered, SourceFlow, Verdict};
-pub use encoder::{Encoder, Repair, SourceNeed, SourceTag};
+pub use encoder::{Encoder, Repair, SourceAdmission, SourceNeed, SourceTag};
 pub use feedback::{EsiRange, Feedback, FeedbackError, FeedbackView, LossReport, TimestampEcho};
 pub use hirt_fec::{Esi, RepairInfo, SchemeId};
 pub use stats::{DecoderStats, EncoderStats, RecoveryDelays};

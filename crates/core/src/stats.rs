@@ -63,6 +63,8 @@ pub struct EncoderStats {
     /// Sources dropped before coding by queue management on the path's queueing delay
     /// ([`crate::EncoderConfig::aqm`]).
     pub aqm_drops: u64,
+    /// ECN-capable sources marked CE instead of dropped by the same queue management.
+    pub aqm_marks: u64,
     /// With `QueueYield::Overflow`: feedback periods after which the controller's own repairs
     /// stop for two RTTs (the path queued and the period lost more than the link's loss
     /// process explains). `QueueYield::Queue` follows `queue_signals` instead.

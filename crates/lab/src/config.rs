@@ -153,6 +153,11 @@ pub struct LabConfig {
     /// Mark ECN-capable packets CE when they find more than this many packets queued (both
     /// directions; with a rate). None: no marking.
     pub ecn_mark_above: Option<usize>,
+    /// The hosts' TCP asks for ECN (`net.ipv4.tcp_ecn=1`; implied by `ecn_mark_above`): the
+    /// CE marks of the link or of the tunnel's queue management (`--aqm-target-ms`) reach the
+    /// flows' congestion control, and the tunnel marks instead of dropping.
+    #[serde(default)]
+    pub hosts_ecn: bool,
     /// Seed of the link's randomness (both runs use it: same loss process).
     pub seed: u64,
     /// QUIC workload: packets of reordering before quinn declares a loss (RFC 9002: 3). Every
@@ -210,6 +215,7 @@ impl Default for LabConfig {
             queue: None,
             reorder: None,
             ecn_mark_above: None,
+            hosts_ecn: false,
             seed: 1,
             quic_packet_threshold: 3,
             quic_time_threshold: 1.125,

@@ -116,6 +116,8 @@ pub struct FecStats {
     /// Sources the encoders dropped before coding: queue management on the path's queueing
     /// delay (`--aqm-target-ms`).
     pub aqm_drops: u64,
+    /// ECN-capable sources the same queue management marked CE instead of dropping.
+    pub aqm_marks: u64,
     /// Bytes of source and repair packets sent (tunnel payload, both ends).
     pub source_bytes: u64,
     pub repair_bytes: u64,
@@ -219,6 +221,7 @@ impl Comparison {
             "order_skipped": fs.order_skipped,
             "order_passed": fs.order_passed,
             "aqm_drops": fs.aqm_drops,
+            "aqm_marks": fs.aqm_marks,
             "overhead": fs.overhead,
             "overhead_bytes": fs.overhead_bytes(),
             "p99_ratio": if f.p99_ms > 0.0 { self.baseline.p99_ms / f.p99_ms } else { 0.0 },
@@ -317,11 +320,12 @@ impl Comparison {
                 fs.order_passed,
                 fs.source
             );
-            if fs.aqm_drops > 0 {
+            if fs.aqm_drops + fs.aqm_marks > 0 {
                 let _ = writeln!(
                     out,
-                    "FEC: {} sources dropped by queue management on the path (--aqm-target-ms)",
-                    fs.aqm_drops
+                    "FEC: queue management on the path (--aqm-target-ms) dropped {} sources and \
+                     marked {} CE",
+                    fs.aqm_drops, fs.aqm_marks
                 );
             }
         }

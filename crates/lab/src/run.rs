@@ -100,9 +100,10 @@ pub fn lab(args: &LabConfig) -> anyhow::Result<LabReport> {
     netns::remove_stale();
     let _teardown = netns::Teardown;
     let topo = Topology::build().context("building the lab topology")?;
-    if args.ecn_mark_above.is_some() {
-        // The hosts' TCP asks for ECN, so the link's marks reach its congestion control (and,
-        // through the tunnel, the outer headers carry the inner packets' ECN field).
+    if args.hosts_ecn || args.ecn_mark_above.is_some() {
+        // The hosts' TCP asks for ECN, so the marks of the link or of the tunnel's queue
+        // management reach its congestion control (and, through the tunnel, the outer headers
+        // carry the inner packets' ECN field).
         for ns in [&topo.client, &topo.server] {
             netns::sysctl(ns, "net.ipv4.tcp_ecn=1")?;
         }

@@ -417,6 +417,7 @@ impl Tunnel {
                 f.order_skipped += g("order_skipped");
                 f.order_passed += g("order_passed");
                 f.aqm_drops += g("aqm_drops");
+                f.aqm_marks += g("aqm_marks");
                 f.source_bytes += g("source_bytes_sent");
                 f.repair_bytes += g("repair_bytes_sent");
             }

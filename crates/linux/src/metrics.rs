@@ -138,6 +138,9 @@ counters!(
         /// Sources dropped before coding by queue management on the path's queueing delay
         /// (`--aqm-target-ms`; copied from the encoder).
         aqm_drops: Counter,
+        /// ECN-capable sources marked CE instead of dropped by that queue management (copied
+        /// from the encoder).
+        aqm_marks: Counter,
         /// Sources the recovery deadline asks the code to keep at the measured rate (gauge; 0
         /// without a deadline). Above the largest window (`--window`, at most 4095) losses leave
         /// the window before their loss reports are answered: a longer window, a shorter

@@ -38,7 +38,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hirt_core::path::{PathManagerConfig, PolicyKind, RepairPath};
-use hirt_core::{Encoder, FecMode, Feedback, PathId, SourceFlow, SourceNeed, StreamId};
+use hirt_core::{
+    Encoder, FecMode, Feedback, PathId, SourceAdmission, SourceFlow, SourceNeed, StreamId,
+};
 use hirt_wire::replay::ReplayWindow;
 use hirt_wire::srv6::{self as wsrv6, Auth, Srv6Builder, Srv6Header, Srv6Layout};
 use hirt_wire::tlv::{
@@ -918,8 +920,19 @@ impl Srv6Machine {
         add(&c.enc_packets_in, 1);
         // A source the kernel tagged already went out with its ESI: only untagged ones can be
         // left out.
-        if tagged.is_none() && !enc.admits_source(stream, now) {
-            return Ok(());
+        if tagged.is_none() {
+            // The inner packet ends the frame (segments inserted above moved its start).
+            let inner_at = len.saturating_sub(l.packet_len.saturating_sub(l.payload_offset));
+            let ecn_capable = buf
+                .get(inner_at..len)
+                .is_some_and(|p| matches!(crate::ecn::inner_tos(p) & 3, 1 | 2));
+            match enc.admit_source(stream, need, ecn_capable, now) {
+                SourceAdmission::Send => {}
+                // The outer header keeps its ECN field: a CE mark there is the path's (the
+                // decoder counts it as a congestion signal), and the encoder knows of its own.
+                SourceAdmission::MarkCe => crate::ecn::set_ecn(&mut buf[inner_at..len], 3),
+                SourceAdmission::Drop => return Ok(()),
+            }
         }
         // The symbol: normalised (what routers may change inside the tunnel set as the decoder
         // will rebuild it), coded, restored.

@@ -70,7 +70,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hirt_core::path::PathManagerConfig;
-use hirt_core::{Decoder, Encoder, FecMode, Feedback, PathId, SourceFlow, SourceNeed, StreamId};
+use hirt_core::{
+    Decoder, Encoder, FecMode, Feedback, PathId, SourceAdmission, SourceFlow, SourceNeed, StreamId,
+};
 use hirt_fec::RepairInfo;
 use hirt_wire::udp::{UdpPacket, UdpRepr, SOURCE_LEN};
 use paths::PathSet;
@@ -79,8 +81,8 @@ use crate::config::CoderSettings;
 use crate::config::{parse_cidr, UdpConfig, UdpRole};
 use crate::control::Control;
 use crate::crypto::{self, Opener, ReplayWindow, Sealer, HEADER_LEN, OVERHEAD};
-use crate::ecn::mark_ce;
 pub use crate::ecn::{decap_ecn, inner_tos};
+use crate::ecn::{mark_ce, set_ecn};
 use crate::engine::{
     self, Classified, CoderSlots, Housekeeping, Need, NeedsState, Node, Operations, QueueDrops,
     Slot, SlotsConfig, Transmit, TransmitSink, Transport, Workers,
@@ -1365,14 +1367,19 @@ impl UdpMachine {
         };
         let c = self.metrics.stream(stream);
         add(&c.enc_packets_in, 1);
-        if !enc.admits_source(stream, now) {
-            return;
-        }
         let need = if paths::is_pure_tcp_ack(pkt) {
             SourceNeed::Superseded
         } else {
             SourceNeed::Timely
         };
+        match enc.admit_source(stream, need, matches!(tos & 3, 1 | 2), now) {
+            SourceAdmission::Send => {}
+            // The outer header keeps the ECN field the packet came with: a CE mark there is
+            // the path's (the decoder counts it as a congestion signal), and the encoder knows
+            // of its own.
+            SourceAdmission::MarkCe => set_ecn(pkt, 3),
+            SourceAdmission::Drop => return,
+        }
         let tag = enc.handle_source_needing(stream, pkt, need, now);
         let repr = UdpRepr::Source {
             stream: tag.stream,

@@ -5,7 +5,8 @@
 //! dropped and counted. On the wire (nft counters at the server's ingress) sources carry the
 //! inner packets' DSCP and repairs/feedback/keepalives `--repair-dscp`; an ECN CE mark set on
 //! the outer header (nft, like a congested router) reaches the inner packets. With a recovery
-//! deadline, losses are reported by the decoder and repaired on demand.
+//! deadline, losses are reported by the decoder and repaired on demand. Behind a bottleneck,
+//! queue management on the path marks ECN-capable flows CE and drops from the others.
 
 mod common;
 use common::big_rcvbuf;
@@ -639,4 +640,148 @@ fn deadline_repairs_reported_losses() {
     );
     drop(client);
     drop(server);
+}
+
+/// `TcpExt` counter `name` of the namespace `ns` (`/proc/net/netstat` as its threads see it).
+fn tcp_ext(ns: &NetNs, name: &'static str) -> u64 {
+    let text = ns
+        .spawn(|| std::fs::read_to_string("/proc/thread-self/net/netstat"))
+        .join()
+        .unwrap()
+        .unwrap();
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (names, values) = (lines.next().unwrap(), lines.next().unwrap());
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Queue management on the path (`--aqm-target-ms`), end to end: TCP uploads through the
+/// tunnel fill a 20 Mbit/s bottleneck (a token bucket on the client's end of the underlay), so
+/// the RTT the client's encoder measures rises far above its base. With ECN negotiated by the
+/// hosts, the encoder marks the upload's segments CE instead of dropping them, and the
+/// sender's TCP sees the marks come back; without ECN it drops segments. The server's encoder,
+/// which carries the ACKs, measures the same queue (its feedback comes back through it) and
+/// leaves them alone. Every byte arrives both times.
+#[test]
+#[cfg_attr(not(hirt_root), ignore = "needs root")]
+fn queue_management_marks_ecn_flows_and_drops_the_others() {
+    use std::io::{Read, Write};
+    if !netns::available() {
+        eprintln!("skipped: needs root and iproute2");
+        return;
+    }
+    let base = netns::unique_name("hq");
+    let u = netns::Underlay::new(&base, "192.168.79").unwrap();
+    u.like_a_wire().unwrap();
+    let (c, s) = (&u.client, &u.server);
+    c.sh(&format!(
+        "tc qdisc add dev {} root tbf rate 20mbit burst 16kb latency 400ms",
+        u.client_if
+    ))
+    .unwrap();
+    let tag = base.clone();
+    let mk = |server: bool| {
+        let mut a = args(server, &tag);
+        a.listen = server.then(|| "0.0.0.0:4098".into());
+        a.remote = (!server).then(|| "192.168.79.1:4098".into());
+        a.fec = "ours".into();
+        a.threads = 1;
+        a.in_order_ms = 0.0;
+        a.aqm_target_ms = Some(10.0);
+        a
+    };
+    let start = |ns: &NetNs, a: UdpConfig| {
+        ns.spawn(move || udp::start(a).map_err(std::io::Error::other))
+            .join()
+            .unwrap()
+            .unwrap()
+    };
+    let server = start(s, mk(true));
+    let client = start(c, mk(false));
+    const LEN: usize = 6 << 20;
+    let data: Vec<u8> = (0..LEN).map(|i| (i as u32 % 251) as u8).collect();
+    let upload = |port: u16| -> Vec<u8> {
+        let listener = s
+            .spawn(move || std::net::TcpListener::bind(("10.77.0.1", port)))
+            .join()
+            .unwrap()
+            .unwrap();
+        let rx = std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
+            let (mut k, _) = listener.accept()?;
+            k.set_read_timeout(Some(Duration::from_secs(60)))?;
+            let mut v = Vec::new();
+            k.read_to_end(&mut v)?;
+            Ok(v)
+        });
+        let d = data.clone();
+        c.spawn(move || -> std::io::Result<()> {
+            // The tunnel may take a moment to carry its first packet.
+            let to = std::net::SocketAddr::from(([10, 77, 0, 1], port));
+            let mut k = None;
+            for _ in 0..100 {
+                match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
+                    Ok(x) => {
+                        k = Some(x);
+                        break;
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                }
+            }
+            let mut k = k.ok_or_else(|| std::io::Error::other("no connection"))?;
+            k.write_all(&d)?;
+            k.shutdown(std::net::Shutdown::Write)
+        })
+        .join()
+        .unwrap()
+        .unwrap();
+        rx.join().unwrap().unwrap()
+    };
+    let counts = |m: &Metrics| {
+        // The workers publish their encoders' counters every 200 ms.
+        std::thread::sleep(Duration::from_millis(500));
+        (sum(m, |x| &x.aqm_marks), sum(m, |x| &x.aqm_drops))
+    };
+
+    // The client's TCP asks for ECN; the server's accepts it (the kernel's default).
+    c.sysctl("net.ipv4.tcp_ecn", "1").unwrap();
+    let got = upload(7201);
+    let (marks, drops) = counts(&client.metrics);
+    let delivered_ce = tcp_ext(c, "TCPDeliveredCE");
+    eprintln!("ECN: {marks} marked, {drops} dropped; the sender saw {delivered_ce} delivered CE");
+    assert!(
+        got == data,
+        "ECN upload: {} bytes, not the ones sent",
+        got.len()
+    );
+    assert!(marks > 0, "the queue was never signalled");
+    // Only segments that were not ECN-capable (retransmissions, the FIN) may be dropped.
+    assert!(drops * 4 <= marks, "{marks} marked, {drops} dropped");
+    assert!(delivered_ce > 0, "the marks did not reach the sender's TCP");
+
+    c.sysctl("net.ipv4.tcp_ecn", "0").unwrap();
+    let got = upload(7202);
+    let (marks2, drops2) = counts(&client.metrics);
+    eprintln!(
+        "no ECN: {} marked, {} dropped",
+        marks2 - marks,
+        drops2 - drops
+    );
+    assert!(got == data, "upload without ECN: {} bytes", got.len());
+    assert!(drops2 > drops, "no source was dropped without ECN");
+    assert_eq!(
+        marks2, marks,
+        "a packet that was not ECN-capable was marked"
+    );
+
+    let (s_marks, s_drops) = counts(&server.metrics);
+    assert!(
+        s_marks + s_drops <= 2,
+        "the server's encoder signalled its ACKs: {s_marks} marked, {s_drops} dropped"
+    );
+    client.stop();
+    server.stop();
 }

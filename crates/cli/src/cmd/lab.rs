@@ -152,6 +152,11 @@ pub struct LabArgs {
     /// queued at the link's rate limit, like an AQM (both directions; default: no marking).
     #[arg(long)]
     pub ecn_mark_above: Option<usize>,
+    /// The hosts' TCP asks for ECN (`net.ipv4.tcp_ecn=1`), so the tunnel's queue management
+    /// (`--aqm-target-ms`) marks their packets CE instead of dropping them (implied by
+    /// `--ecn-mark-above`).
+    #[arg(long)]
+    pub hosts_ecn: bool,
     /// Seed of the link's randomness (both runs use it: same loss process).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -332,6 +337,7 @@ impl From<LabArgs> for LabConfig {
             queue: a.queue,
             reorder: a.reorder,
             ecn_mark_above: a.ecn_mark_above,
+            hosts_ecn: a.hosts_ecn,
             seed: a.seed,
             quic_packet_threshold: a.quic_packet_threshold,
             quic_time_threshold: a.quic_time_threshold,

@@ -652,6 +652,7 @@ impl<X> StreamCoder<X> {
                         .store(st.queue_signals + st.ce_signals, Relaxed);
                     c.queue_skips.store(st.queue_skips, Relaxed);
                     c.aqm_drops.store(st.aqm_drops, Relaxed);
+                    c.aqm_marks.store(st.aqm_marks, Relaxed);
                     let wanted = u64::from(st.deadline_window_wanted);
                     let max = u64::from(st.window_max);
                     let before = c.deadline_window_wanted.swap(wanted, Relaxed);
