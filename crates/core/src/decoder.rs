@@ -19,6 +19,7 @@ use crate::overload::Budget;
 use crate::recovery_clock::RecoveryClock;
 use crate::stats::DecoderStats;
 use crate::streams::StreamMap;
+use crate::timestamp::ArrivalQueue;
 use crate::{Esi, RepairInfo, StreamId};
 
 /// What to do with a received source packet.
@@ -103,6 +104,8 @@ struct Stream {
     seq: u16,
     period_start: Option<Instant>,
     echo: Option<(u32, Instant)>,
+    /// The queue the peer's repairs met on their way (their send timestamps).
+    arrival: ArrivalQueue,
     due: bool,
     order: Option<Reorder>,
     /// Sources refused in a row (duplicate, late or stale).
@@ -334,6 +337,7 @@ impl Decoder {
             seq: 0,
             period_start: None,
             echo: None,
+            arrival: ArrivalQueue::default(),
             due: false,
             order: Self::new_order(&self.cfg),
             refused_run: 0,
@@ -593,6 +597,7 @@ impl Decoder {
         };
         let s = &mut self.streams[i];
         s.stats.repairs += 1;
+        s.arrival.on_packet(timestamp, now);
         if let Some(o) = &mut s.order {
             let out = &mut self.out;
             o.expire(now, &mut |h| out.push_held(stream, h));
@@ -686,6 +691,16 @@ impl Decoder {
         s.echo = Some((timestamp, now));
         self.after_input(i, now);
         Ok(())
+    }
+
+    /// The queueing delay the peer's packets of `stream` meet on their way here at `now`: the
+    /// one-way delay of its latest repair above the smallest of the last 5-10 s (`None`
+    /// without a repair in the last 250 ms). The encoder of the other direction, beside this
+    /// decoder, takes it out of its RTT samples: its feedback comes back through this queue
+    /// ([`crate::Encoder::set_return_queue`]).
+    pub fn arrival_queue(&self, stream: StreamId, now: Instant) -> Option<Duration> {
+        let i = self.index.get(stream)?;
+        self.streams[i].arrival.queue(now)
     }
 
     /// Records the delay of the recovery of `esi` at `now`, and whether it came late.

@@ -223,6 +223,8 @@ struct Stream {
     base_rtt: Option<(Duration, Instant)>,
     /// Queue management on the path's queueing delay ([`EncoderConfig::aqm`]).
     codel: Option<Codel>,
+    /// The queue on the way back, where the feedback travels (see `set_return_queue`).
+    return_queue: Duration,
     rttvar: Duration,
     queue_until: Option<Instant>,
     /// Consecutive RTT samples above the queue threshold (see `watch_queue`).
@@ -364,6 +366,7 @@ impl Encoder {
             block_flush_waited: false,
             base_rtt: None,
             codel: self.cfg.aqm.map(Codel::new),
+            return_queue: Duration::ZERO,
             rttvar: Duration::ZERO,
             queue_until: None,
             queue_samples: 0,
@@ -428,6 +431,20 @@ impl Encoder {
         } else {
             s.stats.aqm_drops += 1;
             SourceAdmission::Drop
+        }
+    }
+
+    /// The queueing delay the feedback of `stream` meets on its way back (`None`: unknown,
+    /// taken as none), measured by the decoder of the other direction beside this encoder
+    /// ([`crate::Decoder::arrival_queue`]). Queue management ([`EncoderConfig::aqm`]) takes it
+    /// out of the RTT: a download's queue is in every RTT sample of the client's encoder, which
+    /// sends only requests and ACKs into an empty queue.
+    pub fn set_return_queue(&mut self, stream: StreamId, queue: Option<Duration>) {
+        if self.cfg.aqm.is_none() {
+            return;
+        }
+        if let Some(i) = self.index.get(stream) {
+            self.streams[i].return_queue = queue.unwrap_or(Duration::ZERO);
         }
     }
 
@@ -699,7 +716,8 @@ impl Encoder {
                 s.stats.rtt = s.srtt;
                 Self::watch_queue(s, sample, now);
                 if let (Some(codel), Some((base, _))) = (&mut s.codel, s.base_rtt) {
-                    codel.on_rtt(sample, base, now);
+                    // The queue this side can act on is the outbound one.
+                    codel.on_rtt(sample.saturating_sub(s.return_queue), base, now);
                 }
             }
         }

@@ -116,3 +116,49 @@ fn superseded_sources_are_never_dropped_nor_marked() {
         assert_eq!((stats.aqm_drops, stats.aqm_marks), (0, 0));
     }
 }
+
+#[test]
+fn a_queue_on_the_way_back_is_left_out() {
+    // The RTT shows 30 ms of queue, all of it on the feedback's way back (the decoder beside
+    // the encoder measured it): nothing is dropped. Measured as 10 ms only, the 20 ms left
+    // still are a queue.
+    let run = |back_ms: u64| {
+        let mut cfg = EncoderConfig::new(FecMode::parse_with_window("ours", 200).unwrap());
+        cfg.aqm = Some(AqmConfig::default());
+        let mut enc = Encoder::new(cfg, 1);
+        let mut now = t0();
+        let mut first = None;
+        let mut refused = 0;
+        for k in 0..20u32 {
+            for _ in 0..50 {
+                now += Duration::from_millis(1);
+                if enc.admit_source(0, SourceNeed::Timely, false, now) == SourceAdmission::Drop {
+                    refused += 1;
+                } else {
+                    enc.handle_source(0, &[k as u8; 100], now);
+                    while enc.poll_repair().is_some() {}
+                }
+            }
+            let extra = Duration::from_millis(if k >= 3 { 30 } else { 0 });
+            if k >= 3 {
+                enc.set_return_queue(0, Some(Duration::from_millis(back_ms)));
+            }
+            let first = *first.get_or_insert(now);
+            let hold = now.duration_since(first).saturating_sub(extra);
+            let fb = Feedback {
+                seq: k as u16,
+                highest_esi: enc.next_esi(0).wrapping_sub(1),
+                received: 50,
+                echo: Some(TimestampEcho {
+                    ts: 0,
+                    hold_us: hold.as_micros() as u32,
+                }),
+                ..Feedback::default()
+            };
+            enc.handle_feedback(&fb, now);
+        }
+        refused
+    };
+    assert_eq!(run(30), 0);
+    assert!(run(10) >= 5, "{}", run(10));
+}

@@ -373,7 +373,12 @@ impl<T: Transport> Node<T> {
     pub fn on_timeout(&mut self, now: Instant, tx: &mut impl TransmitSink<T::Dest>) {
         let route = self.route(now);
         let (slots, s) = (&self.shared.slots, self.coder.stream);
+        // The queue the peer's packets meet on their way here is in every RTT sample of this
+        // side's encoder (its feedback comes back the same way): the decoder beside it
+        // measures that queue, and the encoder's queue management leaves it out.
+        let back = slots.dec(s).and_then(|d| d.dec.arrival_queue(s, now));
         if let Some(mut e) = slots.enc(s) {
+            e.set_return_queue(s, back);
             self.machine.timeout(Slot::Encoder(&mut e), route, now, tx);
         }
         if let Some(mut d) = slots.dec(s) {
