@@ -395,6 +395,18 @@ fn udp_tunnel_both_ways_with_address_change() {
     server.stop();
 }
 
+/// A TCP connection to `to` through the tunnel, which may take a moment to carry its first
+/// packet.
+fn connect_through_tunnel(to: std::net::SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    for _ in 0..100 {
+        match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
+            Ok(k) => return Ok(k),
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    Err(std::io::Error::other("no connection"))
+}
+
 /// TCP through the UDP tunnel with TUN offloads (the default), IPv4 one way and IPv6 the
 /// other, 2% random loss per datagram on the underlay both ways: every byte arrives intact,
 /// the senders' TUN devices handed hirt TSO packets that it cut into segments, and the
@@ -478,21 +490,7 @@ fn tcp_with_tun_offloads_both_ways() {
     let send = |to: &'static str, seed: u8| {
         let d = data(seed);
         move || -> std::io::Result<()> {
-            // The tunnel may take a moment to carry its first packet.
-            let mut k = None;
-            for _ in 0..100 {
-                match std::net::TcpStream::connect_timeout(
-                    &to.parse().unwrap(),
-                    Duration::from_secs(1),
-                ) {
-                    Ok(x) => {
-                        k = Some(x);
-                        break;
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
-            let mut k = k.ok_or_else(|| std::io::Error::other("no connection"))?;
+            let mut k = connect_through_tunnel(to.parse().unwrap())?;
             k.write_all(&d)?;
             k.shutdown(std::net::Shutdown::Write)
         }
@@ -663,9 +661,9 @@ fn tcp_ext(ns: &NetNs, name: &'static str) -> u64 {
 /// tunnel fill a 20 Mbit/s bottleneck (a token bucket on the client's end of the underlay), so
 /// the RTT the client's encoder measures rises far above its base. With ECN negotiated by the
 /// hosts, the encoder marks the upload's segments CE instead of dropping them, and the
-/// sender's TCP sees the marks come back; without ECN it drops segments. The server's encoder,
-/// which carries the ACKs, measures the same queue (its feedback comes back through it) and
-/// leaves them alone. Every byte arrives both times.
+/// sender's TCP sees the marks come back; without ECN it drops segments. The server's encoder
+/// carries only ACKs, and the queue in its RTT is its return path's (its feedback comes back
+/// through it): it signals nothing. Every byte arrives both times.
 #[test]
 #[cfg_attr(not(hirt_root), ignore = "needs root")]
 fn queue_management_marks_ecn_flows_and_drops_the_others() {
@@ -719,19 +717,7 @@ fn queue_management_marks_ecn_flows_and_drops_the_others() {
         });
         let d = data.clone();
         c.spawn(move || -> std::io::Result<()> {
-            // The tunnel may take a moment to carry its first packet.
-            let to = std::net::SocketAddr::from(([10, 77, 0, 1], port));
-            let mut k = None;
-            for _ in 0..100 {
-                match std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1)) {
-                    Ok(x) => {
-                        k = Some(x);
-                        break;
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(100)),
-                }
-            }
-            let mut k = k.ok_or_else(|| std::io::Error::other("no connection"))?;
+            let mut k = connect_through_tunnel(([10, 77, 0, 1], port).into())?;
             k.write_all(&d)?;
             k.shutdown(std::net::Shutdown::Write)
         })
