@@ -93,6 +93,13 @@ impl EncCodec {
         }
     }
 
+    /// Whether a repair over a single source carries it (sliding RLC whose coefficients are
+    /// never zero, density threshold 15): an answer to one loss can then cover that loss
+    /// alone.
+    pub(crate) fn repairs_one_source(&self) -> bool {
+        matches!(self, EncCodec::Rlc(c) if c.density_threshold() == 15)
+    }
+
     /// Sources a repair sent now would newly protect.
     pub(crate) fn unprotected(&self) -> usize {
         match self {

@@ -683,8 +683,9 @@ impl Decoder {
         // The span decays slowly rather than following every repair: an answer cut short at
         // the encoder's answer floor (losses past their deadline left out) says nothing about
         // how far back its window reaches either, and a lookback taken from it would stop
-        // the reports from naming losses that are still in time.
-        if s.tracker.base() != Some(info.first_esi) {
+        // the reports from naming losses that are still in time. Nor does an answer over the
+        // one loss it repairs.
+        if s.tracker.base() != Some(info.first_esi) && info.nss > 1 {
             s.repair_span = (span + 1).max(s.repair_span - s.repair_span / REPAIR_SPAN_DECAY);
         }
         s.tracker.on_repair(info.first_esi, last);

@@ -132,13 +132,36 @@ struct SourceMemo {
     answered: Option<Instant>,
 }
 
-/// Answers queued for one loss report: the oldest loss they answer, the end of their window
-/// (just after the newest loss the report named), how many are left.
+/// Repairs over a window queued for one loss report or one batch of spares: the oldest loss
+/// they back up, the end of their window (just after the newest loss named), how many are
+/// left.
 #[derive(Clone, Copy, Debug)]
 struct AnswerRun {
     oldest: Esi,
     end: Esi,
     n: u32,
+}
+
+/// A repair waiting in the answer queue.
+#[derive(Clone, Copy, Debug)]
+enum Queued {
+    /// The answer to one named loss: a repair over that source alone. A lost answer then
+    /// leaves only its own loss to the spares; were the answers over the whole window, the
+    /// batch's losses would share their equations and one answer too few would leave them
+    /// all unrecovered.
+    Loss(Esi),
+    /// Repairs over a window (spares, or answers where a code cannot make a repair over one
+    /// source).
+    Window(AnswerRun),
+}
+
+impl Queued {
+    fn count(&self) -> u32 {
+        match self {
+            Queued::Loss(_) => 1,
+            Queued::Window(run) => run.n,
+        }
+    }
 }
 
 /// The spares behind a batch of answers whose losses one window covers: the oldest loss
@@ -199,7 +222,11 @@ struct Stream {
     /// time the queue must drain in: they are spaced (see `answer_spacing`) so that a burst of
     /// link losses does not take a whole batch of them (a burst of losses on the link is
     /// reported at once and would otherwise be answered back to back).
-    answer_queue: VecDeque<AnswerRun>,
+    answer_queue: VecDeque<Queued>,
+    /// The ESIs a loss report names and gets answers for (scratch, reused).
+    named: Vec<Esi>,
+    /// The oldest loss of the latest batch of spares sent (see `handle_timeout`).
+    previous_spares: Option<Esi>,
     /// The ESI after the newest loss a report named once no repair could recover it in time
     /// any more (an explicit deadline): the windows of answers and spares start there. A batch
     /// whose answers and spares fell short stays unsolved; in the equations of later batches
@@ -356,6 +383,8 @@ impl Encoder {
             source_gap: Duration::ZERO,
             spares: VecDeque::new(),
             answer_queue: VecDeque::new(),
+            named: Vec::new(),
+            previous_spares: None,
             answer_floor: None,
             answer_at: None,
             answer_sources: 0,
@@ -875,6 +904,7 @@ impl Encoder {
         let end = newest.wrapping_add(1);
         let mut want = 0u32;
         let mut oldest = newest;
+        s.named.clear();
 
         for r in report.ranges() {
             // Distance from `end`: 1..=w are covered by a repair that ends there.
@@ -909,6 +939,7 @@ impl Encoder {
                 }
                 m.answered = Some(now);
                 want += 1;
+                s.named.push(esi);
                 if end.wrapping_sub(esi) > end.wrapping_sub(oldest) {
                     oldest = esi;
                 }
@@ -924,7 +955,20 @@ impl Encoder {
             let rtt = s.srtt.unwrap_or(INITIAL_RTT);
             s.answer_spread = d.saturating_sub(rtt).mul_f64(ANSWER_SPREAD);
         }
-        Self::queue_answers(s, out, rng, allowed, (oldest, end), now);
+        if s.codec.repairs_one_source() {
+            // The oldest first: their deadlines come first.
+            s.named
+                .sort_unstable_by_key(|&esi| std::cmp::Reverse(end.wrapping_sub(esi)));
+            for i in 0..(allowed as usize).min(s.named.len()) {
+                let esi = s.named[i];
+                s.answer_queue.push_back(Queued::Loss(esi));
+            }
+            if allowed > 0 && s.answer_at.is_none_or(|t| t <= now) {
+                Self::send_answer(s, out, rng, now);
+            }
+        } else {
+            Self::queue_answers(s, out, rng, allowed, (oldest, end), now);
+        }
         if allowed > 0 && deadline.is_some() {
             // An answer is lost with the link's loss probability, and asking again takes a
             // round trip more than the deadline leaves: spare repairs over the window of the
@@ -1054,8 +1098,10 @@ impl Encoder {
             return;
         }
         match s.answer_queue.back_mut() {
-            Some(run) if run.oldest == oldest && run.end == end => run.n += n,
-            _ => s.answer_queue.push_back(AnswerRun { oldest, end, n }),
+            Some(Queued::Window(run)) if run.oldest == oldest && run.end == end => run.n += n,
+            _ => s
+                .answer_queue
+                .push_back(Queued::Window(AnswerRun { oldest, end, n })),
         }
         if s.answer_at.is_none_or(|t| t <= now) {
             Self::send_answer(s, out, rng, now);
@@ -1124,7 +1170,7 @@ impl Encoder {
     fn answer_spacing(s: &Stream) -> u32 {
         let (p, burst) = s.controller.loss_estimate();
         let mut cap = (0.5 / p.max(1e-3)).floor();
-        let due: u32 = s.answer_queue.iter().map(|r| r.n).sum();
+        let due: u32 = s.answer_queue.iter().map(Queued::count).sum();
         if due > 0 && !s.source_gap.is_zero() {
             let sources = s.answer_spread.as_secs_f64() / s.source_gap.as_secs_f64();
             cap = cap.min((sources / f64::from(due)).floor());
@@ -1145,24 +1191,37 @@ impl Encoder {
 
     /// Sends one queued answer and schedules the next.
     fn send_answer(s: &mut Stream, out: &mut Out, rng: &mut ChaCha8Rng, now: Instant) {
-        let Some(run) = s.answer_queue.front_mut() else {
-            return;
+        let (oldest, mut end, single) = match s.answer_queue.front_mut() {
+            None => return,
+            Some(&mut Queued::Loss(esi)) => {
+                s.answer_queue.pop_front();
+                (esi, esi.wrapping_add(1), true)
+            }
+            Some(Queued::Window(run)) => {
+                let span = (run.oldest, run.end, false);
+                run.n -= 1;
+                if run.n == 0 {
+                    s.answer_queue.pop_front();
+                }
+                span
+            }
         };
-        let oldest = run.oldest;
-        let mut end = run.end;
-        run.n -= 1;
-        if run.n == 0 {
-            s.answer_queue.pop_front();
-        }
         s.answer_sources = 0;
         let w = u32::from(s.codec.window());
-        for later in &s.answer_queue {
-            if (later.end.wrapping_sub(end) as i32) > 0 && later.end.wrapping_sub(oldest) <= w {
-                end = later.end;
+        if !single {
+            for later in &s.answer_queue {
+                let Queued::Window(later) = later else {
+                    continue;
+                };
+                if (later.end.wrapping_sub(end) as i32) > 0 && later.end.wrapping_sub(oldest) <= w {
+                    end = later.end;
+                }
             }
         }
         let wide = s.codec.wide_repairs();
-        let start = if end.wrapping_sub(oldest) > w && wide > w {
+        let start = if single {
+            Some(oldest)
+        } else if end.wrapping_sub(oldest) > w && wide > w {
             // Losses spread over more than a window (a report's, or a batch's that spares
             // back up): one repair over all of them, from the oldest, not past the floor.
             let from = newer(oldest, end.wrapping_sub(wide));
@@ -1331,7 +1390,21 @@ impl Encoder {
                     let spacing = Self::answer_spacing(s);
                     Self::spares_needed(b.answers, s.controller.loss_estimate(), spacing)
                 };
-                let span = (b.oldest, b.end);
+                // Answers over one loss each share no equation with the losses around them,
+                // so a batch whose lost answers outnumber its spares has only later spares
+                // to turn to: each batch's spares also reach back over the previous batch's
+                // losses, where one repair can cover both.
+                let reach = u32::from(s.codec.window()).max(s.codec.wide_repairs());
+                let oldest = match s.previous_spares {
+                    Some(prev)
+                        if s.codec.repairs_one_source() && b.end.wrapping_sub(prev) <= reach =>
+                    {
+                        older(prev, b.oldest)
+                    }
+                    _ => b.oldest,
+                };
+                s.previous_spares = Some(b.oldest);
+                let span = (oldest, b.end);
                 Self::queue_answers(s, &mut self.out, &mut self.rng, k, span, now);
             }
         }
@@ -1455,6 +1528,15 @@ impl Encoder {
             }
             Self::refresh_code_stats(s);
         }
+    }
+}
+
+/// The earlier of two ESIs (serial order).
+fn older(a: Esi, b: Esi) -> Esi {
+    if (a.wrapping_sub(b) as i32) > 0 {
+        b
+    } else {
+        a
     }
 }
 

@@ -249,9 +249,10 @@ fn report_of(ranges: &[(u32, u16)]) -> Feedback {
     }
 }
 
-/// A loss a report names once no repair could reach it before its deadline is left out of
-/// the windows of the answers that follow: its unknown would otherwise hold back the losses
-/// that are still in time.
+/// A loss a report names once no repair could reach it before its deadline gets no answer
+/// and is left out of the windows of the spares that follow: its unknown would otherwise hold
+/// back the losses that are still in time. The loss still in time gets an answer over itself
+/// alone.
 #[test]
 fn answers_leave_out_losses_past_their_deadline() {
     let mut l = Loop::new();
@@ -270,12 +271,52 @@ fn answers_leave_out_losses_past_their_deadline() {
         l.now += Duration::from_millis(1);
         l.enc.handle_timeout(l.now);
     }
-    assert!(!windows.is_empty());
-    for &(first, nss) in &windows {
+    assert_eq!(windows.first(), Some(&(next - 5, 1)), "{windows:?}");
+    assert!(windows.len() > 1, "no spare: {windows:?}");
+    for &(first, nss) in &windows[1..] {
         // The window of 50 ending after `next - 5` would start at `next - 54`.
         assert_eq!(first, next - 51, "{windows:?}");
         assert_eq!(first + u32::from(nss), next - 4, "{windows:?}");
     }
+}
+
+/// Each answer covers the one loss it answers: two answers of three that arrive recover two
+/// losses, where answers over the whole window would share their three unknowns and recover
+/// none until a third equation came.
+#[test]
+fn an_answer_covers_its_own_loss_so_a_lost_answer_costs_only_its_loss() {
+    let mut l = Loop::new();
+    l.run(0, 2000, &mut Vec::new());
+    while l.enc.poll_repair().is_some() {}
+    let next = l.enc.next_esi(0);
+    let named = [next - 20, next - 15, next - 10];
+    l.enc
+        .handle_feedback(&report_of(&named.map(|e| (e, 1))), l.now);
+    let mut answers = Vec::new();
+    for _ in 0..10 {
+        while let Some(r) = l.enc.poll_repair() {
+            answers.push((r.info, r.timestamp, r.payload.to_vec()));
+        }
+        l.now += Duration::from_micros(500);
+        l.enc.handle_timeout(l.now);
+    }
+    let windows: Vec<(u32, u16)> = answers.iter().map(|(i, ..)| (i.first_esi, i.nss)).collect();
+    assert_eq!(windows, named.map(|e| (e, 1)));
+    // A decoder that lost the three sources, and the answer to the first.
+    let mode = FecMode::parse_with_window("ours", 1000).unwrap();
+    let mut dec = Decoder::new(DecoderConfig::new(mode.scheme), 3);
+    for n in (0..next).filter(|n| !named.contains(n)) {
+        dec.handle_source(0, n, &payload(n), l.now);
+    }
+    for (info, ts, payload) in &answers[1..] {
+        dec.handle_repair(0, info, *ts, payload, l.now).unwrap();
+    }
+    let mut recovered = Vec::new();
+    while let Some(r) = dec.poll_recovered() {
+        assert_eq!(r.data, payload(r.esi));
+        recovered.push(r.esi);
+    }
+    assert_eq!(recovered, named[1..]);
 }
 
 #[test]

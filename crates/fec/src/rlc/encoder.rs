@@ -111,6 +111,11 @@ impl RlcEncoder {
         self.slots.len()
     }
 
+    /// The density threshold DT of the coding coefficients (15: none is zero).
+    pub fn density_threshold(&self) -> u8 {
+        self.cfg.dt
+    }
+
     /// The current window W.
     pub fn window(&self) -> usize {
         self.window
