@@ -116,8 +116,11 @@ const ANSWER_GAP: Duration = Duration::from_micros(200);
 /// the same burst, and independent losses need none.
 const ANSWER_SPACING_BURSTS: f64 = 2.5;
 /// Share of the slack a deadline leaves after a round trip (`D - RTT`) within which the
-/// queued answers must all have gone out, whatever the spacing wanted.
-const ANSWER_SPREAD: f64 = 0.1;
+/// queued answers must all have gone out, whatever the spacing wanted. An answer recovers its
+/// loss as it arrives, so spreading a long burst's answers costs those losses nothing of
+/// their deadline while fewer of the answers share one link burst; the spares follow at half
+/// the slack.
+const ANSWER_SPREAD: f64 = 0.3;
 /// How long a learning encoder keeps every source of a new stream while no feedback has
 /// measured its path (see `Encoder::keep_until_measured`): the first feedback of a 600 ms
 /// round trip comes ~650 ms after the first source.
