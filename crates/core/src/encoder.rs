@@ -979,7 +979,9 @@ impl Encoder {
             // need (see `spares_needed`). Later answers join the batch while one window still
             // covers all its losses, so the spares cover them too; past that they start a
             // batch of their own.
-            let w = u32::from(s.codec.window()).max(s.codec.wide_repairs());
+            let w = u32::from(s.codec.window())
+                .max(s.codec.wide_repairs())
+                .min(s.codec.history());
             match s.spares.back_mut() {
                 Some(b) if end.wrapping_sub(b.oldest) <= w => {
                     b.end = end;
@@ -989,6 +991,8 @@ impl Encoder {
                     let rtt = s.srtt.unwrap_or(INITIAL_RTT);
                     let slack = deadline.unwrap_or(rtt).saturating_sub(rtt);
                     let wait = Self::spare_wait(s, slack, rtt);
+                    Self::keep_for_spares(s, oldest, wait);
+                    let wait = wait.min(Self::spare_reach(s, oldest));
                     if let Some(due) = now.checked_add(wait.max(Duration::from_micros(100))) {
                         s.spares.push_back(SpareBatch {
                             oldest,
@@ -1126,6 +1130,34 @@ impl Encoder {
         } else {
             slack / 2
         }
+    }
+
+    /// Keeps the sources the spares of a batch whose oldest loss is `oldest` will cover when
+    /// they leave, `wait` from now (and a quarter more for their pacing), as far as a repair
+    /// may reach. Where a round trip is a small part of the deadline the code would otherwise
+    /// keep little more than its window, which new sources pass through in a few
+    /// milliseconds.
+    fn keep_for_spares(s: &mut Stream, oldest: Esi, wait: Duration) {
+        if s.source_gap.is_zero() {
+            return;
+        }
+        let age = s.next_esi.wrapping_sub(oldest);
+        let during = (wait.as_secs_f64() / s.source_gap.as_secs_f64()).ceil() as u32;
+        let need = age.saturating_add(during).saturating_mul(4) / 3;
+        let reach = u32::from(s.codec.window()).max(s.codec.wide_repairs());
+        Self::keep_history(s, need.min(reach));
+    }
+
+    /// How long the spares of a batch whose oldest loss is `oldest` may wait: a spare sent
+    /// once that loss has left the sources the code keeps cannot cover it (see
+    /// `keep_for_spares`). A quarter of what is kept is left for the spares' own pacing.
+    fn spare_reach(s: &Stream, oldest: Esi) -> Duration {
+        if s.source_gap.is_zero() {
+            return Duration::MAX;
+        }
+        let kept = s.codec.history();
+        let age = s.next_esi.wrapping_sub(oldest);
+        s.source_gap * kept.saturating_sub(age).saturating_sub(kept / 4)
     }
 
     /// Slots of the memory of loss reports: a power of two that holds every source the code
