@@ -675,11 +675,18 @@ impl Encoder {
             }
             _ => u64::MAX,
         };
-        // A repair wider than the window (a spare over a round trip's answers) costs its width.
+        // A sliding-window repair between explicit bounds costs the sources it covers: its
+        // width, more than the window for a spare over a round trip's answers, one for an
+        // answer over its own loss.
+        let exact = range.is_some() && matches!(s.codec, EncCodec::Rlc(_));
         let mut ops = 0u64;
         let mut emit = |info: RepairInfo, payload: &[u8]| {
             if made < limit {
-                ops += cost.max(u64::from(info.nss));
+                ops += if exact {
+                    u64::from(info.nss)
+                } else {
+                    cost.max(u64::from(info.nss))
+                };
                 out.push(stream, info, payload, now);
                 made += 1;
                 bytes += payload.len() as u64;
