@@ -969,10 +969,8 @@ impl Encoder {
             // The oldest first: their deadlines come first.
             s.named
                 .sort_unstable_by_key(|&esi| std::cmp::Reverse(end.wrapping_sub(esi)));
-            for i in 0..(allowed as usize).min(s.named.len()) {
-                let esi = s.named[i];
-                s.answer_queue.push_back(Queued::Loss(esi));
-            }
+            let named = s.named.iter().take(allowed as usize);
+            s.answer_queue.extend(named.map(|&esi| Queued::Loss(esi)));
             if allowed > 0 && s.answer_at.is_none_or(|t| t <= now) {
                 Self::send_answer(s, out, rng, now);
             }
@@ -986,9 +984,7 @@ impl Encoder {
             // need (see `spares_needed`). Later answers join the batch while one window still
             // covers all its losses, so the spares cover them too; past that they start a
             // batch of their own.
-            let w = u32::from(s.codec.window())
-                .max(s.codec.wide_repairs())
-                .min(s.codec.history());
+            let w = Self::repair_reach(s).min(s.codec.history());
             match s.spares.back_mut() {
                 Some(b) if end.wrapping_sub(b.oldest) <= w => {
                     b.end = end;
@@ -1132,11 +1128,17 @@ impl Encoder {
     /// `TRAILING_SPARE_SHARE` of that time later (docs/results/2026-11-27-answer-reach.md).
     fn spare_wait(s: &Stream, slack: Duration, rtt: Duration) -> Duration {
         let wanted = s.controller.history_wanted().unwrap_or(0);
-        if wanted > 2 * u32::from(s.codec.window()).max(s.codec.wide_repairs()) {
+        if wanted > 2 * Self::repair_reach(s) {
             slack.saturating_sub(rtt / 2).mul_f64(TRAILING_SPARE_SHARE)
         } else {
             slack / 2
         }
+    }
+
+    /// The most sources one repair may span: the window, or wider where the code allows wider
+    /// repairs (spares over a round trip's answers).
+    fn repair_reach(s: &Stream) -> u32 {
+        u32::from(s.codec.window()).max(s.codec.wide_repairs())
     }
 
     /// Keeps the sources the spares of a batch whose oldest loss is `oldest` will cover when
@@ -1151,8 +1153,7 @@ impl Encoder {
         let age = s.next_esi.wrapping_sub(oldest);
         let during = (wait.as_secs_f64() / s.source_gap.as_secs_f64()).ceil() as u32;
         let need = age.saturating_add(during).saturating_mul(4) / 3;
-        let reach = u32::from(s.codec.window()).max(s.codec.wide_repairs());
-        Self::keep_history(s, need.min(reach));
+        Self::keep_history(s, need.min(Self::repair_reach(s)));
     }
 
     /// How long the spares of a batch whose oldest loss is `oldest` may wait: a spare sent
@@ -1436,7 +1437,7 @@ impl Encoder {
                 // so a batch whose lost answers outnumber its spares has only later spares
                 // to turn to: each batch's spares also reach back over the previous batch's
                 // losses, where one repair can cover both.
-                let reach = u32::from(s.codec.window()).max(s.codec.wide_repairs());
+                let reach = Self::repair_reach(s);
                 let oldest = match s.previous_spares {
                     Some(prev)
                         if s.codec.repairs_one_source() && b.end.wrapping_sub(prev) <= reach =>
